@@ -1,0 +1,623 @@
+"""Records, enums and protocols shared by every package.
+
+Standard library only. These frozen dataclasses are the only values that cross a package
+boundary, a process or Ray boundary, or the store; each one round-trips through JSON with
+``to_json`` / ``from_json`` (see ``encode`` / ``decode``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
+
+#: Name every candidate's C function is given before fingerprinting and building, so that
+#: two schedules producing the same code have the same fingerprint.
+KERNEL_SYMBOL = "schedsearch_kernel"
+
+
+# --------------------------------------------------------------------------- JSON codec
+
+
+def encode(value: Any) -> Any:
+    """Turn a record (or nested records, tuples, enums) into plain JSON data."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, (tuple, list)):
+        return [encode(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): encode(v) for k, v in value.items()}
+    return value
+
+
+def decode(cls: Any, data: Any) -> Any:
+    """Rebuild a value of type ``cls`` (a record class or a type hint) from JSON data."""
+    origin = typing.get_origin(cls)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(cls) if a is not type(None)]
+        if data is None:
+            return None
+        return decode(options[0], data)
+    if origin is tuple:
+        args = typing.get_args(cls)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(decode(args[0], v) for v in data)
+        return tuple(decode(a, v) for a, v in zip(args, data, strict=True))
+    if origin in (dict, Mapping):
+        _, vt = typing.get_args(cls)
+        return {k: decode(vt, v) for k, v in data.items()}
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls)
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                kwargs[f.name] = decode(hints[f.name], data[f.name])
+        return cls(**kwargs)
+    if isinstance(cls, type) and issubclass(cls, StrEnum):
+        return cls(data)
+    if cls is float and isinstance(data, int):
+        return float(data)
+    return data
+
+
+class JsonRecord:
+    """Mixin: ``to_json()`` gives plain data, ``from_json(data)`` rebuilds the record."""
+
+    __slots__ = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON-able dict of this record."""
+        return encode(self)
+
+    @classmethod
+    def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
+        """Rebuild the record from ``to_json`` output."""
+        return decode(cls, data)
+
+
+def sha256_text(text: str) -> str:
+    """Hex sha256 of a UTF-8 string."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class RewriteKind(StrEnum):
+    """The scheduling steps the search knows how to propose and apply."""
+
+    REORDER = "reorder"
+    SPLIT = "split"
+    UNROLL = "unroll"
+    FUSE = "fuse"
+    SIMPLIFY = "simplify"
+    STAGE_MEM = "stage_mem"
+    PARALLELIZE = "parallelize"
+
+
+class Status(StrEnum):
+    """Outcome of evaluating one candidate."""
+
+    PENDING = "pending"  # recorded, not yet measured
+    OK = "ok"
+    ILLEGAL = "illegal"
+    BUILD_ERROR = "build_error"
+    RUN_ERROR = "run_error"
+    TIMEOUT = "timeout"
+    WRONG_RESULT = "wrong_result"
+
+    @property
+    def failed(self) -> bool:
+        """True for every final status except ``ok``."""
+        return self not in (Status.OK, Status.PENDING)
+
+
+class StrategyKind(StrEnum):
+    BEST_FIRST = "best-first"
+    BEAM = "beam"
+    RANDOM = "random"
+
+
+class SearchStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class ArgRole(StrEnum):
+    """How an argument of the (size-bound) kernel is passed in C."""
+
+    TENSOR = "tensor"  # pointer to a contiguous buffer
+    SCALAR = "scalar"  # data scalar (f32 x): passed by pointer in Exo's C
+
+
+class DType(StrEnum):
+    """Exo data types the harness can allocate. Values are Exo's spellings."""
+
+    F16 = "f16"
+    F32 = "f32"
+    F64 = "f64"
+    I8 = "i8"
+    UI8 = "ui8"
+    UI16 = "ui16"
+    I16 = "i16"
+    I32 = "i32"
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.F16, DType.F32, DType.F64)
+
+    @property
+    def c_type(self) -> str:
+        return {
+            DType.F16: "_Float16",
+            DType.F32: "float",
+            DType.F64: "double",
+            DType.I8: "int8_t",
+            DType.UI8: "uint8_t",
+            DType.UI16: "uint16_t",
+            DType.I16: "int16_t",
+            DType.I32: "int32_t",
+        }[self]
+
+    @property
+    def numpy_name(self) -> str:
+        return {
+            DType.F16: "float16",
+            DType.F32: "float32",
+            DType.F64: "float64",
+            DType.I8: "int8",
+            DType.UI8: "uint8",
+            DType.UI16: "uint16",
+            DType.I16: "int16",
+            DType.I32: "int32",
+        }[self]
+
+
+class EventKind(StrEnum):
+    STARTED = "started"
+    BASELINE = "baseline"
+    EXPANDED = "expanded"
+    EVALUATED = "evaluated"
+    NEW_BEST = "new_best"
+    FINALISTS = "finalists"
+    FINISHED = "finished"
+
+
+# --------------------------------------------------------------------------- workload
+
+
+@dataclass(frozen=True, slots=True)
+class ArgSpec(JsonRecord):
+    """One argument of the kernel after sizes are bound, in C signature order.
+
+    ``shape`` is empty for scalars. ``output`` is True when the proc writes or reduces into
+    the argument (it is then reset before each call and compared after it).
+    """
+
+    name: str
+    role: ArgRole
+    dtype: DType
+    shape: tuple[int, ...] = ()
+    output: bool = False
+
+    @property
+    def elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class Workload(JsonRecord):
+    """A proc in a source file with concrete sizes: everything a worker needs to rebuild it."""
+
+    path: str  # as the user gave it (absolute when loaded)
+    source: str  # full text of the file
+    source_sha256: str
+    proc: str
+    sizes: tuple[tuple[str, int], ...]  # in the proc's argument order
+    args: tuple[ArgSpec, ...]  # the bound kernel's C arguments after ctxt
+    flops: int | None = None  # arithmetic operations per call, when statically known
+
+    @property
+    def sizes_dict(self) -> dict[str, int]:
+        return dict(self.sizes)
+
+    @property
+    def key(self) -> str:
+        """Stable identity: same source text, proc and sizes => same key."""
+        sizes = ",".join(f"{k}={v}" for k, v in self.sizes)
+        return sha256_text(f"{self.source_sha256}|{self.proc}|{sizes}")[:16]
+
+    @property
+    def label(self) -> str:
+        """Short human label, e.g. ``sgemm[M=64,N=64,K=64]``."""
+        sizes = ",".join(f"{k}={v}" for k, v in self.sizes)
+        return f"{self.proc}[{sizes}]" if sizes else self.proc
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+ArgValue = int | str | bool
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite(JsonRecord):
+    """One scheduling step.
+
+    ``target`` is a stable Exo pattern (``"j #0"``, ``"i j"``) or a statement path; ``args``
+    are sorted (name, value) pairs. Applying the same Rewrite to the same proc is
+    deterministic.
+    """
+
+    kind: RewriteKind
+    target: str
+    args: tuple[tuple[str, ArgValue], ...] = ()
+
+    @staticmethod
+    def make(kind: RewriteKind, target: str, **args: ArgValue) -> Rewrite:
+        """Build a Rewrite with its arguments sorted by name."""
+        return Rewrite(kind, target, tuple(sorted(args.items())))
+
+    def arg(self, name: str, default: ArgValue | None = None) -> ArgValue | None:
+        for k, v in self.args:
+            if k == name:
+                return v
+        return default
+
+    def describe(self) -> str:
+        """One readable line, e.g. ``split i #0 by 8 (perfect)``."""
+        extra = " ".join(f"{k}={v}" for k, v in self.args)
+        return f"{self.kind.value} {self.target}" + (f" {extra}" if extra else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule(JsonRecord):
+    """A replayable trace of rewrites, applied in order to the unscheduled proc."""
+
+    steps: tuple[Rewrite, ...] = ()
+
+    def then(self, rewrite: Rewrite) -> Schedule:
+        return Schedule(self.steps + (rewrite,))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @property
+    def uses_openmp(self) -> bool:
+        return any(s.kind is RewriteKind.PARALLELIZE for s in self.steps)
+
+    def dumps(self) -> str:
+        """Compact canonical JSON text (used as a cache key and stored in the database)."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    @staticmethod
+    def loads(text: str) -> Schedule:
+        return Schedule.from_json(json.loads(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate(JsonRecord):
+    """A scheduled version of a workload: its trace, its C and where it came from.
+
+    ``c_source`` has the kernel renamed to ``KERNEL_SYMBOL``; ``fingerprint`` is the sha256 of
+    that text. ``parent`` is the parent's fingerprint (None for the root).
+    """
+
+    schedule: Schedule
+    c_source: str
+    fingerprint: str
+    proc_text: str  # Exo's own printout of the scheduled proc
+    parent: str | None = None
+    depth: int = 0
+
+    @property
+    def uses_openmp(self) -> bool:
+        return "#pragma omp" in self.c_source
+
+
+@dataclass(frozen=True, slots=True)
+class Expansion(JsonRecord):
+    """The children of one parent: new legal rewrites applied, duplicate C dropped."""
+
+    parent: str  # parent fingerprint
+    children: tuple[Candidate, ...]
+    attempted: int = 0  # rewrites tried
+    illegal: int = 0  # rejected by Exo
+    duplicates: int = 0  # legal but same C as an earlier sibling or the parent
+    seconds: float = 0.0
+    error: str = ""  # set when the parent itself could not be replayed
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+@dataclass(frozen=True, slots=True)
+class Timing(JsonRecord):
+    """Seconds per kernel call. Each sample repeats the call ``inner`` times."""
+
+    median: float
+    min: float
+    q1: float
+    q3: float
+    samples: tuple[float, ...] = ()
+    inner: int = 1
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def spread(self) -> float:
+        """IQR relative to the median."""
+        return self.iqr / self.median if self.median > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class MachineInfo(JsonRecord):
+    """Where and how a measurement was taken."""
+
+    cpu_model: str = ""
+    cpu_flags_sha: str = ""
+    cores: int = 0
+    hostname: str = ""
+    compiler: str = ""
+    compiler_version: str = ""
+    cflags: tuple[str, ...] = ()
+    exo_version: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the measuring setup (not the host name: identical nodes compare)."""
+        parts = [self.cpu_model, self.cpu_flags_sha, self.compiler_version, " ".join(self.cflags), self.exo_version]
+        return sha256_text("|".join(parts))[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement(JsonRecord):
+    """The result of building, verifying and benchmarking one candidate. Never an exception."""
+
+    fingerprint: str
+    status: Status
+    timing: Timing | None = None
+    error: str = ""
+    build_seconds: float = 0.0
+    run_seconds: float = 0.0
+    max_error: float | None = None  # largest deviation from the reference output
+    machine: MachineInfo | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        return self.timing.median if self.timing is not None else None
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig(JsonRecord):
+    """How candidates are built, verified and timed."""
+
+    cc: str = "gcc"
+    cflags: tuple[str, ...] = ("-O3", "-march=native")
+    build_timeout: float = 60.0
+    run_timeout: float = 30.0
+    warmup_seconds: float = 0.01
+    min_sample_seconds: float = 0.005  # each sample repeats the call at least this long
+    samples: int = 7
+    seed: int = 0
+    rtol: float = 1e-3  # float tolerance, relative to the reference output's magnitude
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandOptions(JsonRecord):
+    """What the enumerator may propose."""
+
+    max_unroll: int = 16  # largest constant trip count unrolled (keeps simplify tractable)
+    max_split_factors: int = 6  # per loop
+    allow_parallel: bool = False  # parallelize_loop: needs -fopenmp and several threads
+    allow_tails: bool = True  # splits that do not divide (guard / cut tails)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchConfig(JsonRecord):
+    """Budgets and strategy of one search."""
+
+    strategy: StrategyKind = StrategyKind.BEST_FIRST
+    seed: int = 0
+    max_seconds: float | None = 120.0
+    max_candidates: int | None = None
+    max_depth: int = 12
+    expand_batch: int = 2  # parents expanded per round
+    beam_width: int = 4
+    finalists: int = 3
+    workers: int = 2
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    expand: ExpandOptions = field(default_factory=ExpandOptions)
+
+
+# --------------------------------------------------------------------------- store records
+
+
+@dataclass(frozen=True, slots=True)
+class Counters(JsonRecord):
+    generated: int = 0  # children produced by expansion (legal, distinct among siblings)
+    duplicates: int = 0  # dropped because their C was already seen
+    illegal: int = 0  # rewrites Exo rejected
+    evaluated: int = 0  # measurements recorded
+    ok: int = 0
+    failed: int = 0
+
+    def plus(self, **delta: int) -> Counters:
+        return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateRecord(JsonRecord):
+    """A candidate as stored, with its measurement flattened for queries."""
+
+    id: int
+    search_id: int
+    parent_id: int | None
+    depth: int
+    schedule: Schedule
+    fingerprint: str
+    status: Status
+    c_source: str = ""
+    proc_text: str = ""
+    error: str = ""
+    timing: Timing | None = None
+    gflops: float | None = None
+    speedup: float | None = None  # unscheduled time / this time
+    build_seconds: float = 0.0
+    run_seconds: float = 0.0
+    created_at: float = 0.0  # unix time
+    expanded: bool = False
+
+    @property
+    def seconds(self) -> float | None:
+        return self.timing.median if self.timing is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRecord(JsonRecord):
+    id: int
+    workload: Workload
+    config: SearchConfig
+    status: SearchStatus
+    machine: MachineInfo
+    started_at: float
+    ended_at: float | None = None
+    counters: Counters = field(default_factory=Counters)
+    baseline_seconds: float | None = None
+    best_candidate_id: int | None = None
+    best_seconds: float | None = None  # from the finalists' side-by-side re-measurement
+    best_speedup: float | None = None
+    elapsed_seconds: float = 0.0  # summed over runs (resumes add to it)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressPoint(JsonRecord):
+    """Best-so-far after the ``count``-th evaluated candidate, ``elapsed`` seconds in."""
+
+    count: int
+    elapsed: float
+    candidate_id: int
+    seconds: float
+    speedup: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchEvent(JsonRecord):
+    """What the search loop tells its observer (the CLI renders these)."""
+
+    kind: EventKind
+    search_id: int
+    elapsed: float
+    counters: Counters
+    record: CandidateRecord | None = None
+    best: CandidateRecord | None = None
+    top: tuple[CandidateRecord, ...] = ()
+    message: str = ""
+
+
+# --------------------------------------------------------------------------- protocols
+
+
+@runtime_checkable
+class SearchStrategy(Protocol):
+    """Chooses which measured candidates to expand next."""
+
+    def tell(self, record: CandidateRecord) -> None:
+        """Learn a measured candidate (any status; only ``ok`` ones can be expanded)."""
+
+    def ask(self, n: int) -> list[CandidateRecord]:
+        """Up to ``n`` unexpanded candidates to expand next, removed from the frontier."""
+
+    def exhausted(self) -> bool:
+        """True when nothing is left to expand."""
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs expansion and evaluation, possibly in parallel, streaming results."""
+
+    def expand(self, workload: Workload, parents: Sequence[Candidate]) -> Iterator[Expansion]:
+        """One Expansion per parent, in completion order."""
+
+    def evaluate(
+        self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]
+    ) -> Iterator[Measurement]:
+        """One Measurement per candidate, in completion order. Never raises for a candidate."""
+
+    def remeasure(
+        self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]
+    ) -> list[Measurement]:
+        """Time the candidates side by side in one process (finalists); input order."""
+
+    def machine(self) -> MachineInfo:
+        """The measuring setup."""
+
+    def close(self) -> None:
+        """Release workers and processes this executor started."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where searches and their candidates are recorded. Only the search driver writes."""
+
+    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo) -> int: ...
+
+    def add_candidate(self, search_id: int, candidate: Candidate) -> CandidateRecord:
+        """Record a candidate as pending; an existing (search, fingerprint) is returned as is."""
+
+    def record_measurement(
+        self, search_id: int, measurement: Measurement, gflops: float | None, speedup: float | None
+    ) -> CandidateRecord: ...
+
+    def mark_expanded(self, search_id: int, candidate_id: int) -> None: ...
+
+    def update_search(self, search_id: int, **fields: Any) -> SearchRecord:
+        """Set any of: status, ended_at, counters, baseline_seconds, best_candidate_id,
+        best_seconds, best_speedup, elapsed_seconds."""
+
+    def get_search(self, search_id: int) -> SearchRecord: ...
+
+    def list_searches(self, workload_key: str | None = None) -> list[SearchRecord]: ...
+
+    def get_candidate(self, candidate_id: int) -> CandidateRecord: ...
+
+    def candidate_by_fingerprint(self, search_id: int, fingerprint: str) -> CandidateRecord | None: ...
+
+    def candidates(self, search_id: int) -> list[CandidateRecord]:
+        """Every candidate of a search in insertion order (the whole tree)."""
+
+    def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
+        """The k fastest ``ok`` candidates of a search."""
+
+    def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
+        """The k fastest ``ok`` candidates of a workload across all its searches."""
+
+    def lineage(self, candidate_id: int) -> list[CandidateRecord]:
+        """Root first, the candidate last."""
+
+    def progress(self, search_id: int) -> list[ProgressPoint]:
+        """Best-so-far after each improvement."""
+
+    def seen_fingerprints(self, search_id: int) -> set[str]: ...
+
+    def close(self) -> None: ...
