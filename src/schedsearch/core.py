@@ -98,6 +98,8 @@ class RewriteKind(StrEnum):
 
     REORDER = "reorder"
     SPLIT = "split"
+    TILE = "tile"  # split two nested loops and reorder into outer/outer/inner/inner
+    HOIST = "hoist"  # move a loop outward over several enclosing loops in one step
     UNROLL = "unroll"
     FUSE = "fuse"
     SIMPLIFY = "simplify"
