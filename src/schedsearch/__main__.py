@@ -1,0 +1,5 @@
+"""``python -m schedsearch`` is the ``schedsearch`` command."""
+
+from schedsearch.cli.main import main
+
+main()

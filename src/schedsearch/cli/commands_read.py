@@ -1,0 +1,224 @@
+"""The read-only commands: list, show, tree, best, export, explain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from schedsearch.cli.commands_run import gflops, run_json, steps_json
+from schedsearch.cli.render import candidates_table, fmt_num, fmt_seconds, schedule_lines, search_summary, search_tree, step_text
+from schedsearch.cli.wiring import EXIT_USAGE, db_label, fail, open_db, print_json, stderr_console
+from schedsearch.core import CandidateRecord, ExpandOptions, SearchRecord, Store
+from schedsearch.schedule_file import ScheduleFile, relative_workload_path, write_schedule_file
+
+
+def _record_json(r: CandidateRecord, search: SearchRecord) -> dict[str, Any]:
+    return {
+        "candidate_id": r.id,
+        "search_id": r.search_id,
+        "parent_id": r.parent_id,
+        "depth": r.depth,
+        "fingerprint": r.fingerprint,
+        "status": r.status.value,
+        "seconds": r.seconds,
+        "gflops": r.gflops,
+        "speedup": r.speedup,
+        "step": step_text(r),
+        "error": r.error,
+        "schedule": steps_json(r),
+    }
+
+
+def list_command(db: str | None, as_json: bool) -> None:
+    """Every search in the database, newest last."""
+    store = open_db(db, create=False)
+    try:
+        searches = store.list_searches()
+    finally:
+        store.close()
+    if as_json:
+        print_json([{
+            "search_id": s.id, "file": s.workload.path, "proc": s.workload.proc, "sizes": s.workload.sizes_dict,
+            "status": s.status.value, "strategy": s.config.strategy.value, "evaluated": s.counters.evaluated,
+            "elapsed_seconds": round(s.elapsed_seconds, 3), "baseline_seconds": s.baseline_seconds,
+            "best_seconds": s.best_seconds, "best_speedup": s.best_speedup,
+        } for s in searches])
+        return
+    console = stderr_console()
+    if not searches:
+        console.print(f"no searches in {db_label(db)} yet: start one with `schedsearch run FILE`")
+        return
+    table = Table(title=f"searches in {db_label(db)}", title_justify="left")
+    for col in ("id", "workload", "status", "strategy", "evaluated", "elapsed", "best", "speedup"):
+        table.add_column(col)
+    for s in searches:
+        table.add_row(str(s.id), s.workload.label, s.status.value, s.config.strategy.value, str(s.counters.evaluated),
+                      f"{s.elapsed_seconds:.0f} s", fmt_seconds(s.best_seconds), fmt_num(s.best_speedup, "x"))
+    console.print(table)
+
+
+def _best_record(store: Store, search: SearchRecord) -> CandidateRecord | None:
+    if search.best_candidate_id is not None:
+        return store.get_candidate(search.best_candidate_id)
+    top = store.top_candidates(search.id, 1)
+    return top[0] if top else None
+
+
+def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> None:
+    """Summary and top candidates of one search."""
+    store = open_db(db, create=False)
+    try:
+        search = store.get_search(search_id)
+        best = _best_record(store, search)
+        records = store.top_candidates(search_id, top)
+    finally:
+        store.close()
+    if as_json:
+        data = run_json(search, best, db)
+        data["top"] = [_record_json(r, search) for r in records]
+        print_json(data)
+        return
+    console = stderr_console()
+    console.print(search_summary(search, db_label(db)))
+    console.print(candidates_table(records, title=f"top {len(records)} candidates (median time of the search)"))
+    if best is not None:
+        console.print(f"best schedule (candidate {best.id}):")
+        for line in schedule_lines(best):
+            console.print(f"  {line}", highlight=False)
+
+
+def tree_command(search_id: int, depth: int | None, db: str | None, as_json: bool) -> None:
+    """The whole search tree (or down to --depth)."""
+    store = open_db(db, create=False)
+    try:
+        search = store.get_search(search_id)
+        records = store.candidates(search_id)
+    finally:
+        store.close()
+    if depth is not None:
+        records = [r for r in records if r.depth <= depth]
+    if as_json:
+        print_json([_record_json(r, search) for r in records])
+        return
+    stderr_console().print(search_tree(records, depth))
+
+
+def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, db: str | None, as_json: bool) -> None:
+    """Best known candidates of a workload across all searches in the database."""
+    from schedsearch.transforms import load_workload
+
+    workload = load_workload(file, proc, sizes)
+    store = open_db(db, create=False)
+    try:
+        records = store.best_for_workload(workload.key, top)
+    finally:
+        store.close()
+    if as_json:
+        print_json({
+            "file": workload.path, "proc": workload.proc, "sizes": workload.sizes_dict,
+            "best": [{
+                "candidate_id": r.id, "search_id": r.search_id, "seconds": r.seconds,
+                "gflops": gflops(workload, r.seconds), "speedup": r.speedup,
+                "fingerprint": r.fingerprint, "schedule": steps_json(r),
+            } for r in records],
+        })
+        return
+    console = stderr_console()
+    if not records:
+        fail(f"no measured schedule for {workload.label} in {db_label(db)}; run `schedsearch run {file}` first", EXIT_USAGE)
+    console.print(candidates_table(records, title=f"best known schedules for {workload.label}"))
+    console.print(f"best (candidate {records[0].id} of search {records[0].search_id}):")
+    for line in schedule_lines(records[0]):
+        console.print(f"  {line}", highlight=False)
+
+
+def export_command(search_id: int | None, candidate_id: int | None, fmt: str, output: str | None, db: str | None) -> None:
+    """Write a schedule as a Python script, C, or a schedule file."""
+    from schedsearch.transforms import schedule_script, user_c
+
+    if (search_id is None) == (candidate_id is None):
+        fail("give either SEARCH_ID or --candidate ID (not both)", EXIT_USAGE)
+    store = open_db(db, create=False)
+    try:
+        if candidate_id is not None:
+            record = store.get_candidate(candidate_id)
+            search = store.get_search(record.search_id)
+        else:
+            assert search_id is not None
+            search = store.get_search(search_id)
+            best = _best_record(store, search)
+            if best is None:
+                fail(f"search {search_id} has no measured candidate to export", EXIT_USAGE)
+            assert best is not None
+            record = best
+    finally:
+        store.close()
+    workload = search.workload
+    out_path = Path(output).resolve() if output else Path.cwd() / "schedule.out"
+    _warn_if_workload_changed(workload.path, workload.source_sha256)
+    if fmt == "py":
+        text = schedule_script(workload, record.schedule, relative_workload_path(workload.path, out_path))
+    elif fmt == "c":
+        text = user_c(workload, record.schedule)
+    else:
+        data = ScheduleFile(
+            workload_file=relative_workload_path(workload.path, out_path), proc=workload.proc, sizes=workload.sizes,
+            source_sha256=workload.source_sha256, schedule=record.schedule, fingerprint=record.fingerprint,
+            speedup=search.best_speedup if record.id == search.best_candidate_id else record.speedup,
+            seconds=search.best_seconds if record.id == search.best_candidate_id else record.seconds,
+            machine=search.machine,
+            origin={"db": db_label(db), "search_id": search.id, "candidate_id": record.id},
+        )
+        if output:
+            write_schedule_file(output, data)
+            stderr_console().print(f"wrote {output}")
+            return
+        import json
+
+        text = json.dumps(data.to_json(), indent=2) + "\n"
+    if output:
+        Path(output).write_text(text)
+        stderr_console().print(f"wrote {output}")
+    else:
+        click.echo(text, nl=False)
+
+
+def _warn_if_workload_changed(path: str, sha: str) -> None:
+    from schedsearch.core import sha256_text
+
+    p = Path(path)
+    if not p.exists():
+        stderr_console().print(f"[yellow]warning[/yellow]: {path} no longer exists; the export refers to it")
+    elif sha256_text(p.read_text()) != sha:
+        stderr_console().print(f"[yellow]warning[/yellow]: {path} changed since the search; the schedule may not apply")
+
+
+def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel: bool, as_json: bool) -> None:
+    """Loop nest and every legal rewrite at the root, one per line, with a count."""
+    from schedsearch.transforms import build_proc, load_workload, loop_nest_text, propose, try_apply
+
+    workload = load_workload(file, proc, sizes)
+    p = build_proc(workload)
+    options = ExpandOptions(allow_parallel=parallel)
+    proposals = propose(p, options)
+    legal = [r for r in proposals if try_apply(p, r) is not None]
+    if as_json:
+        print_json({"proc": workload.proc, "sizes": workload.sizes_dict, "flops": workload.flops,
+                    "proposed": len(proposals), "legal": [{"kind": r.kind.value, "target": r.target,
+                                                           "args": dict(r.args), "text": r.describe()} for r in legal]})
+        return
+    click.echo(f"{workload.label}  ({workload.flops if workload.flops is not None else 'unknown'} FLOP per call)")
+    click.echo(loop_nest_text(p).rstrip())
+    click.echo("")
+    width = max((len(r.kind.value) for r in legal), default=0)
+    for r in legal:
+        rest = r.describe()[len(r.kind.value) + 1:]
+        click.echo(f"{r.kind.value:<{width}}  {rest}")
+    kinds: dict[str, int] = {}
+    for r in legal:
+        kinds[r.kind.value] = kinds.get(r.kind.value, 0) + 1
+    summary = ", ".join(f"{k} {v}" for k, v in kinds.items())
+    click.echo(f"\n{len(legal)} legal rewrites of {len(proposals)} proposed ({summary})")

@@ -1,0 +1,212 @@
+"""``schedsearch run`` and ``schedsearch resume``: drive a search and report it."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from schedsearch.cli.render import ProgressView, fmt_num, fmt_seconds, schedule_lines
+from schedsearch.cli.wiring import (
+    EXIT_USAGE,
+    bench_config,
+    db_label,
+    fail,
+    make_executor,
+    open_db,
+    print_json,
+    stderr_console,
+)
+from schedsearch.core import (
+    Candidate,
+    CandidateRecord,
+    ExpandOptions,
+    SearchConfig,
+    SearchRecord,
+    SearchStatus,
+    StrategyKind,
+    Store,
+    Workload,
+)
+
+DEFAULT_BUDGET = 120.0
+DEFAULT_WORKERS = 2
+EXIT_INTERRUPTED = 130
+
+
+def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: float | None,
+                max_candidates: int | None, workers: int | None, address: str | None, db: str | None,
+                as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
+                cflags: str | None, parallel: bool) -> None:
+    """Load the workload, check the compiler, open the store, search, report."""
+    from schedsearch.evaluate import check_toolchain
+    from schedsearch.transforms import load_workload, root_candidate
+
+    workload = load_workload(file, proc, sizes)
+    bench = bench_config(cc, cflags, seed)
+    check_toolchain(bench)
+    config = SearchConfig(
+        strategy=StrategyKind(strategy),
+        seed=seed,
+        max_seconds=budget if budget is not None else DEFAULT_BUDGET,
+        max_candidates=max_candidates,
+        max_depth=max_depth,
+        workers=DEFAULT_WORKERS if workers is None else workers,
+        bench=bench,
+        expand=ExpandOptions(allow_parallel=parallel),
+    )
+    store = open_db(db, create=True)
+    try:
+        _drive(workload, root_candidate(workload), config, store, db, address, as_json, search_id=None)
+    finally:
+        store.close()
+
+
+def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
+                   address: str | None, db: str | None, as_json: bool) -> None:
+    """Continue a search from the store: same workload (stored source), same settings."""
+    from schedsearch.evaluate import check_toolchain
+    from schedsearch.transforms import root_candidate
+
+    store = open_db(db, create=False)
+    try:
+        search = store.get_search(search_id)
+        config = _resumed_config(search, budget, max_candidates, workers)
+        if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
+            fail(f"search {search_id} already completed; add --budget SECONDS (or --max-candidates N) to search further",
+                 EXIT_USAGE)
+        check_toolchain(config.bench)
+        _drive(search.workload, root_candidate(search.workload), config, store, db, address, as_json, search_id=search_id)
+    finally:
+        store.close()
+
+
+def _resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
+                    workers: int | None) -> SearchConfig:
+    """The stored config with budgets extended: budgets count the search's total."""
+    old = search.config
+    max_seconds = old.max_seconds
+    if budget is not None:
+        max_seconds = search.elapsed_seconds + budget
+    limit = old.max_candidates
+    if max_candidates is not None:
+        limit = search.counters.evaluated + max_candidates
+    return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
+                               workers=old.workers if workers is None else workers)
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """First Ctrl-C (or SIGTERM) asks the search to stop cleanly; a second one aborts."""
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Store, db: str | None,
+           address: str | None, as_json: bool, search_id: int | None) -> None:
+    from schedsearch.search import make_strategy, run_search
+
+    console = stderr_console()
+    stop = threading.Event()
+    executor = make_executor(config.workers, address, config.bench, config.expand)
+    try:
+        with _stop_on_signals(stop), ProgressView(console, config.max_seconds, workload.label) as view:
+            outcome = run_search(workload, root, make_strategy(config), executor, store, config, view,
+                                 search_id=search_id, stop=stop)
+    finally:
+        executor.close()
+    search = store.get_search(outcome.search_id)
+    best = store.get_candidate(search.best_candidate_id) if search.best_candidate_id is not None else None
+    if as_json:
+        print_json(run_json(search, best, db))
+    _report(console, search, best, db)
+    if search.status is SearchStatus.INTERRUPTED:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _db_args(db: str | None) -> str:
+    return f" --db {shlex.quote(db)}" if db else ""
+
+
+def _report(console: Any, search: SearchRecord, best: CandidateRecord | None, db: str | None) -> None:
+    c = search.counters
+    console.print(
+        f"\n[bold]{search.status.value}[/bold]: {search.workload.label} in {search.elapsed_seconds:.1f} s — "
+        f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed), {c.generated} generated, "
+        f"{c.duplicates} duplicate, {c.illegal} illegal"
+    )
+    console.print(f"baseline (unscheduled): {fmt_seconds(search.baseline_seconds)}"
+                  f"{_gflops_text(search.workload, search.baseline_seconds)}")
+    if best is not None:
+        console.print(f"[bold green]best[/bold green]: candidate {best.id}, {fmt_seconds(search.best_seconds)}"
+                      f"{_gflops_text(search.workload, search.best_seconds)}, "
+                      f"[bold]{fmt_num(search.best_speedup)}x[/bold] faster (finalists re-measured side by side)")
+        console.print("schedule:")
+        for line in schedule_lines(best):
+            console.print(f"  {line}", highlight=False)
+    where = _db_args(db)
+    console.print(f"search {search.id} is in {db_label(db)}. See it: schedsearch show {search.id}{where}; "
+                  f"export it: schedsearch export {search.id} --format py{where}")
+    if search.status is SearchStatus.INTERRUPTED:
+        console.print(f"[yellow]interrupted[/yellow] — everything measured is kept. Resume with:\n"
+                      f"  schedsearch resume {search.id}{where}")
+
+
+def _gflops_text(workload: Workload, seconds: float | None) -> str:
+    g = gflops(workload, seconds)
+    return f" ({g:.3g} GFLOP/s)" if g is not None else ""
+
+
+def gflops(workload: Workload, seconds: float | None) -> float | None:
+    """GFLOP/s of one call taking ``seconds``, when the FLOP count is known."""
+    if not workload.flops or not seconds:
+        return None
+    return workload.flops / seconds / 1e9
+
+
+def steps_json(record: CandidateRecord) -> list[dict[str, Any]]:
+    """A schedule as a list of step objects with a readable ``text``."""
+    return [{"kind": s.kind.value, "target": s.target, "args": dict(s.args), "text": s.describe()}
+            for s in record.schedule.steps]
+
+
+def run_json(search: SearchRecord, best: CandidateRecord | None, db: str | None) -> dict[str, Any]:
+    """The one JSON object ``run --json`` / ``resume --json`` print."""
+    c = search.counters
+    w = search.workload
+    return {
+        "search_id": search.id,
+        "db": db_label(db),
+        "file": w.path,
+        "proc": w.proc,
+        "sizes": w.sizes_dict,
+        "status": search.status.value,
+        "elapsed_seconds": round(search.elapsed_seconds, 3),
+        "candidates": {"generated": c.generated, "duplicates": c.duplicates, "illegal": c.illegal,
+                       "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed},
+        "baseline": {"seconds": search.baseline_seconds, "gflops": gflops(w, search.baseline_seconds)},
+        "best": None if best is None else {
+            "candidate_id": best.id,
+            "seconds": search.best_seconds,
+            "gflops": gflops(w, search.best_seconds),
+            "speedup": search.best_speedup,
+            "schedule": steps_json(best),
+            "fingerprint": best.fingerprint,
+            "depth": best.depth,
+        },
+        "machine": search.machine.to_json(),
+    }

@@ -1,0 +1,182 @@
+"""The ``schedsearch`` command line: click commands wiring the packages together."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from schedsearch.cli import commands_read, commands_run
+from schedsearch.cli.wiring import handle_errors, parse_sizes
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def workload_options(fn: Any) -> Any:
+    """--proc and --size, shared by the commands that load a workload file."""
+    fn = click.option("--size", "sizes", multiple=True, metavar="NAME=INT[,NAME=INT]",
+                      help="Bind a size argument; repeat or comma-separate (--size M=64,N=64,K=64). "
+                           "Sizes not given come from the file's SCHEDSEARCH_SIZES defaults.")(fn)
+    fn = click.option("--proc", default=None, metavar="NAME",
+                      help="The @proc to tune (needed when the file defines several).")(fn)
+    return fn
+
+
+def db_option(fn: Any) -> Any:
+    return click.option("--db", default=None, metavar="URL",
+                        help="Results database: a SQLite path or any SQLAlchemy URL [default: ./schedsearch.db].")(fn)
+
+
+def json_option(fn: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(fn)
+
+
+def search_options(fn: Any) -> Any:
+    """Options shared by run and resume: budgets, workers, compiler."""
+    opts = [
+        click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+                     help="Wall-time budget in seconds [run default: 120; resume: as many more seconds]."),
+        click.option("--max-candidates", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Stop after N evaluated candidates."),
+        click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
+                     help="Ray workers (0: no Ray, everything in this process) [default: 2]."),
+        click.option("--address", default=None, metavar="ADDR",
+                     help="Use an existing Ray cluster (host:port) instead of starting a local one."),
+        db_option,
+        json_option,
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="schedsearch")
+def cli() -> None:
+    """Find fast schedules for Exo procedures automatically.
+
+    \b
+    Quick start:
+      schedsearch run examples/matmul.py            # search, show progress, keep results
+      schedsearch show 1                            # the search's summary and top candidates
+      schedsearch export 1 --format py -o best.py   # the best schedule as readable Exo code
+    """
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@workload_options
+@search_options
+@click.option("--max-depth", type=click.IntRange(min=1), default=12, show_default=True, help="Longest schedule.")
+@click.option("--strategy", type=click.Choice(["best-first", "beam", "random"]), default="best-first", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Makes the search reproducible.")
+@click.option("--cc", default=None, metavar="PATH", help="C compiler command taking gcc's arguments [default: gcc].")
+@click.option("--cflags", default=None, metavar="STR", help='Compiler flags [default: "-O3 -march=native"].')
+@click.option("--parallel", is_flag=True, help="Also try OpenMP parallel loops (benchmarks then use every core).")
+def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
+    """Search for a fast schedule of the @proc in FILE."""
+    handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("search_id", type=int)
+@search_options
+def resume(search_id: int, **opts: Any) -> None:
+    """Continue an interrupted search; nothing measured is measured again."""
+    handle_errors(commands_run.resume_command)(search_id, **opts)
+
+
+@cli.command(name="list", context_settings=CONTEXT)
+@db_option
+@json_option
+def list_(db: str | None, as_json: bool) -> None:
+    """List the searches in a database."""
+    handle_errors(commands_read.list_command)(db, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("search_id", type=int)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="How many candidates to show.")
+@db_option
+@json_option
+def show(search_id: int, top: int, db: str | None, as_json: bool) -> None:
+    """Summary and top candidates of a search."""
+    handle_errors(commands_read.show_command)(search_id, top, db, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("search_id", type=int)
+@click.option("--depth", type=click.IntRange(min=0), default=None, help="Show nodes down to this depth.")
+@db_option
+@json_option
+def tree(search_id: int, depth: int | None, db: str | None, as_json: bool) -> None:
+    """The search tree: each node's step, status and time."""
+    handle_errors(commands_read.tree_command)(search_id, depth, db, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@workload_options
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True)
+@db_option
+@json_option
+def best(file: str, proc: str | None, sizes: tuple[str, ...], top: int, db: str | None, as_json: bool) -> None:
+    """The best known schedule for a workload, across all its searches."""
+    handle_errors(commands_read.best_command)(file, proc, parse_sizes(sizes), top, db, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("search_id", type=int, required=False)
+@click.option("--candidate", "candidate_id", type=int, default=None, help="Export this candidate instead of a search's best.")
+@click.option("--format", "fmt", type=click.Choice(["py", "c", "json"]), required=True,
+              help="py: a readable Exo script; c: the generated C; json: a schedule file for `regress`.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
+@db_option
+def export(search_id: int | None, candidate_id: int | None, fmt: str, output: str | None, db: str | None) -> None:
+    """Export a search's best schedule (or --candidate ID) as Python, C or a schedule file."""
+    handle_errors(commands_read.export_command)(search_id, candidate_id, fmt, output, db)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@workload_options
+@click.option("--parallel", is_flag=True, help="Include OpenMP parallel loops.")
+@json_option
+def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool, as_json: bool) -> None:
+    """Show the loop nest and every legal rewrite at the root."""
+    handle_errors(commands_read.explain_command)(file, proc, parse_sizes(sizes), parallel, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--tolerance", type=click.FloatRange(min=0, max=1), default=0.2, show_default=True,
+              help="Fail when the speedup falls below recorded x (1 - tolerance).")
+@click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Write a JUnit XML report here.")
+@click.option("--cc", default=None, metavar="PATH", help="C compiler command [default: gcc].")
+@click.option("--cflags", default=None, metavar="STR", help='Compiler flags [default: "-O3 -march=native"].')
+@json_option
+def regress(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str | None, cflags: str | None, as_json: bool) -> None:
+    """Replay schedule files; fail when one no longer applies, is wrong, or got slower."""
+    from schedsearch.cli import regress as regress_mod
+
+    code = handle_errors(regress_mod.regress_command)(paths, tolerance, junit, cc, cflags, as_json)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: usage errors become one line on stderr and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="schedsearch", standalone_mode=False)
+    except click.UsageError as e:
+        where = e.ctx.command_path if e.ctx is not None else "schedsearch"
+        click.echo(f"schedsearch: error: {e.format_message()} (see `{where} --help`)", err=True)
+        sys.exit(2)
+    except click.ClickException as e:
+        click.echo(f"schedsearch: error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    except click.Abort:
+        click.echo("schedsearch: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(0)
+

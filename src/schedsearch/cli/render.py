@@ -1,0 +1,194 @@
+"""Everything the CLI shows a person: the live progress display, tables and trees."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from schedsearch.core import CandidateRecord, EventKind, SearchEvent, SearchRecord, Status
+
+_STATUS_STYLE = {
+    Status.OK: "green",
+    Status.PENDING: "dim",
+    Status.ILLEGAL: "yellow",
+    Status.BUILD_ERROR: "red",
+    Status.RUN_ERROR: "red",
+    Status.TIMEOUT: "magenta",
+    Status.WRONG_RESULT: "bold red",
+}
+
+
+def fmt_seconds(s: float | None) -> str:
+    """Human time with a unit that fits (ns .. s)."""
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def fmt_num(x: float | None, suffix: str = "", digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}{suffix}"
+
+
+def step_text(record: CandidateRecord) -> str:
+    """The last rewrite that produced this candidate ("(unscheduled)" for the root)."""
+    steps = record.schedule.steps
+    return steps[-1].describe() if steps else "(unscheduled)"
+
+
+def candidates_table(records: Sequence[CandidateRecord], title: str = "") -> Table:
+    """A table of candidates: id, depth, time, GFLOP/s, speedup, last step."""
+    table = Table(title=title or None, title_justify="left", expand=False)
+    for col, justify in (("id", "right"), ("depth", "right"), ("time", "right"), ("GFLOP/s", "right"),
+                         ("speedup", "right"), ("status", "left"), ("last step", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in records:
+        table.add_row(
+            str(r.id), str(r.depth), fmt_seconds(r.seconds), fmt_num(r.gflops),
+            fmt_num(r.speedup, "x"), Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")), step_text(r),
+        )
+    return table
+
+
+def search_summary(search: SearchRecord, db: str) -> Table:
+    """Key facts of one search as a two-column grid."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    c = search.counters
+    rows = [
+        ("search", f"{search.id}  ({db})"),
+        ("workload", f"{search.workload.label}  from {search.workload.path}"),
+        ("status", search.status.value),
+        ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}"),
+        ("elapsed", f"{search.elapsed_seconds:.1f} s"),
+        ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
+                       f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"),
+        ("baseline", fmt_seconds(search.baseline_seconds)),
+        ("best", f"{fmt_seconds(search.best_seconds)}  speedup {fmt_num(search.best_speedup, 'x')}"
+                 + (f"  (candidate {search.best_candidate_id})" if search.best_candidate_id else "")),
+        ("machine", f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}"),
+    ]
+    for k, v in rows:
+        grid.add_row(k, v)
+    return grid
+
+
+def schedule_lines(record: CandidateRecord) -> list[str]:
+    """The schedule of a candidate as numbered readable steps."""
+    if not record.schedule.steps:
+        return ["(no rewrites: the unscheduled proc is the best)"]
+    return [f"{i + 1:2d}. {s.describe()}" for i, s in enumerate(record.schedule.steps)]
+
+
+def search_tree(records: Sequence[CandidateRecord], max_depth: int | None = None) -> Tree:
+    """A rich Tree of the search: each node's step, status, time and speedup."""
+    by_parent: dict[int | None, list[CandidateRecord]] = {}
+    for r in records:
+        by_parent.setdefault(r.parent_id, []).append(r)
+
+    def label(r: CandidateRecord) -> Text:
+        t = Text(f"#{r.id} {step_text(r)}  ")
+        t.append(r.status.value, style=_STATUS_STYLE.get(r.status, ""))
+        if r.seconds is not None:
+            t.append(f"  {fmt_seconds(r.seconds)}  {fmt_num(r.speedup, 'x')}")
+        return t
+
+    roots = by_parent.get(None, [])
+    tree = Tree(Text(f"search tree ({len(records)} candidates)", style="bold"))
+
+    def add(node: Tree, r: CandidateRecord) -> None:
+        branch = node.add(label(r))
+        if max_depth is not None and r.depth >= max_depth:
+            hidden = len(by_parent.get(r.id, []))
+            if hidden:
+                branch.add(Text(f"... {hidden} children", style="dim"))
+            return
+        for child in by_parent.get(r.id, []):
+            add(branch, child)
+
+    for root in roots:
+        add(tree, root)
+    return tree
+
+
+class ProgressView:
+    """Renders SearchEvents on stderr: a live panel on a terminal, plain lines in logs."""
+
+    HEARTBEAT = 15.0  # seconds between plain progress lines when not on a terminal
+
+    def __init__(self, console: Console, budget: float | None, label: str) -> None:
+        self.console = console
+        self.budget = budget
+        self.label = label
+        self.live: Live | None = None
+        self._last_line = 0.0
+        self._last: SearchEvent | None = None
+
+    def __enter__(self) -> ProgressView:
+        if self.console.is_terminal:
+            self.live = Live(Text("starting ..."), console=self.console, refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            if self._last is not None:
+                self.live.update(self._panel(self._last))
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+    def __call__(self, event: SearchEvent) -> None:
+        self._last = event
+        if self.live is not None:
+            self.live.update(self._panel(event))
+            return
+        now = time.monotonic()
+        if event.kind in (EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS, EventKind.FINISHED):
+            self.console.print(self._line(event), highlight=False)
+            self._last_line = now
+        elif now - self._last_line >= self.HEARTBEAT:
+            self.console.print(self._line(event), highlight=False)
+            self._last_line = now
+
+    def _line(self, e: SearchEvent) -> str:
+        c = e.counters
+        best = e.best
+        best_txt = (f"best {fmt_seconds(best.seconds)} {fmt_num(best.gflops, ' GFLOP/s')} {fmt_num(best.speedup, 'x')}"
+                    if best is not None and best.seconds is not None else "best -")
+        msg = f" {e.message}" if e.message else ""
+        return (f"[{e.elapsed:6.1f}s] {e.kind.value:<9} evaluated {c.evaluated} (ok {c.ok}, failed {c.failed}), "
+                f"generated {c.generated}, dup {c.duplicates}, illegal {c.illegal}; {best_txt}{msg}")
+
+    def _panel(self, e: SearchEvent) -> Group:
+        c = e.counters
+        budget = f" / {self.budget:.0f}s" if self.budget else ""
+        head = Text.assemble(
+            ("schedsearch ", "bold"), (self.label, "cyan"), f"  search {e.search_id}  ",
+            (f"{e.elapsed:.1f}s{budget}", "bold"),
+        )
+        counts = Text(
+            f"generated {c.generated}   duplicate {c.duplicates}   illegal {c.illegal}   "
+            f"evaluated {c.evaluated}   ok {c.ok}   failed {c.failed}"
+        )
+        best = e.best
+        if best is not None and best.seconds is not None:
+            best_txt = Text.assemble(("best ", "bold"), f"#{best.id}  {fmt_seconds(best.seconds)}  ",
+                                     (f"{fmt_num(best.gflops)} GFLOP/s  ", "green"),
+                                     (f"{fmt_num(best.speedup)}x", "bold green"), f"  depth {best.depth}")
+        else:
+            best_txt = Text("best -")
+        parts: list[object] = [head, counts, best_txt]
+        if e.top:
+            parts.append(candidates_table(e.top[:5]))
+        if e.message:
+            parts.append(Text(e.message, style="dim"))
+        return Group(*parts)  # type: ignore[arg-type]

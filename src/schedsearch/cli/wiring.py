@@ -1,0 +1,149 @@
+"""Composition helpers for the CLI: option parsing, executors, stores, error handling.
+
+This is the composition root: the only place that knows every package.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shlex
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from schedsearch.core import BenchConfig, Executor, ExpandOptions, Store
+from schedsearch.errors import (
+    ClusterError,
+    ReplayError,
+    ScheduleFileError,
+    SchedsearchError,
+    SearchError,
+    StoreError,
+    ToolchainError,
+    WorkloadError,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Errors caused by what the user typed or pointed at: exit code 2.
+INPUT_ERRORS = (WorkloadError, ScheduleFileError, StoreError, ToolchainError, ClusterError, ReplayError)
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> None:
+    """Print one line on stderr and exit."""
+    click.echo(f"schedsearch: error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn user-facing errors into one line and an exit code; never a traceback.
+
+    Set SCHEDSEARCH_DEBUG=1 to see the traceback of an internal failure.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except INPUT_ERRORS as e:
+            fail(_one_line(str(e)), EXIT_USAGE)
+        except (SearchError, SchedsearchError) as e:
+            fail(_one_line(str(e)), EXIT_FAILURE)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except Exception as e:  # noqa: BLE001 - the last line of defence before a traceback
+            if os.environ.get("SCHEDSEARCH_DEBUG"):
+                traceback.print_exc()
+            fail(f"internal error: {type(e).__name__}: {_one_line(str(e))} (set SCHEDSEARCH_DEBUG=1 for details)", EXIT_FAILURE)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return " ".join(lines)[:500] if lines else "(no message)"
+
+
+def parse_sizes(values: Iterable[str]) -> dict[str, int]:
+    """``("M=64", "N=64,K=32")`` -> ``{"M": 64, "N": 64, "K": 32}``; BadParameter otherwise."""
+    sizes: dict[str, int] = {}
+    for value in values:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, eq, num = part.partition("=")
+            name, num = name.strip(), num.strip()
+            if not eq or not name or not num:
+                raise click.BadParameter(f"{part!r} is not NAME=INT (e.g. --size M=64,N=64)", param_hint="--size")
+            try:
+                sizes[name] = int(num)
+            except ValueError:
+                raise click.BadParameter(f"size {name} must be an integer, got {num!r}", param_hint="--size") from None
+    return sizes
+
+
+def bench_config(cc: str | None, cflags: str | None, seed: int) -> BenchConfig:
+    """BenchConfig from the --cc / --cflags / --seed options."""
+    base = BenchConfig(seed=seed)
+    return BenchConfig(
+        cc=cc or base.cc,
+        cflags=tuple(shlex.split(cflags)) if cflags is not None else base.cflags,
+        build_timeout=base.build_timeout,
+        run_timeout=base.run_timeout,
+        warmup_seconds=base.warmup_seconds,
+        min_sample_seconds=base.min_sample_seconds,
+        samples=base.samples,
+        seed=seed,
+        rtol=base.rtol,
+    )
+
+
+def open_db(url: str | None, *, create: bool) -> Store:
+    """Open the results store named by --db (default ./schedsearch.db)."""
+    from schedsearch.store import open_store
+
+    return open_store(url, create=create)
+
+
+def db_label(url: str | None) -> str:
+    """How to name the database back to the user (for --db in printed commands)."""
+    from schedsearch.store import DEFAULT_DB
+
+    return url or DEFAULT_DB
+
+
+def make_executor(
+    workers: int, address: str | None, bench: BenchConfig, expand: ExpandOptions, cache_dir: Path | None = None
+) -> Executor:
+    """LocalExecutor for ``--workers 0``, otherwise a RayExecutor (local cluster or --address)."""
+    from schedsearch.transforms import Expander
+
+    if workers == 0 and address is None:
+        from schedsearch.evaluate import LocalExecutor
+
+        return LocalExecutor(Expander, expand, bench, cache_dir)
+    from schedsearch.evaluate.ray_backend import RayExecutor
+
+    return RayExecutor(Expander, expand, bench, workers=max(workers, 1), address=address, cache_dir=cache_dir)
+
+
+def print_json(data: Any) -> None:
+    """Exactly one JSON document on stdout."""
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def stderr_console() -> Console:
+    """Where progress, tables and messages go (stdout stays for --json and exports)."""
+    return Console(stderr=True, highlight=False)

@@ -1,0 +1,118 @@
+"""Schedule files: a best schedule kept under version control and replayed by ``regress``.
+
+A schedule file is JSON::
+
+    {
+      "format": "schedsearch-schedule", "version": 1,
+      "workload": {"file": "../examples/matmul.py", "proc": "sgemm",
+                   "sizes": {"M": 64, "N": 64, "K": 64}, "source_sha256": "..."},
+      "steps": [{"kind": "tile", "target": "i j", "args": [["fa", 8], ["fb", 32]]}, ...],
+      "fingerprint": "...",        # sha256 of the generated C (kernel renamed)
+      "speedup": 41.3,             # over the unscheduled proc, measured side by side
+      "seconds": 1.2e-05,          # the schedule's median time when recorded
+      "machine": {...},            # core.MachineInfo: CPU, compiler, flags, exo version
+      "origin": {"db": "...", "search_id": 3, "candidate_id": 57}
+    }
+
+The workload path is stored relative to the schedule file, so a repository can move.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from schedsearch.core import MachineInfo, Rewrite, Schedule
+from schedsearch.errors import ScheduleFileError
+
+FORMAT = "schedsearch-schedule"
+VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleFile:
+    """A schedule with the workload it belongs to and what it achieved when recorded."""
+
+    workload_file: str  # relative to the schedule file's folder (or absolute)
+    proc: str
+    sizes: tuple[tuple[str, int], ...]
+    source_sha256: str
+    schedule: Schedule
+    fingerprint: str
+    speedup: float | None
+    seconds: float | None
+    machine: MachineInfo
+    origin: dict[str, Any] = field(default_factory=dict)
+
+    def workload_path(self, schedule_path: str | os.PathLike) -> Path:
+        """Absolute path of the workload file, resolved against the schedule file."""
+        p = Path(self.workload_file)
+        return p if p.is_absolute() else (Path(schedule_path).resolve().parent / p).resolve()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "workload": {
+                "file": self.workload_file,
+                "proc": self.proc,
+                "sizes": dict(self.sizes),
+                "source_sha256": self.source_sha256,
+            },
+            "steps": [s.to_json() for s in self.schedule.steps],
+            "readable": [s.describe() for s in self.schedule.steps],
+            "fingerprint": self.fingerprint,
+            "speedup": self.speedup,
+            "seconds": self.seconds,
+            "machine": self.machine.to_json(),
+            "origin": self.origin,
+        }
+
+
+def relative_workload_path(workload_path: str | os.PathLike, schedule_path: str | os.PathLike) -> str:
+    """The workload path as it should be written into a schedule file at ``schedule_path``."""
+    target = Path(workload_path).resolve()
+    base = Path(schedule_path).resolve().parent
+    return os.path.relpath(target, base)
+
+
+def write_schedule_file(path: str | os.PathLike, data: ScheduleFile) -> None:
+    """Write a schedule file (pretty JSON, trailing newline)."""
+    Path(path).write_text(json.dumps(data.to_json(), indent=2) + "\n")
+
+
+def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
+    """Read and validate a schedule file; ``ScheduleFileError`` with one sentence otherwise."""
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ScheduleFileError(f"schedule file {p} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScheduleFileError(f"cannot read schedule file {p}: {e}") from None
+    except json.JSONDecodeError as e:
+        raise ScheduleFileError(f"{p} is not valid JSON (line {e.lineno}): {e.msg}") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise ScheduleFileError(f"{p} is not a schedsearch schedule file (export one with `schedsearch export ... --format json`)")
+    if raw.get("version") != VERSION:
+        raise ScheduleFileError(f"{p} has schedule-file version {raw.get('version')!r}; this schedsearch reads version {VERSION}")
+    try:
+        wl = raw["workload"]
+        return ScheduleFile(
+            workload_file=str(wl["file"]),
+            proc=str(wl["proc"]),
+            sizes=tuple((str(k), int(v)) for k, v in wl["sizes"].items()),
+            source_sha256=str(wl.get("source_sha256", "")),
+            schedule=Schedule(tuple(Rewrite.from_json(s) for s in raw["steps"])),
+            fingerprint=str(raw.get("fingerprint", "")),
+            speedup=None if raw.get("speedup") is None else float(raw["speedup"]),
+            seconds=None if raw.get("seconds") is None else float(raw["seconds"]),
+            machine=MachineInfo.from_json(raw.get("machine") or {}),
+            origin=dict(raw.get("origin") or {}),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ScheduleFileError(f"{p} is malformed: {type(e).__name__}: {e}") from None

@@ -1,0 +1,136 @@
+"""A real, short ``schedsearch run`` followed by the read commands, export and regress."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from schedsearch.core import KERNEL_SYMBOL, sha256_text
+from tests.conftest import EXAMPLES, run_cli
+
+SIZES = "M=32,N=32,K=32"
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """One short in-process search (no Ray) of SGEMM 32^3, shared by the tests below."""
+    work = tmp_path_factory.mktemp("cli")
+    db = work / "s.db"
+    r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--workers", "0",
+                "--max-candidates", "14", "--budget", "240", "--db", str(db), "--json", cwd=work)
+    assert r.returncode == 0, r.stderr
+    return db, json.loads(r.stdout)
+
+
+@pytest.mark.slow
+def test_run_json_has_the_documented_keys(searched: tuple[Path, dict]) -> None:
+    _, out = searched
+    for key in ("search_id", "file", "proc", "sizes", "status", "elapsed_seconds", "candidates", "baseline", "best"):
+        assert key in out
+    assert out["proc"] == "sgemm" and out["sizes"] == {"M": 32, "N": 32, "K": 32}
+    assert out["status"] == "completed"
+    assert set(out["candidates"]) >= {"generated", "duplicates", "illegal", "evaluated", "ok", "failed"}
+    assert out["candidates"]["evaluated"] >= 14
+    assert out["baseline"]["seconds"] > 0 and out["baseline"]["gflops"] > 0
+    best = out["best"]
+    assert set(best) >= {"candidate_id", "seconds", "gflops", "speedup", "schedule", "fingerprint"}
+    assert best["speedup"] > 0 and isinstance(best["schedule"], list)
+
+
+@pytest.mark.slow
+def test_list_show_tree(searched: tuple[Path, dict]) -> None:
+    db, out = searched
+    sid = str(out["search_id"])
+    listed = json.loads(run_cli("list", "--db", str(db), "--json").stdout)
+    assert any(s["search_id"] == out["search_id"] and s["status"] == "completed" for s in listed)
+    assert set(listed[0]) >= {"search_id", "proc", "sizes", "status", "best_speedup"}
+    shown = run_cli("show", sid, "--db", str(db))
+    assert shown.returncode == 0 and "top" in shown.stderr
+    nodes = json.loads(run_cli("tree", sid, "--db", str(db), "--json").stdout)
+    assert len(nodes) >= 15  # the root plus at least 14 evaluated
+    for n in nodes:
+        assert set(n) >= {"candidate_id", "parent_id", "depth", "fingerprint", "status", "seconds", "speedup", "step"}
+    roots = [n for n in nodes if n["parent_id"] is None]
+    assert len(roots) == 1 and roots[0]["depth"] == 0
+    ids = {n["candidate_id"] for n in nodes}
+    assert all(n["parent_id"] in ids for n in nodes if n["parent_id"] is not None)
+    shallow = json.loads(run_cli("tree", sid, "--db", str(db), "--json", "--depth", "1").stdout)
+    assert shallow and max(n["depth"] for n in shallow) <= 1
+
+
+@pytest.mark.slow
+def test_best_across_searches(searched: tuple[Path, dict]) -> None:
+    db, out = searched
+    r = run_cli("best", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--db", str(db), "--json")
+    assert r.returncode == 0, r.stderr
+    best = json.loads(r.stdout)["best"]
+    assert best and best[0]["seconds"] <= min(b["seconds"] for b in best)
+
+
+@pytest.mark.slow
+def test_export_py_reproduces_the_fingerprint(searched: tuple[Path, dict], tmp_path: Path) -> None:
+    db, out = searched
+    script = tmp_path / "best_schedule.py"
+    r = run_cli("export", str(out["search_id"]), "--format", "py", "-o", str(script), "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    text = script.read_text()
+    assert "import schedsearch" not in text and "from schedsearch" not in text  # plain Exo calls only
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    c = re.sub(r"\bsgemm\b", KERNEL_SYMBOL, run.stdout.strip() + "\n")
+    candidates = {sha256_text(c), sha256_text(re.sub(r"\bsgemm\b", KERNEL_SYMBOL, run.stdout))}
+    assert out["best"]["fingerprint"] in candidates
+
+
+@pytest.mark.slow
+def test_export_c_compiles(searched: tuple[Path, dict], tmp_path: Path) -> None:
+    db, out = searched
+    r = run_cli("export", "--candidate", str(out["best"]["candidate_id"]), "--format", "c", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    assert "void sgemm(" in r.stdout.replace("void sgemm (", "void sgemm(")
+    src = tmp_path / "k.c"
+    src.write_text(r.stdout)
+    cc = subprocess.run(["gcc", "-O2", "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+
+
+@pytest.mark.slow
+def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -> None:
+    db, out = searched
+    sched = tmp_path / "sched" / "sgemm.json"
+    sched.parent.mkdir()
+    r = run_cli("export", str(out["search_id"]), "--format", "json", "-o", str(sched), "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(sched.read_text())
+    assert data["workload"]["proc"] == "sgemm" and not Path(data["workload"]["file"]).is_absolute()
+    assert data["fingerprint"] == out["best"]["fingerprint"]
+    assert data["machine"]["compiler_version"] and data["speedup"] > 0
+
+    junit = tmp_path / "junit.xml"
+    ok = run_cli("regress", str(sched.parent), "--tolerance", "0.9", "--junit", str(junit), "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["passed"] is True
+    assert 'failures="0"' in junit.read_text()
+
+    # A recorded speedup far above what the schedule reaches is a regression.
+    data["speedup"] = data["speedup"] * 1000
+    slow = tmp_path / "too_fast.json"
+    slow.write_text(json.dumps(data))
+    r = run_cli("regress", str(slow), "--json")
+    assert r.returncode == 1, r.stderr
+    assert "slower" in json.loads(r.stdout)["results"][0]["reason"]
+
+    # A step that no longer applies fails and names the step.
+    if data["steps"]:
+        data["steps"][-1]["target"] = "no_such_loop"
+        stale = tmp_path / "stale.json"
+        stale.write_text(json.dumps(data))
+        r = run_cli("regress", str(stale), "--json")
+        assert r.returncode == 1
+        reason = json.loads(r.stdout)["results"][0]["reason"]
+        assert f"step {len(data['steps'])}" in reason or "no_such_loop" in reason
