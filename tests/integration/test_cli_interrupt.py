@@ -1,0 +1,105 @@
+"""Interrupting a real search (Ctrl-C, kill -9) and resuming it: nothing is lost or re-measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, run_cli
+
+ARGS = ["--proc", "sgemm", "--size", "M=48,N=48,K=48", "--budget", "600"]
+
+
+def start_run(db: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "schedsearch", "run", str(EXAMPLES / "matmul.py"), *ARGS,
+                             "--db", str(db), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+
+
+def measured(db: Path) -> dict[str, float]:
+    """fingerprint -> median seconds of every measured candidate (read through the real CLI)."""
+    if not db.exists():
+        return {}
+    listed = run_cli("list", "--db", str(db), "--json")
+    if listed.returncode != 0 or not json.loads(listed.stdout):
+        return {}
+    sid = str(json.loads(listed.stdout)[0]["search_id"])
+    nodes = json.loads(run_cli("tree", sid, "--db", str(db), "--json").stdout)
+    return {n["fingerprint"]: n["seconds"] for n in nodes if n["status"] != "pending"}
+
+
+def wait_for_results(db: Path, proc: subprocess.Popen[str], n: int, timeout: float = 240) -> dict[str, float]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        got = measured(db)
+        if len(got) >= n:
+            return got
+        time.sleep(1.0)
+    raise AssertionError(f"fewer than {n} results after {timeout}s")
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs whose environment carries the marker (the run and everything it started)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (d / "environ").read_bytes():
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids
+
+
+def resume_and_check(db: Path, before: dict[str, float], *extra: str) -> None:
+    sid = json.loads(run_cli("list", "--db", str(db), "--json").stdout)[0]["search_id"]
+    r = run_cli("resume", str(sid), "--db", str(db), "--max-candidates", "3", "--json", *extra, timeout=400)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "completed"
+    after = measured(db)
+    for fp, seconds in before.items():
+        assert after[fp] == seconds, "a candidate measured before the interruption was measured again"
+    assert len(after) >= len(before) + 3
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_a_resumable_search(tmp_path: Path) -> None:
+    db = tmp_path / "int.db"
+    proc = start_run(db, "--workers", "0")
+    wait_for_results(db, proc, 4)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "schedsearch resume" in err
+    listed = json.loads(run_cli("list", "--db", str(db), "--json").stdout)
+    assert listed[0]["status"] == "interrupted"
+    resume_and_check(db, measured(db), "--workers", "0")
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_kill_9_on_ray_leaves_no_process_and_resumes(tmp_path: Path) -> None:
+    db = tmp_path / "kill.db"
+    marker = f"SCHEDSEARCH_TEST_RUN={uuid.uuid4().hex}"
+    key, value = marker.split("=")
+    proc = start_run(db, "--workers", "2", env={key: value})
+    wait_for_results(db, proc, 4)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert processes_with(marker) == [], "processes of the killed run are still alive"
+    resume_and_check(db, measured(db), "--workers", "0")
