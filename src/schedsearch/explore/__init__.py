@@ -1,0 +1,11 @@
+"""Explore recorded searches in Jupyter: trees, tables, plots and diffs.
+
+Works on any ``core.Store`` and on core records only. pandas, matplotlib and networkx
+(the ``notebook`` extra) are imported when a feature needs them.
+"""
+
+from schedsearch.explore.frames import list_searches
+from schedsearch.explore.layout import TreeLayout, tree_layout
+from schedsearch.explore.tree import SearchTree, TreeNode
+
+__all__ = ["SearchTree", "TreeLayout", "TreeNode", "list_searches", "tree_layout"]

@@ -1,0 +1,115 @@
+"""pandas tables of searches and candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import TYPE_CHECKING
+
+from schedsearch.core import CandidateRecord, SearchRecord, Store
+from schedsearch.explore._optional import require
+
+if TYPE_CHECKING:
+    import pandas
+
+    from schedsearch.explore.tree import TreeNode
+
+NODE_COLUMNS = (
+    "id",
+    "parent_id",
+    "depth",
+    "step",
+    "status",
+    "seconds",
+    "gflops",
+    "speedup",
+    "fingerprint",
+    "expanded",
+    "error",
+)
+
+TOP_COLUMNS = ("rank", "id", "depth", "seconds", "gflops", "speedup", "schedule")
+
+SEARCH_COLUMNS = (
+    "id",
+    "workload",
+    "status",
+    "strategy",
+    "started",
+    "elapsed_seconds",
+    "evaluated",
+    "ok",
+    "failed",
+    "baseline_seconds",
+    "best_candidate_id",
+    "best_speedup",
+)
+
+
+def nodes_frame(nodes: Sequence[TreeNode]) -> pandas.DataFrame:
+    """One row per TreeNode; statuses as plain strings, missing numbers as NaN."""
+    pd = require("pandas")
+    rows = []
+    for node in nodes:
+        row = {f.name: getattr(node, f.name) for f in fields(node)}
+        row["status"] = node.status.value
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=list(NODE_COLUMNS))
+    # Nullable ints keep the root's missing parent as <NA> instead of turning ids into floats.
+    frame["parent_id"] = frame["parent_id"].astype("Int64")
+    for column in ("seconds", "gflops", "speedup"):
+        frame[column] = frame[column].astype("float64")
+    return frame
+
+
+def top_frame(records: Sequence[CandidateRecord]) -> pandas.DataFrame:
+    """Ranked table of candidates (already sorted fastest first) with their full schedules."""
+    pd = require("pandas")
+    rows = [
+        {
+            "rank": rank,
+            "id": r.id,
+            "depth": r.depth,
+            "seconds": r.seconds,
+            "gflops": r.gflops,
+            "speedup": r.speedup,
+            "schedule": " ; ".join(s.describe() for s in r.schedule.steps) or "(unscheduled)",
+        }
+        for rank, r in enumerate(records, 1)
+    ]
+    frame = pd.DataFrame(rows, columns=list(TOP_COLUMNS))
+    for column in ("seconds", "gflops", "speedup"):
+        frame[column] = frame[column].astype("float64")
+    return frame
+
+
+def searches_frame(searches: Sequence[SearchRecord]) -> pandas.DataFrame:
+    """One row per search: workload label, status, counters, baseline and best speedup."""
+    pd = require("pandas")
+    rows = [
+        {
+            "id": s.id,
+            "workload": s.workload.label,
+            "status": s.status.value,
+            "strategy": s.config.strategy.value,
+            "started": pd.Timestamp(s.started_at, unit="s", tz="UTC").floor("s"),
+            "elapsed_seconds": s.elapsed_seconds,
+            "evaluated": s.counters.evaluated,
+            "ok": s.counters.ok,
+            "failed": s.counters.failed,
+            "baseline_seconds": s.baseline_seconds,
+            "best_candidate_id": s.best_candidate_id,
+            "best_speedup": s.best_speedup,
+        }
+        for s in searches
+    ]
+    frame = pd.DataFrame(rows, columns=list(SEARCH_COLUMNS))
+    frame["best_candidate_id"] = frame["best_candidate_id"].astype("Int64")
+    for column in ("baseline_seconds", "best_speedup"):
+        frame[column] = frame[column].astype("float64")
+    return frame
+
+
+def list_searches(store: Store, workload_key: str | None = None) -> pandas.DataFrame:
+    """Every search in ``store`` (optionally of one workload) as a table."""
+    return searches_frame(store.list_searches(workload_key))

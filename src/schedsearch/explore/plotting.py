@@ -1,0 +1,161 @@
+"""matplotlib drawings of a SearchTree: the tree itself and the best-so-far curve."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+from schedsearch.core import CandidateRecord, Status
+from schedsearch.explore._optional import require
+from schedsearch.explore.layout import tree_layout
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from schedsearch.explore.tree import SearchTree
+
+#: marker and colour for each status that is not ``ok``; chosen to stand apart from the
+#: speedup colormap and from each other.
+STATUS_STYLE: dict[Status, tuple[str, str]] = {
+    Status.WRONG_RESULT: ("X", "red"),
+    Status.BUILD_ERROR: ("s", "darkorange"),
+    Status.RUN_ERROR: ("v", "crimson"),
+    Status.TIMEOUT: ("D", "purple"),
+    Status.ILLEGAL: ("P", "saddlebrown"),
+    Status.PENDING: ("o", "0.6"),
+}
+
+#: ids are written next to the nodes when the tree has at most this many.
+LABEL_LIMIT = 40
+
+
+def plot_tree(
+    tree: SearchTree, ax: Axes | None = None, *, labels: bool | None = None, cmap: str = "viridis"
+) -> Axes:
+    """Draw ``tree`` by depth; see ``SearchTree.plot``. Returns the axes drawn on.
+
+    Node collections carry a ``gid`` of ``nodes:<status>`` so callers can find them.
+    """
+    plt = require("matplotlib.pyplot")
+    mpl = require("matplotlib")
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import LogNorm
+
+    layout = tree_layout({r.id: r.parent_id for r in tree.records})
+    pos = layout.positions
+    if ax is None:
+        width = min(max(6.0, 0.12 * layout.leaves + 2.0), 24.0)
+        height = min(max(3.5, 0.9 * (layout.depth + 1) + 1.5), 12.0)
+        _, ax = plt.subplots(figsize=(width, height))
+
+    edges = [(pos[r.parent_id], pos[r.id]) for r in tree.records if r.parent_id in pos and r.id in pos]
+    ax.add_collection(LineCollection(edges, colors="0.7", linewidths=0.6, zorder=1, gid="edges"))
+    size = 60.0 if len(pos) <= 50 else 25.0 if len(pos) <= 500 else 10.0
+
+    ok = [r for r in tree.records if r.id in pos and r.status is Status.OK]
+    if ok:
+        speedups = [r.speedup if r.speedup is not None else math.nan for r in ok]
+        finite = [s for s in speedups if s > 0 and math.isfinite(s)]
+        style = dict(
+            s=size, zorder=3, edgecolors="k", linewidths=0.3, label=f"ok ({len(ok)})", gid="nodes:ok"
+        )
+        if finite:
+            low, high = min(finite), max(finite)
+            if high <= low * 1.01:  # a flat range would make LogNorm degenerate
+                low, high = low / 1.1, high * 1.1
+            colours = mpl.colormaps[cmap].with_extremes(bad="lightgray")
+            points = ax.scatter(*_xy(ok, pos), c=speedups, cmap=colours, norm=LogNorm(low, high), **style)
+            ax.figure.colorbar(points, ax=ax, label="speedup × (vs unscheduled)", pad=0.01)
+        else:
+            ax.scatter(*_xy(ok, pos), color="tab:blue", **style)
+
+    for status, (marker, colour) in STATUS_STYLE.items():
+        group = [r for r in tree.records if r.id in pos and r.status is status]
+        if not group:
+            continue
+        hollow = status is Status.PENDING
+        ax.scatter(
+            *_xy(group, pos),
+            marker=marker,
+            s=size * 1.2,
+            facecolors="none" if hollow else colour,
+            edgecolors=colour,
+            linewidths=1.0 if hollow else 0.3,
+            zorder=3,
+            label=f"{status.value} ({len(group)})",
+            gid=f"nodes:{status.value}",
+        )
+
+    winner = tree.winner
+    if winner is not None and winner.id in pos:
+        ax.scatter(
+            *_xy([winner], pos),
+            s=size * 4,
+            facecolors="none",
+            edgecolors="gold",
+            linewidths=2.0,
+            zorder=4,
+            label=f"best #{winner.id}",
+            gid="best",
+        )
+
+    if labels if labels is not None else len(pos) <= LABEL_LIMIT:
+        for node_id, (x, y) in pos.items():
+            ax.annotate(str(node_id), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7)
+
+    ax.set_xlim(-1.0, max(layout.leaves, 1))
+    ax.set_ylim(-layout.depth - 0.5, 0.5)
+    ax.set_yticks([-d for d in range(layout.depth + 1)], [str(d) for d in range(layout.depth + 1)])
+    ax.set_xticks([])
+    ax.set_ylabel("depth")
+    ax.set_title(f"search {tree.search.id}: {tree.search.workload.label} — {len(tree)} candidates")
+    if pos:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=4, frameon=False, fontsize=8)
+    return ax
+
+
+def plot_progress(tree: SearchTree, ax: Axes | None = None, *, x: Literal["time", "count"] = "time") -> Axes:
+    """Best-so-far against time or evaluation count; see ``SearchTree.plot_progress``.
+
+    The curve is the Line2D with ``gid="progress"`` (one point per improvement); a dashed
+    ``progress:tail`` carries the last value to the end of the search.
+    """
+    if x not in ("time", "count"):
+        raise ValueError(f"x must be 'time' or 'count', not {x!r}")
+    plt = require("matplotlib.pyplot")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 3.5))
+    search = tree.search
+    ax.set_xlabel("elapsed seconds" if x == "time" else "candidates evaluated")
+    ax.set_title(f"search {search.id}: best so far")
+    points = tree.progress
+    if not points:
+        ax.text(0.5, 0.5, "no progress recorded", ha="center", va="center", transform=ax.transAxes)
+        return ax
+
+    by_speedup = all(p.speedup is not None for p in points)
+    xs = [p.elapsed if x == "time" else float(p.count) for p in points]
+    ys = [p.speedup if by_speedup else p.seconds for p in points]
+    last = points[-1]
+    final = f"{last.speedup:.3g}×" if by_speedup else f"{last.seconds:.3g} s"
+    label = f"best so far (#{last.candidate_id}: {final})"
+    (line,) = ax.step(xs, ys, where="post", marker="o", markersize=4, gid="progress", label=label)
+    end = search.elapsed_seconds if x == "time" else float(search.counters.evaluated)
+    if end > xs[-1]:
+        ax.plot([xs[-1], end], [ys[-1], ys[-1]], ls="--", color=line.get_color(), gid="progress:tail")
+    if by_speedup:
+        ax.axhline(1.0, color="0.5", lw=0.8, ls=":", label="unscheduled")
+        ax.set_ylabel("speedup ×")
+    else:
+        ax.set_ylabel("seconds per call")
+    if max(ys) > 10 * min(ys) > 0:
+        ax.set_yscale("log")
+    ax.legend(loc="lower right", fontsize=8)
+    return ax
+
+
+def _xy(
+    records: list[CandidateRecord], pos: Mapping[int, tuple[float, float]]
+) -> tuple[list[float], list[float]]:
+    return [pos[r.id][0] for r in records], [pos[r.id][1] for r in records]

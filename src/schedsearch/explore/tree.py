@@ -1,0 +1,238 @@
+"""``SearchTree``: one recorded search and all its candidates, ready to explore.
+
+A tree is a snapshot read from any ``core.Store``; it holds records only, so it stays
+usable after the store is closed. Load it again to see a running search move on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+from schedsearch.core import CandidateRecord, ProgressPoint, SearchRecord, Status, Store
+from schedsearch.explore import frames, plotting
+from schedsearch.explore._optional import require
+from schedsearch.explore.summary import summary_data, summary_html
+
+if TYPE_CHECKING:
+    import networkx
+    import pandas
+    from matplotlib.axes import Axes
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNode:
+    """The flat, tabular view of one candidate (one row of ``SearchTree.to_dataframe``)."""
+
+    id: int
+    parent_id: int | None
+    depth: int
+    step: str  # the last rewrite's describe(); "" for the unscheduled root
+    status: Status
+    seconds: float | None
+    gflops: float | None
+    speedup: float | None
+    fingerprint: str
+    expanded: bool
+    error: str  # first line of the error text, "" when none
+
+    @staticmethod
+    def of(record: CandidateRecord) -> TreeNode:
+        """Flatten a stored candidate."""
+        steps = record.schedule.steps
+        return TreeNode(
+            id=record.id,
+            parent_id=record.parent_id,
+            depth=record.depth,
+            step=steps[-1].describe() if steps else "",
+            status=record.status,
+            seconds=record.seconds,
+            gflops=record.gflops,
+            speedup=record.speedup,
+            fingerprint=record.fingerprint,
+            expanded=record.expanded,
+            error=record.error.strip().splitlines()[0] if record.error.strip() else "",
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class SearchTree:
+    """A search record, its candidates in insertion order and its best-so-far curve."""
+
+    search: SearchRecord
+    records: tuple[CandidateRecord, ...]
+    progress: tuple[ProgressPoint, ...] = ()
+    _by_id: Mapping[int, CandidateRecord] = field(init=False)
+    _children: Mapping[int, tuple[int, ...]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        by_id = {r.id: r for r in self.records}
+        children: dict[int, list[int]] = {}
+        for r in self.records:
+            if r.parent_id is not None and r.parent_id in by_id:
+                children.setdefault(r.parent_id, []).append(r.id)
+        # Frozen: the indexes are derived once here and exposed read-only.
+        object.__setattr__(self, "_by_id", types.MappingProxyType(by_id))
+        object.__setattr__(
+            self, "_children", types.MappingProxyType({k: tuple(v) for k, v in children.items()})
+        )
+
+    @classmethod
+    def load(cls, store: Store, search_id: int) -> SearchTree:
+        """Read search ``search_id`` with all its candidates and progress from ``store``."""
+        return cls(
+            search=store.get_search(search_id),
+            records=tuple(store.candidates(search_id)),
+            progress=tuple(store.progress(search_id)),
+        )
+
+    # ------------------------------------------------------------------ access
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[CandidateRecord]:
+        return iter(self.records)
+
+    def __contains__(self, candidate_id: object) -> bool:
+        return candidate_id in self._by_id
+
+    def __getitem__(self, candidate_id: int) -> CandidateRecord:
+        try:
+            return self._by_id[candidate_id]
+        except KeyError:
+            raise KeyError(f"search {self.search.id} has no candidate #{candidate_id}") from None
+
+    def __repr__(self) -> str:
+        return (
+            f"SearchTree(search={self.search.id}, workload={self.search.workload.label!r}, "
+            f"status={self.search.status.value!r}, candidates={len(self.records)})"
+        )
+
+    @property
+    def root(self) -> CandidateRecord | None:
+        """The unscheduled candidate (the first one without a parent), if any."""
+        return next((r for r in self.records if r.parent_id is None), None)
+
+    @property
+    def winner(self) -> CandidateRecord | None:
+        """The search's declared best, else the fastest ``ok`` candidate, else None."""
+        declared = self.search.best_candidate_id
+        if declared is not None and declared in self._by_id:
+            return self._by_id[declared]
+        top = self.best(1)
+        return top[0] if top else None
+
+    def nodes(self) -> list[TreeNode]:
+        """Every candidate as a flat TreeNode, in insertion order."""
+        return [TreeNode.of(r) for r in self.records]
+
+    def children(self, candidate_id: int) -> list[CandidateRecord]:
+        """The direct children of a candidate, in the order the search produced them."""
+        self[candidate_id]  # an unknown id raises KeyError here
+        return [self._by_id[c] for c in self._children.get(candidate_id, ())]
+
+    def lineage(self, candidate_id: int) -> list[CandidateRecord]:
+        """The chain from the root to ``candidate_id`` (root first, the candidate last)."""
+        chain = [self[candidate_id]]
+        seen = {candidate_id}
+        while chain[-1].parent_id is not None and chain[-1].parent_id in self._by_id:
+            parent_id = chain[-1].parent_id
+            if parent_id in seen:  # a parent cycle can only come from corrupt data
+                break
+            seen.add(parent_id)
+            chain.append(self._by_id[parent_id])
+        return chain[::-1]
+
+    def best(self, k: int = 5) -> list[CandidateRecord]:
+        """The ``k`` fastest ``ok`` candidates with a timing, fastest first."""
+        timed = [r for r in self.records if r.status is Status.OK and r.seconds is not None]
+        timed.sort(key=lambda r: (r.seconds, r.id))
+        return timed[:k]
+
+    def status_counts(self) -> dict[Status, int]:
+        """How many candidates ended in each status (only statuses that occur)."""
+        counts: dict[Status, int] = {}
+        for r in self.records:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        return counts
+
+    # ------------------------------------------------------------------ text
+
+    def diff(self, candidate_id: int, against: int | None = None, context: int = 3) -> str:
+        """Unified diff of the Exo text from ``against`` (default: the parent) to the candidate.
+
+        The root has no parent; its diff against nothing is empty.
+        """
+        new = self[candidate_id]
+        if against is None:
+            if new.parent_id is None or new.parent_id not in self._by_id:
+                return ""
+            against = new.parent_id
+        old = self[against]
+        lines = difflib.unified_diff(
+            old.proc_text.splitlines(),
+            new.proc_text.splitlines(),
+            fromfile=_label(old),
+            tofile=_label(new),
+            n=context,
+            lineterm="",
+        )
+        return "\n".join(lines)
+
+    def schedule_text(self, candidate_id: int) -> str:
+        """The candidate's schedule, one numbered rewrite per line."""
+        steps = self[candidate_id].schedule.steps
+        return "\n".join(f"{i}. {s.describe()}" for i, s in enumerate(steps, 1)) or "(unscheduled)"
+
+    # ------------------------------------------------------------------ views
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """One row per candidate: id, parent_id, depth, step, status, seconds, gflops,
+        speedup, fingerprint, expanded, error."""
+        return frames.nodes_frame(self.nodes())
+
+    def top_dataframe(self, k: int = 10) -> pandas.DataFrame:
+        """The ``k`` fastest ok candidates with their rank and full schedule."""
+        return frames.top_frame(self.best(k))
+
+    def to_networkx(self) -> networkx.DiGraph:
+        """A DiGraph: nodes are candidate ids carrying the TreeNode fields as attributes,
+        edges go parent -> child and carry the child's ``step``."""
+        nx = require("networkx")
+        graph = nx.DiGraph(search_id=self.search.id, workload=self.search.workload.label)
+        nodes = self.nodes()
+        for node in nodes:
+            attrs = {f.name: getattr(node, f.name) for f in fields(TreeNode) if f.name != "id"}
+            attrs["status"] = node.status.value
+            graph.add_node(node.id, **attrs)
+        for node in nodes:
+            if node.parent_id is not None and node.parent_id in self._by_id:
+                graph.add_edge(node.parent_id, node.id, step=node.step)
+        return graph
+
+    def plot(self, ax: Axes | None = None, *, labels: bool | None = None, cmap: str = "viridis") -> Axes:
+        """Draw the tree by depth: colour = speedup, failures marked by status, best ringed.
+
+        ``labels`` writes candidate ids next to the nodes (default: only for small trees).
+        """
+        return plotting.plot_tree(self, ax, labels=labels, cmap=cmap)
+
+    def plot_progress(self, ax: Axes | None = None, x: Literal["time", "count"] = "time") -> Axes:
+        """Best-so-far speedup against elapsed seconds (``x="time"``) or evaluations (``"count"``)."""
+        return plotting.plot_progress(self, ax, x=x)
+
+    def _repr_html_(self) -> str:
+        return summary_html(self)
+
+    def summary(self) -> dict[str, Any]:
+        """The numbers the HTML summary shows, as plain data."""
+        return summary_data(self)
+
+
+def _label(record: CandidateRecord) -> str:
+    steps = record.schedule.steps
+    return f"#{record.id} " + (steps[-1].describe() if steps else "(unscheduled)")

@@ -1,0 +1,304 @@
+"""SearchTree on a store (in memory and a real SQLite file) filled with a small hand-made search."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import schedsearch.explore  # noqa: E402
+from schedsearch.core import (  # noqa: E402
+    ArgRole,
+    ArgSpec,
+    Candidate,
+    Counters,
+    DType,
+    MachineInfo,
+    Measurement,
+    Rewrite,
+    RewriteKind,
+    Schedule,
+    SearchConfig,
+    SearchStatus,
+    Status,
+    Timing,
+    Workload,
+    sha256_text,
+)
+from schedsearch.explore import SearchTree, list_searches, tree_layout  # noqa: E402
+from schedsearch.explore.frames import NODE_COLUMNS  # noqa: E402
+from schedsearch.store import InMemoryStore, open_store  # noqa: E402
+
+BASELINE = 1e-3
+
+ROOT_TEXT = """def sgemm(A: f32[8, 8] @ DRAM, B: f32[8, 8] @ DRAM, C: f32[8, 8] @ DRAM):
+    for i in seq(0, 8):
+        for j in seq(0, 8):
+            for k in seq(0, 8):
+                C[i, j] += A[i, k] * B[k, j]
+"""
+REORDERED_TEXT = ROOT_TEXT.replace(
+    "for j in seq(0, 8):\n            for k", "for k in seq(0, 8):\n            for j"
+)
+
+
+def _workload() -> Workload:
+    source = "# sgemm source\n"
+    return Workload(
+        path="/tmp/matmul.py",
+        source=source,
+        source_sha256=sha256_text(source),
+        proc="sgemm",
+        sizes=(("M", 8), ("N", 8), ("K", 8)),
+        args=tuple(ArgSpec(n, ArgRole.TENSOR, DType.F32, (8, 8), n == "C") for n in "ABC"),
+        flops=2 * 8**3,
+    )
+
+
+def _timing(seconds: float) -> Timing:
+    return Timing(median=seconds, min=seconds * 0.95, q1=seconds * 0.98, q3=seconds * 1.02)
+
+
+def _add(store, sid, steps, parent, text, status, seconds=None):
+    schedule = Schedule(tuple(steps))
+    fingerprint = sha256_text(schedule.dumps())
+    store.add_candidate(
+        sid,
+        Candidate(schedule, f"/* {fingerprint} */", fingerprint, text, parent=parent, depth=len(steps)),
+    )
+    timing = _timing(seconds) if seconds is not None else None
+    error = "" if status in (Status.OK, Status.PENDING) else f"{status.value}: details\nmore lines"
+    if status is not Status.PENDING:
+        speedup = BASELINE / seconds if seconds is not None else None
+        store.record_measurement(sid, Measurement(fingerprint, status, timing, error), None, speedup)
+    return fingerprint
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path):
+    """root(1) -> ok(2) [-> ok(5) [-> pending(7)], ok(6)], wrong_result(3), build_error(4)."""
+    st = InMemoryStore() if request.param == "memory" else open_store(str(tmp_path / "explore.db"))
+    sid = st.create_search(_workload(), SearchConfig(), MachineInfo(cpu_model="test cpu"))
+    reorder = Rewrite.make(RewriteKind.REORDER, "j #0")
+    split = Rewrite.make(RewriteKind.SPLIT, "i #0", factor=4)
+    unroll = Rewrite.make(RewriteKind.UNROLL, "k #0")
+    root = _add(st, sid, [], None, ROOT_TEXT, Status.OK, BASELINE)
+    two = _add(st, sid, [reorder], root, REORDERED_TEXT, Status.OK, BASELINE / 2)
+    _add(st, sid, [split], root, ROOT_TEXT + "# split\n", Status.WRONG_RESULT)
+    _add(st, sid, [unroll], root, ROOT_TEXT + "# unrolled\n", Status.BUILD_ERROR)
+    five = _add(st, sid, [reorder, split], two, REORDERED_TEXT + "# five\n", Status.OK, BASELINE / 4.25)
+    _add(st, sid, [reorder, unroll], two, REORDERED_TEXT + "# six\n", Status.OK, BASELINE / 3)
+    _add(st, sid, [reorder, split, unroll], five, REORDERED_TEXT + "# seven\n", Status.PENDING)
+    st.mark_expanded(sid, 1)
+    st.mark_expanded(sid, 2)
+    counters = Counters(generated=6, evaluated=6, ok=4, failed=2)
+    st.update_search(
+        sid, baseline_seconds=BASELINE, elapsed_seconds=30.0, status=SearchStatus.COMPLETED, counters=counters
+    )
+    yield st
+    st.close()
+
+
+@pytest.fixture
+def tree(store) -> SearchTree:
+    return SearchTree.load(store, 1)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def test_dataframe_has_one_row_per_candidate_with_flat_values(tree):
+    df = tree.to_dataframe()
+    assert list(df.columns) == list(NODE_COLUMNS)
+    assert list(df["id"]) == [1, 2, 3, 4, 5, 6, 7]
+    rows = df.set_index("id")
+    assert pd.isna(rows.loc[1, "parent_id"])
+    assert list(rows.loc[[2, 3, 4, 5, 6, 7], "parent_id"]) == [1, 1, 1, 2, 2, 5]
+    assert list(rows["depth"]) == [0, 1, 1, 1, 2, 2, 3]
+    assert rows.loc[1, "step"] == ""
+    assert rows.loc[2, "step"] == "reorder j #0"
+    assert rows.loc[5, "step"] == "split i #0 factor=4"
+    assert list(rows["status"]) == ["ok", "ok", "wrong_result", "build_error", "ok", "ok", "pending"]
+    assert rows.loc[5, "speedup"] == pytest.approx(4.25)
+    assert rows.loc[2, "seconds"] == pytest.approx(BASELINE / 2)
+    assert pd.isna(rows.loc[3, "seconds"]) and pd.isna(rows.loc[3, "speedup"])
+    assert rows.loc[3, "error"] == "wrong_result: details"
+    assert bool(rows.loc[2, "expanded"]) and not bool(rows.loc[5, "expanded"])
+    assert rows.loc[4, "fingerprint"] == tree[4].fingerprint
+
+
+def test_lineage_children_and_lookup(tree):
+    assert [r.id for r in tree.lineage(5)] == [1, 2, 5]
+    assert [r.id for r in tree.lineage(1)] == [1]
+    assert [r.id for r in tree.children(1)] == [2, 3, 4]
+    assert [r.id for r in tree.children(2)] == [5, 6]
+    assert [r.id for r in tree.lineage(7)] == [1, 2, 5, 7]
+    assert tree.children(4) == []
+    assert tree.root is not None and tree.root.id == 1
+    assert len(tree) == 7 and 7 in tree and 8 not in tree
+    with pytest.raises(KeyError, match="#99"):
+        tree.lineage(99)
+
+
+def test_best_and_winner(tree, store):
+    assert [r.id for r in tree.best(3)] == [5, 6, 2]
+    assert tree.winner.id == 5
+    # The declared winner (side-by-side re-measurement) takes precedence over raw timings.
+    store.update_search(1, best_candidate_id=6, best_speedup=3.1)
+    assert SearchTree.load(store, 1).winner.id == 6
+    top = tree.top_dataframe(2)
+    assert list(top["id"]) == [5, 6]
+    assert top.loc[0, "schedule"] == "reorder j #0 ; split i #0 factor=4"
+
+
+def test_diff_shows_the_changed_lines(tree):
+    text = tree.diff(2)
+    assert "--- #1 (unscheduled)" in text and "+++ #2 reorder j #0" in text
+    assert "-        for j in seq(0, 8):" in text
+    assert "+        for k in seq(0, 8):" in text
+    assert "+# five" in tree.diff(5)
+    assert "-        for j in seq(0, 8):" in tree.diff(5, against=1)
+    assert tree.diff(1) == ""
+
+
+def test_to_networkx_carries_attributes(tree):
+    graph = tree.to_networkx()
+    assert graph.number_of_nodes() == 7
+    assert sorted(graph.edges) == [(1, 2), (1, 3), (1, 4), (2, 5), (2, 6), (5, 7)]
+    assert graph.nodes[3]["status"] == "wrong_result"
+    assert graph.nodes[5]["speedup"] == pytest.approx(4.25)
+    assert graph.edges[2, 5]["step"] == "split i #0 factor=4"
+
+
+def _points_by_gid(ax):
+    return {
+        c.get_gid(): len(c.get_offsets()) for c in ax.collections if (c.get_gid() or "").startswith("nodes:")
+    }
+
+
+def test_plot_draws_every_node_with_failures_marked(tree):
+    ax = tree.plot()
+    assert _points_by_gid(ax) == {
+        "nodes:ok": 4,
+        "nodes:wrong_result": 1,
+        "nodes:build_error": 1,
+        "nodes:pending": 1,
+    }
+    ok = next(c for c in ax.collections if c.get_gid() == "nodes:ok")
+    # Coloured by speedup through a log colour scale spanning the ok nodes.
+    assert sorted(ok.get_array()) == pytest.approx([1.0, 2.0, 3.0, 4.25])
+    assert ok.norm.vmin == pytest.approx(1.0) and ok.norm.vmax == pytest.approx(4.25)
+    assert len(ax.figure.axes) == 2  # the tree and its colorbar
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "wrong_result (1)" in legend and "build_error (1)" in legend and "best #5" in legend
+    edges = next(c for c in ax.collections if c.get_gid() == "edges")
+    assert len(edges.get_segments()) == 6
+
+
+def test_plot_on_given_axes_lays_out_by_depth(tree):
+    _, given = plt.subplots()
+    ax = tree.plot(ax=given, labels=True)
+    assert ax is given
+    ys = sorted(
+        {
+            round(y, 6)
+            for c in ax.collections
+            if (c.get_gid() or "").startswith("nodes:")
+            for _, y in c.get_offsets()
+        }
+    )
+    assert ys == [-3.0, -2.0, -1.0, 0.0]
+    assert {t.get_text() for t in ax.texts} == {str(i) for i in range(1, 8)}
+
+
+def test_plot_progress_has_one_point_per_improvement(tree):
+    ax = tree.plot_progress(x="count")
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == "progress"]
+    assert list(line.get_xdata()) == [1.0, 2.0, 5.0]
+    assert list(line.get_ydata()) == pytest.approx([1.0, 2.0, 4.25])
+    (tail,) = [ln for ln in ax.lines if ln.get_gid() == "progress:tail"]
+    assert list(tail.get_xdata()) == [5.0, 6.0]  # carried on to the last evaluation
+    timed = tree.plot_progress(x="time")
+    (line,) = [ln for ln in timed.lines if ln.get_gid() == "progress"]
+    assert len(line.get_xdata()) == 3
+    assert list(line.get_xdata()) == sorted(line.get_xdata())
+    with pytest.raises(ValueError, match="time"):
+        tree.plot_progress(x="depth")
+
+
+def test_html_summary_shows_best_speedup_and_top_table(tree, store):
+    page = tree._repr_html_()
+    assert "sgemm[M=8,N=8,K=8]" in page
+    assert "4.25×" in page and "#5" in page
+    assert page.count("<tr>") == 1 + 4  # header + the four ok candidates
+    assert "wrong_result 1" in page
+    assert "re-measured" not in page
+    store.update_search(1, best_candidate_id=6, best_speedup=3.1)
+    remeasured = SearchTree.load(store, 1)._repr_html_()
+    assert "3.1×" in remeasured and "#6" in remeasured and "finalists re-measured" in remeasured
+
+
+def test_list_searches_table(store):
+    store.create_search(_workload(), SearchConfig(seed=1), MachineInfo())
+    table = list_searches(store)
+    assert list(table["id"]) == [1, 2]
+    assert list(table["status"]) == ["completed", "running"]
+    assert table.loc[0, "workload"] == "sgemm[M=8,N=8,K=8]"
+    assert table.loc[0, "baseline_seconds"] == pytest.approx(BASELINE)
+
+
+def test_layout_spaces_leaves_in_dfs_order_and_centres_parents():
+    layout = tree_layout({1: None, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 9: 42})
+    pos = layout.positions
+    assert [pos[n][0] for n in (4, 5, 6, 9)] == [0.0, 1.0, 2.0, 3.0]  # leaves, DFS order
+    assert pos[2] == (0.5, -1.0) and pos[3] == (2.0, -1.0)
+    assert pos[1] == (1.25, 0.0)
+    assert pos[9] == (3.0, 0.0)  # unknown parent: drawn as another root
+    assert (layout.leaves, layout.depth) == (4, 2)
+
+
+def test_empty_search_still_renders(store):
+    sid = store.create_search(_workload(), SearchConfig(seed=2), MachineInfo())
+    empty = SearchTree.load(store, sid)
+    assert empty.root is None and empty.winner is None and empty.best() == []
+    assert "no successful candidates" in empty._repr_html_()
+    assert empty.to_dataframe().empty
+    assert not _points_by_gid(empty.plot())
+    assert "no progress recorded" in [t.get_text() for t in empty.plot_progress().texts]
+
+
+def test_explore_imports_only_core_errors_and_notebook_libraries():
+    allowed = {"schedsearch.core", "schedsearch.errors", "schedsearch.explore"}
+    forbidden = {"exo", "ray", "sqlalchemy", "rich", "click"}
+    package = Path(schedsearch.explore.__file__).parent
+    for module in package.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in forbidden, f"{module.name} imports {name}"
+                if name.startswith("schedsearch"):
+                    assert any(name == a or name.startswith(a + ".") for a in allowed), (
+                        f"{module.name}: {name}"
+                    )
+
+
+def test_importing_explore_leaves_the_notebook_libraries_unloaded():
+    # A CLI or worker that only needs SearchTree's data should not pay for pandas/matplotlib.
+    libraries = "{'pandas', 'matplotlib', 'networkx'}"
+    probe = f"import sys, schedsearch.explore; print(sorted({libraries} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
