@@ -1,0 +1,435 @@
+"""A Ray executor: expansion on a pool of actors, evaluation as Ray tasks, results streamed.
+
+The only module that imports ray, and only when a ``RayExecutor`` is made (importing this
+module stays cheap). Tasks receive plain records (``Workload``, ``Candidate``, options) and
+rebuild what they need: Exo procs do not pickle.
+
+- Expansion: ``workers`` actors, each holding one ``expander_factory(workload, options)``
+  per workload, so its cache of replayed schedule prefixes survives between calls.
+- Evaluation: one task per candidate (``num_cpus=1``, no retries) calling
+  ``evaluate_candidate``. Up to ``workers`` builds run at once while the node-local
+  benchmark lock inside ``evaluate_candidate`` lets only one of them time at a time.
+  A crashed worker becomes a ``run_error`` measurement; infrastructure errors
+  (``ToolchainError``, ``SearchError``) are re-raised in the driver.
+
+A private cluster (no ``address``) is started with ``ray.init(address="local")`` and shut
+down by ``close()``. Ray's own agents outlive a driver killed with SIGKILL for a minute or
+more (raylet and gcs_server go at once, the dashboard and runtime-env agents linger while
+they retry the dead GCS), so the executor also starts a tiny watchdog process that kills
+whatever remains of the cluster as soon as the driver is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from schedsearch.core import (
+    BenchConfig,
+    Candidate,
+    ExpandOptions,
+    Expansion,
+    MachineInfo,
+    Measurement,
+    Status,
+    Workload,
+)
+from schedsearch.errors import ClusterError, SchedsearchError
+
+_PROBE_TIMEOUT = 3.0
+_MACHINE_TIMEOUT = 120.0
+
+# The watchdog runs with ``python -I -c``: standard library only. It learns the driver's
+# Ray processes (children whose command line names the ray package, and all their
+# descendants) every half second, and when its stdin reaches EOF - the driver closed it
+# or died - it terminates, then kills, every one of them still running (matched by pid
+# and start time, so a recycled pid is never hit).
+_WATCHDOG = r"""
+import os, select, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+driver, marker = int(sys.argv[1]), sys.argv[2].encode()
+def table():
+    procs = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            rest = stat[stat.rindex(b")") + 2:].split()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read()
+            procs[int(name)] = (int(rest[1]), int(rest[19]), cmd)
+        except (OSError, ValueError, IndexError):
+            continue
+    return procs
+tracked = {}
+def snapshot():
+    procs = table()
+    kids = {}
+    for pid, (ppid, _, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    todo = [p for p in kids.get(driver, []) if marker in procs[p][2] and p != os.getpid()]
+    while todo:
+        p = todo.pop()
+        tracked[p] = procs[p][1]
+        todo.extend(kids.get(p, []))
+while True:
+    ready, _, _ = select.select([0], [], [], 0.5)
+    if ready and not os.read(0, 4096):
+        break
+    snapshot()
+def alive():
+    procs = table()
+    return [p for p, start in tracked.items() if p in procs and procs[p][1] == start]
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    for p in alive():
+        try:
+            os.kill(p, sig)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 1.0
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+"""
+
+
+# ----------------------------------------------------------------------------- worker side
+
+
+def _evaluate_task(
+    workload: Workload, reference: Candidate, candidate: Candidate, bench: BenchConfig, cache_dir: Path | None
+) -> Measurement | SchedsearchError:
+    """Runs in a Ray worker. Infrastructure errors come back as values to be re-raised."""
+    from schedsearch.evaluate import default_cache_dir, evaluate_candidate
+
+    try:
+        return evaluate_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir())
+    except SchedsearchError as e:
+        return e
+
+
+def _remeasure_task(
+    workload: Workload,
+    reference: Candidate,
+    candidates: Sequence[Candidate],
+    bench: BenchConfig,
+    cache_dir: Path | None,
+) -> list[Measurement] | SchedsearchError:
+    from schedsearch.evaluate import default_cache_dir, remeasure
+
+    try:
+        return remeasure(workload, reference, candidates, bench, cache_dir or default_cache_dir())
+    except SchedsearchError as e:
+        return e
+
+
+def _machine_task(bench: BenchConfig) -> MachineInfo:
+    from schedsearch.evaluate import machine_info
+
+    return machine_info(bench)
+
+
+class _ExpanderHost:
+    """Ray actor body: one expander per workload, kept for its replay cache."""
+
+    def __init__(self, factory: Callable[[Workload, ExpandOptions], Any], options: ExpandOptions) -> None:
+        self._factory = factory
+        self._options = options
+        self._expanders: dict[str, Any] = {}
+
+    def expand(self, workload: Workload, parent: Candidate) -> Expansion:
+        expander = self._expanders.get(workload.key)
+        if expander is None:
+            expander = self._expanders[workload.key] = self._factory(workload, self._options)
+        try:
+            return expander.expand(parent)
+        except Exception as e:  # noqa: BLE001 - one parent's failure is data, not a crash
+            return Expansion(parent.fingerprint, (), error=f"{type(e).__name__}: {e}")
+
+
+# ----------------------------------------------------------------------------- connecting
+
+
+def _resolve_address(address: str) -> tuple[str, int]:
+    """``host:port`` of the cluster's GCS; ``auto`` reads the running cluster's file."""
+    text = address.strip()
+    if text.startswith("ray://"):
+        raise ClusterError(f"Ray client addresses are not supported ({address}); give the GCS host:port")
+    if text == "auto":
+        text = os.environ.get("RAY_ADDRESS", "")
+        if not text:
+            try:
+                text = Path("/tmp/ray/ray_current_cluster").read_text().strip()
+            except OSError:
+                raise ClusterError(
+                    "no running Ray cluster found for --address auto; start one with "
+                    "`ray start --head` or give host:port"
+                ) from None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ClusterError(f"cannot read Ray address {address!r}; expected host:port (e.g. 10.0.0.5:6379)")
+    return host, int(port)
+
+
+def _probe(host: str, port: int, timeout: float) -> None:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as e:
+        raise ClusterError(
+            f"no Ray cluster answers at {host}:{port} ({e.strerror or e}); "
+            "check --address or start one with `ray start --head`"
+        ) from None
+
+
+def _init_with_deadline(timeout: float, **kwargs: Any) -> None:
+    """``ray.init`` in a helper thread, so an unresponsive cluster cannot hang us for minutes."""
+    import ray
+
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            ray.init(**kwargs)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            outcome.append(e)
+
+    thread = threading.Thread(target=target, name="schedsearch-ray-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise ClusterError(f"timed out after {timeout:.0f} s connecting to the Ray cluster at {kwargs.get('address')}")
+    if outcome and outcome[0] is not None:
+        err = outcome[0]
+        raise ClusterError(
+            f"cannot connect to the Ray cluster at {kwargs.get('address')}: {type(err).__name__}: {err}"
+        ) from err
+
+
+def _quiet_kwargs() -> dict[str, Any]:
+    return {
+        "log_to_driver": False,
+        "logging_level": logging.ERROR,
+        "include_dashboard": False,
+        "namespace": "schedsearch",
+    }
+
+
+# ----------------------------------------------------------------------------- executor
+
+
+class RayExecutor:
+    """``core.Executor`` on a Ray cluster (a private local one unless ``address`` is given).
+
+    If this process is already connected to Ray (``ray.is_initialized()``), that
+    connection is used and left open by ``close()``. Raises ``ClusterError`` when the
+    cluster cannot be started or reached (an unreachable address fails within seconds).
+    With ``address``, the workers must have this package installed (same version).
+    """
+
+    def __init__(
+        self,
+        expander_factory: Callable[[Workload, ExpandOptions], Any],
+        expand_options: ExpandOptions,
+        bench: BenchConfig,
+        *,
+        workers: int = 2,
+        address: str | None = None,
+        cache_dir: Path | None = None,
+        connect_timeout: float = 15.0,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("RayExecutor needs workers >= 1 (use LocalExecutor for 0)")
+        self._bench = bench
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._workers = workers
+        self._owns_ray = False
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self._machine: MachineInfo | None = None
+        self._workload_refs: dict[str, Any] = {}
+        self._next_actor = 0
+        self._connect(address, connect_timeout)
+        import ray
+
+        try:
+            self._eval_fn = ray.remote(num_cpus=1, max_retries=0)(_evaluate_task)
+            self._remeasure_fn = ray.remote(num_cpus=1, max_retries=0)(_remeasure_task)
+            self._machine_fn = ray.remote(num_cpus=0, max_retries=0)(_machine_task)
+            actor = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
+            self._actors = [actor.remote(expander_factory, expand_options) for _ in range(workers)]
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, address: str | None, timeout: float) -> None:
+        import ray
+
+        if address is not None:
+            # Probe first, even when already connected: a wrong address must not pass silently.
+            host, port = _resolve_address(address)
+            _probe(host, port, min(timeout, _PROBE_TIMEOUT))
+            if not ray.is_initialized():
+                _init_with_deadline(timeout, address=f"{host}:{port}", **_quiet_kwargs())
+            return
+        if ray.is_initialized():
+            return
+        try:
+            ray.init(address="local", num_cpus=self._workers, **_quiet_kwargs())
+        except Exception as e:  # a local start can fail in many ways
+            raise ClusterError(f"cannot start a local Ray cluster: {type(e).__name__}: {e}") from e
+        self._owns_ray = True
+        self._start_watchdog(os.path.dirname(ray.__file__))
+
+    def _start_watchdog(self, marker: str) -> None:
+        if not sys.platform.startswith("linux"):
+            return  # the watchdog reads /proc
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-I", "-c", _WATCHDOG, str(os.getpid()), marker],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    @property
+    def workers(self) -> int:
+        return self._workers
+
+    def _workload_ref(self, workload: Workload) -> Any:
+        import ray
+
+        ref = self._workload_refs.get(workload.key)
+        if ref is None:
+            ref = self._workload_refs[workload.key] = ray.put(workload)
+        return ref
+
+    def _stream(self, refs: dict[Any, Any]) -> Iterator[tuple[Any, Any, BaseException | None]]:
+        """(key, result, ray error) for each ref as it finishes; outstanding refs are
+        cancelled when the consumer stops early."""
+        import ray
+
+        pending = list(refs)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    try:
+                        yield refs[ref], ray.get(ref), None
+                    except ray.exceptions.RayError as e:
+                        yield refs[ref], None, e
+        finally:
+            for ref in pending:
+                with contextlib.suppress(Exception):  # best effort; the result is ignored anyway
+                    ray.cancel(ref)
+
+    def expand(self, workload: Workload, parents: Sequence[Candidate]) -> Iterator[Expansion]:
+        """One Expansion per parent, in completion order (parents spread over the actors)."""
+        wref = self._workload_ref(workload)
+        refs = {}
+        for parent in parents:
+            actor = self._actors[self._next_actor % len(self._actors)]
+            self._next_actor += 1
+            refs[actor.expand.remote(wref, parent)] = parent
+        for parent, expansion, error in self._stream(refs):
+            if error is not None:
+                yield Expansion(
+                    parent.fingerprint,
+                    (),
+                    error=f"expansion worker failed: {type(error).__name__}: {_first_line(error)}",
+                )
+            else:
+                yield expansion
+
+    def evaluate(
+        self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]
+    ) -> Iterator[Measurement]:
+        """One Measurement per candidate, in completion order; all submitted at once."""
+        import ray
+
+        wref = self._workload_ref(workload)
+        rref = ray.put(reference)
+        refs = {self._eval_fn.remote(wref, rref, c, self._bench, self._cache_dir): c for c in candidates}
+        for candidate, result, error in self._stream(refs):
+            if isinstance(result, SchedsearchError):
+                raise result
+            if error is not None:
+                yield Measurement(
+                    candidate.fingerprint,
+                    Status.RUN_ERROR,
+                    error=f"evaluation worker failed: {type(error).__name__}: {_first_line(error)}",
+                )
+            else:
+                yield result
+
+    def remeasure(self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]) -> list[Measurement]:
+        """Time the candidates side by side in one worker process; input order."""
+        import ray
+
+        ref = self._remeasure_fn.remote(
+            self._workload_ref(workload), reference, list(candidates), self._bench, self._cache_dir
+        )
+        try:
+            result = ray.get(ref)
+        except ray.exceptions.RayError as e:
+            text = f"re-measurement worker failed: {type(e).__name__}: {_first_line(e)}"
+            return [Measurement(c.fingerprint, Status.RUN_ERROR, error=text) for c in candidates]
+        if isinstance(result, SchedsearchError):
+            raise result
+        return result
+
+    def machine(self) -> MachineInfo:
+        """The measuring setup, as a worker sees it (computed once)."""
+        import ray
+
+        if self._machine is None:
+            try:
+                self._machine = ray.get(self._machine_fn.remote(self._bench), timeout=_MACHINE_TIMEOUT)
+            except ray.exceptions.RayError as e:
+                raise ClusterError(f"cannot query the Ray workers' machine: {_first_line(e)}") from e
+        return self._machine
+
+    def close(self) -> None:
+        """Kill the actors; shut down the cluster if this executor started it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        import ray
+
+        for actor in getattr(self, "_actors", ()):
+            with contextlib.suppress(Exception):  # the cluster may already be gone
+                ray.kill(actor)
+        self._actors = []
+        self._workload_refs.clear()
+        if self._owns_ray:
+            ray.shutdown()
+        if self._watchdog is not None:
+            # EOF tells the watchdog to sweep up anything the shutdown left behind.
+            if self._watchdog.stdin is not None:
+                self._watchdog.stdin.close()
+            try:
+                self._watchdog.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._watchdog.kill()
+            self._watchdog = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [ln for ln in str(error).strip().splitlines() if ln.strip()]
+    return lines[-1].strip()[:300] if lines else ""

@@ -1,0 +1,256 @@
+"""A simulated executor over a synthetic schedule tree: tests search logic with no exo, cc or ray.
+
+The tree: a schedule is a sequence of moves ``m0 .. m{moves-1}``. Its *label* is the sorted
+multiset of its moves (without the identity move ``m0``), so ``m1,m2`` and ``m2,m1`` have
+the same label, the same fake C and the same fingerprint - the same kind of duplicates real
+Exo schedules produce. ``m0`` changes nothing, so expanding reports it as a duplicate of the
+parent. Times and statuses follow deterministically from the label and the tree's seed, and
+any label can be given an explicit time, status or re-measured time.
+
+Everything is deterministic: same tree and calls => same children, same measurements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from schedsearch.core import (
+    ArgRole,
+    ArgSpec,
+    Candidate,
+    DType,
+    Expansion,
+    MachineInfo,
+    Measurement,
+    Rewrite,
+    RewriteKind,
+    Schedule,
+    Status,
+    Timing,
+    Workload,
+    sha256_text,
+)
+
+_FAILURES = (Status.BUILD_ERROR, Status.RUN_ERROR, Status.WRONG_RESULT, Status.TIMEOUT)
+IDENTITY_MOVE = "m0"
+
+
+def fake_workload(proc: str = "fake_gemm", n: int = 64) -> Workload:
+    """A Workload record that no one will compile (the fake executor never reads the source)."""
+    source = f"# synthetic workload {proc} n={n}\n"
+    return Workload(
+        path=f"/nonexistent/{proc}.py",
+        source=source,
+        source_sha256=sha256_text(source),
+        proc=proc,
+        sizes=(("N", n),),
+        args=(ArgSpec("A", ArgRole.TENSOR, DType.F32, (n, n)), ArgSpec("C", ArgRole.TENSOR, DType.F32, (n, n), True)),
+        flops=2 * n**3,
+    )
+
+
+def _c_source(label: str) -> str:
+    return f"/* fake kernel [{label}] */\nvoid schedsearch_kernel(void) {{}}\n"
+
+
+def fingerprint_of(label: str) -> str:
+    """Fingerprint the fake tree gives the schedule with this label ('' is the root)."""
+    return sha256_text(_c_source(label))
+
+
+def label_of(schedule: Schedule) -> str:
+    """Order-insensitive label of a fake schedule: its non-identity moves, sorted."""
+    return "+".join(sorted(s.target for s in schedule.steps if s.target != IDENTITY_MOVE))
+
+
+def fake_root() -> Candidate:
+    """The unscheduled candidate of the fake tree."""
+    return _candidate(Schedule(), parent=None, depth=0)
+
+
+def _candidate(schedule: Schedule, parent: str | None, depth: int) -> Candidate:
+    label = label_of(schedule)
+    source = _c_source(label)
+    return Candidate(
+        schedule=schedule,
+        c_source=source,
+        fingerprint=sha256_text(source),
+        proc_text=f"fake proc [{label}]",
+        parent=parent,
+        depth=depth,
+    )
+
+
+class FakeClock:
+    """A clock the test moves by hand (pass it as ``run_search(..., clock=clock)``)."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _unit(seed: int, text: str) -> float:
+    """Deterministic pseudo-random number in [0, 1) from a seed and a text."""
+    digest = hashlib.sha256(f"{seed}|{text}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass(frozen=True)
+class FakeTree:
+    """The rule of the synthetic tree. Labels are what ``label_of`` gives ('' = root).
+
+    ``branching`` moves are proposed per node (plus the identity move, reported as a
+    duplicate), chosen per parent by hash; ``illegal_per_expand`` rejected rewrites are
+    reported per expansion. A node's time is ``base_seconds`` times a per-move factor in
+    [0.7, 1.3) for each move; ``failure_rate`` of the non-root labels get a failing status.
+    """
+
+    moves: int = 6
+    branching: int = 3
+    illegal_per_expand: int = 1
+    base_seconds: float = 1e-3
+    failure_rate: float = 0.1
+    seed: int = 0
+    times: Mapping[str, float] = field(default_factory=dict)
+    statuses: Mapping[str, Status] = field(default_factory=dict)
+    remeasure_times: Mapping[str, float] = field(default_factory=dict)
+    unreplayable: frozenset[str] = frozenset()  # labels whose expansion reports an error
+
+    def seconds(self, label: str) -> float:
+        """The (noise-free) time of the node with this label."""
+        if label in self.times:
+            return self.times[label]
+        t = self.base_seconds
+        for move in label.split("+") if label else ():
+            t *= 0.7 + 0.6 * _unit(self.seed, f"factor {move}")
+        return t
+
+    def status(self, label: str) -> Status:
+        """The status the node with this label evaluates to."""
+        if label in self.statuses:
+            return self.statuses[label]
+        if label and _unit(self.seed, f"fails {label}") < self.failure_rate:
+            return _FAILURES[int(_unit(self.seed, f"how {label}") * len(_FAILURES))]
+        return Status.OK
+
+    def expand(self, parent: Candidate) -> Expansion:
+        """The children of ``parent`` (identity move dropped as a duplicate)."""
+        label = label_of(parent.schedule)
+        if label in self.unreplayable:
+            return Expansion(parent=parent.fingerprint, children=(), error=f"cannot replay [{label}]")
+        names = [f"m{i}" for i in range(1, self.moves)]
+        names.sort(key=lambda m: _unit(self.seed, f"order {label} {m}"))
+        children = tuple(
+            _candidate(parent.schedule.then(Rewrite.make(RewriteKind.SPLIT, m)), parent.fingerprint, parent.depth + 1)
+            for m in names[: self.branching]
+        )
+        return Expansion(
+            parent=parent.fingerprint,
+            children=children,
+            attempted=len(children) + 1 + self.illegal_per_expand,
+            illegal=self.illegal_per_expand,
+            duplicates=1,
+        )
+
+    def measure(
+        self, candidate: Candidate, *, remeasure: bool = False, machine: MachineInfo | None = None
+    ) -> Measurement:
+        """The measurement of ``candidate`` (re-measured times when ``remeasure`` is set)."""
+        label = label_of(candidate.schedule)
+        status = self.status(label)
+        if status is not Status.OK:
+            return Measurement(candidate.fingerprint, status, error=f"fake {status.value} [{label}]", machine=machine)
+        t = self.remeasure_times.get(label, self.seconds(label)) if remeasure else self.seconds(label)
+        return Measurement(
+            candidate.fingerprint,
+            Status.OK,
+            Timing(median=t, min=t * 0.98, q1=t * 0.99, q3=t * 1.01, samples=(t,)),
+            machine=machine,
+        )
+
+
+class FakeExecutor:
+    """``core.Executor`` over a ``FakeTree``: a simulation runner for strategies and the loop.
+
+    Records every call: ``expanded`` and ``evaluated`` (fingerprints, in completion order),
+    ``expand_calls`` (the parents' fingerprints of each call, in input order),
+    ``remeasured`` (one list of fingerprints per call). ``eval_seconds`` / ``expand_seconds``
+    advance ``clock`` per item; ``on_evaluate`` runs before each measurement is yielded (a
+    test can set a stop event there). With ``shuffle_seed`` results come back in a shuffled
+    (but reproducible) completion order, like a real parallel executor.
+    """
+
+    def __init__(
+        self,
+        tree: FakeTree | None = None,
+        *,
+        clock: FakeClock | None = None,
+        eval_seconds: float = 0.0,
+        expand_seconds: float = 0.0,
+        shuffle_seed: int | None = None,
+        on_evaluate: Callable[[Candidate], None] | None = None,
+        fail_remeasure: bool = False,
+    ) -> None:
+        self.tree = tree or FakeTree()
+        self.clock = clock
+        self.eval_seconds = eval_seconds
+        self.expand_seconds = expand_seconds
+        self.on_evaluate = on_evaluate
+        self.fail_remeasure = fail_remeasure
+        self._rng = random.Random(shuffle_seed) if shuffle_seed is not None else None
+        self._machine = MachineInfo(cpu_model="fake cpu", cores=2, hostname="fake", compiler="fakecc")
+        self.expanded: list[str] = []
+        self.expand_calls: list[list[str]] = []
+        self.evaluated: list[str] = []
+        self.remeasured: list[list[str]] = []
+        self.closed = False
+
+    def _order(self, items: Sequence[Candidate]) -> list[Candidate]:
+        items = list(items)
+        if self._rng is not None:
+            self._rng.shuffle(items)
+        return items
+
+    def _tick(self, seconds: float) -> None:
+        if self.clock is not None:
+            self.clock.advance(seconds)
+
+    def expand(self, workload: Workload, parents: Sequence[Candidate]) -> Iterator[Expansion]:
+        """One Expansion per parent, lazily, in (possibly shuffled) completion order."""
+        self.expand_calls.append([p.fingerprint for p in parents])
+        for parent in self._order(parents):
+            self._tick(self.expand_seconds)
+            self.expanded.append(parent.fingerprint)
+            yield self.tree.expand(parent)
+
+    def evaluate(
+        self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]
+    ) -> Iterator[Measurement]:
+        """One Measurement per candidate, lazily, in (possibly shuffled) completion order."""
+        for candidate in self._order(candidates):
+            self._tick(self.eval_seconds)
+            self.evaluated.append(candidate.fingerprint)
+            if self.on_evaluate is not None:
+                self.on_evaluate(candidate)
+            yield self.tree.measure(candidate, machine=self._machine)
+
+    def remeasure(self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]) -> list[Measurement]:
+        """Re-measured times (``FakeTree.remeasure_times`` where given), input order."""
+        self.remeasured.append([c.fingerprint for c in candidates])
+        if self.fail_remeasure:
+            raise RuntimeError("fake remeasure failure")
+        return [self.tree.measure(c, remeasure=True, machine=self._machine) for c in candidates]
+
+    def machine(self) -> MachineInfo:
+        return self._machine
+
+    def close(self) -> None:
+        self.closed = True

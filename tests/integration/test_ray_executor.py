@@ -1,0 +1,208 @@
+"""RayExecutor on a real private Ray cluster with real Exo and gcc (sgemm at 32^3)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from schedsearch.core import (
+    BenchConfig,
+    Candidate,
+    EventKind,
+    Executor,
+    ExpandOptions,
+    Expansion,
+    SearchConfig,
+    SearchStatus,
+    Status,
+)
+from schedsearch.errors import ClusterError
+from schedsearch.search import make_strategy, run_search
+from schedsearch.store import InMemoryStore
+
+pytestmark = pytest.mark.ray
+
+REPO = Path(__file__).resolve().parents[2]
+MATMUL = REPO / "examples" / "matmul.py"
+
+
+@pytest.fixture(scope="module")
+def sgemm():
+    from schedsearch.transforms import load_workload, root_candidate
+
+    workload = load_workload(str(MATMUL), "sgemm", {"M": 32, "N": 32, "K": 32})
+    return workload, root_candidate(workload)
+
+
+def test_is_an_executor(ray_executor) -> None:
+    assert isinstance(ray_executor, Executor)
+    info = ray_executor.machine()
+    assert info.cores >= 1 and info.compiler_version
+
+
+def test_expands_and_streams_evaluations_of_a_real_matmul(ray_executor, sgemm) -> None:
+    workload, root = sgemm
+    (expansion,) = list(ray_executor.expand(workload, [root]))
+    assert expansion.parent == root.fingerprint and not expansion.error
+    assert len(expansion.children) >= 4
+    assert all(c.parent == root.fingerprint and c.depth == 1 for c in expansion.children)
+    assert len({c.fingerprint for c in expansion.children}) == len(expansion.children)
+
+    # The children of two parents at once: one Expansion each, whatever the completion order.
+    parents = list(expansion.children[:2])
+    both = list(ray_executor.expand(workload, parents))
+    assert sorted(e.parent for e in both) == sorted(p.fingerprint for p in parents)
+
+    batch = [root, *expansion.children[:6]]
+    started = time.perf_counter()
+    arrivals = []
+    results = []
+    for m in ray_executor.evaluate(workload, root, batch):
+        arrivals.append(time.perf_counter() - started)
+        results.append(m)
+    assert sorted(m.fingerprint for m in results) == sorted(c.fingerprint for c in batch)
+    by_fp = {m.fingerprint: m for m in results}
+    assert by_fp[root.fingerprint].status is Status.OK and by_fp[root.fingerprint].seconds > 0
+    assert sum(m.status is Status.OK for m in results) >= 4
+    assert all(m.status is not Status.OK or m.timing.median > 0 for m in results)
+    # Streamed: the first result is in hand well before the last one.
+    assert arrivals[0] < arrivals[-1]
+
+
+def test_remeasure_returns_input_order(ray_executor, sgemm) -> None:
+    workload, root = sgemm
+    (expansion,) = list(ray_executor.expand(workload, [root]))
+    picks = [root, *expansion.children[:2]]
+    ms = ray_executor.remeasure(workload, root, picks)
+    assert [m.fingerprint for m in ms] == [c.fingerprint for c in picks]
+    assert ms[0].status is Status.OK
+
+
+def test_closing_a_stream_early_abandons_the_rest(ray_executor, sgemm) -> None:
+    workload, root = sgemm
+    (expansion,) = list(ray_executor.expand(workload, [root]))
+    stream = ray_executor.evaluate(workload, root, list(expansion.children[:6]))
+    first = next(stream)
+    stream.close()
+    assert first.fingerprint in {c.fingerprint for c in expansion.children[:6]}
+    # The executor is still usable afterwards.
+    (again,) = list(ray_executor.evaluate(workload, root, [root]))
+    assert again.status is Status.OK
+
+
+def test_a_crashing_expansion_worker_is_an_error_expansion(ray_executor, sgemm, tmp_path) -> None:
+    from schedsearch.evaluate.ray_backend import RayExecutor
+
+    workload, root = sgemm
+
+    class Crasher:  # defined here so Ray ships it by value
+        def __init__(self, workload, options) -> None:
+            pass
+
+        def expand(self, parent: Candidate) -> Expansion:
+            os._exit(3)
+
+    executor = RayExecutor(lambda w, o: Crasher(w, o), ExpandOptions(), BenchConfig(), workers=1,
+                           cache_dir=tmp_path)
+    try:
+        (expansion,) = list(executor.expand(workload, [root]))
+        assert expansion.children == () and "failed" in expansion.error
+    finally:
+        executor.close()  # does not shut down the shared session cluster
+    (again,) = list(ray_executor.expand(workload, [root]))
+    assert again.children
+
+
+@pytest.mark.slow
+def test_run_search_end_to_end_on_ray(ray_executor, sgemm) -> None:
+    workload, root = sgemm
+    config = SearchConfig(max_seconds=120, max_candidates=12, max_depth=3, finalists=2, workers=2)
+    store = InMemoryStore()
+    events = []
+    outcome = run_search(workload, root, make_strategy(config), ray_executor, store, config, events.append)
+    assert outcome.status is SearchStatus.COMPLETED
+    assert outcome.counters.evaluated == 12
+    rows = store.candidates(outcome.search_id)
+    assert sum(r.status is not Status.PENDING for r in rows) == 12
+    assert outcome.best is not None and outcome.best.status is Status.OK
+    assert outcome.best_speedup and outcome.best_speedup > 0
+    assert any(e.kind is EventKind.FINALISTS for e in events)
+
+
+def test_unreachable_address_is_a_quick_cluster_error(ray_executor) -> None:
+    from schedsearch.evaluate.ray_backend import RayExecutor
+    from schedsearch.transforms import Expander
+
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match="127.0.0.1:1"):
+        RayExecutor(Expander, ExpandOptions(), BenchConfig(), address="127.0.0.1:1")
+    assert time.monotonic() - started < 10
+
+
+def test_a_malformed_address_is_a_cluster_error() -> None:
+    from schedsearch.evaluate.ray_backend import RayExecutor
+
+    with pytest.raises(ClusterError, match="host:port"):
+        RayExecutor(None, ExpandOptions(), BenchConfig(), address="no-port-here")
+
+
+DRIVER = textwrap.dedent("""
+    import sys, time
+    from schedsearch.core import BenchConfig, ExpandOptions
+    from schedsearch.evaluate.ray_backend import RayExecutor
+    ex = RayExecutor(None, ExpandOptions(), BenchConfig(), workers=1)
+    print(ex.machine().cores, flush=True)
+    print("READY", flush=True)
+    time.sleep(300)
+""")
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries ``marker``."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (d / "environ").read_bytes() and b") Z " not in (d / "stat").read_bytes():
+                found.append(int(d.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_no_process_outlives_a_driver_killed_with_sigkill() -> None:
+    marker = f"SCHEDSEARCH_TEST_{uuid.uuid4().hex}"
+    env = {**os.environ, marker: "1"}
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        ready = threading.Event()
+        threading.Thread(target=lambda: [ready.set() for line in driver.stdout if "READY" in line],
+                         daemon=True).start()
+        assert ready.wait(90), "driver did not start its cluster"
+        time.sleep(1.0)  # let the watchdog see the whole cluster
+        assert len(processes_with(marker)) >= 5  # driver, gcs, raylet, agents, worker, watchdog
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        deadline = time.monotonic() + 10
+        while processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.25)
+        left = processes_with(marker)
+        assert not left, f"left behind: {left}"
+    finally:
+        for pid in processes_with(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

@@ -1,0 +1,262 @@
+"""run_search over the simulated executor and the in-memory store: no exo, cc, ray or sql."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from schedsearch.core import EventKind, SearchConfig, SearchEvent, SearchStatus, Status, StrategyKind
+from schedsearch.errors import SearchError
+from schedsearch.search import make_strategy, run_search
+from schedsearch.store import InMemoryStore
+from schedsearch.testing.fakes import FakeClock, FakeExecutor, FakeTree, fake_root, fake_workload, fingerprint_of
+
+
+def config(**kw) -> SearchConfig:
+    kw.setdefault("max_seconds", None)
+    return SearchConfig(**kw)
+
+
+def search(cfg: SearchConfig, executor: FakeExecutor, store: InMemoryStore | None = None, **kw):
+    store = store if store is not None else InMemoryStore()
+    events: list[SearchEvent] = []
+    outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), executor, store, cfg, events.append, **kw)
+    return outcome, store, events
+
+
+def measured(store: InMemoryStore, sid: int):
+    return [r for r in store.candidates(sid) if r.status is not Status.PENDING]
+
+
+def test_search_records_everything_and_counts_consistently() -> None:
+    ex = FakeExecutor(FakeTree(failure_rate=0.2), shuffle_seed=3)
+    outcome, store, events = search(config(max_candidates=30), ex)
+    assert outcome.status is SearchStatus.COMPLETED
+    c = outcome.counters
+    assert c.evaluated == 30 == len(ex.evaluated)
+    assert c.ok + c.failed == c.evaluated
+    assert len(set(ex.evaluated)) == len(ex.evaluated)  # nothing measured twice
+    rows = measured(store, outcome.search_id)
+    assert len(rows) == 30
+    assert sum(r.status is Status.OK for r in rows) == c.ok
+    assert c.illegal == len(ex.expanded)  # the tree reports one illegal rewrite per expansion
+    assert c.duplicates >= len(ex.expanded)  # and one identity duplicate per expansion
+    assert c.generated == len(store.candidates(outcome.search_id)) - 1 + c.duplicates - len(ex.expanded)
+    kinds = [e.kind for e in events]
+    assert kinds[:2] == [EventKind.STARTED, EventKind.BASELINE]
+    assert kinds[-2:] == [EventKind.FINALISTS, EventKind.FINISHED]
+    assert kinds.count(EventKind.EVALUATED) == 29  # the root is announced as BASELINE
+    search_row = store.get_search(outcome.search_id)
+    assert search_row.status is SearchStatus.COMPLETED
+    assert search_row.counters == c
+    assert search_row.best_candidate_id == outcome.best.id
+    assert search_row.baseline_seconds == pytest.approx(1e-3)
+    ok_rows = [r for r in rows if r.status is Status.OK]
+    assert all(r.speedup == pytest.approx(1e-3 / r.seconds) for r in ok_rows)
+    assert all(r.gflops == pytest.approx(fake_workload().flops / r.seconds / 1e9) for r in ok_rows)
+
+
+def test_new_best_events_track_improvements_only() -> None:
+    _, _, events = search(config(max_candidates=25), FakeExecutor())
+    best_times = [e.record.seconds for e in events if e.kind is EventKind.NEW_BEST]
+    assert best_times == sorted(best_times, reverse=True) and len(set(best_times)) == len(best_times)
+    evaluated = [e.record.seconds for e in events if e.kind is EventKind.EVALUATED and e.record.seconds]
+    assert best_times[-1] == min(evaluated)
+
+
+def test_best_first_expands_the_fastest_unexpanded_node_each_round() -> None:
+    tree = FakeTree(failure_rate=0.0)
+    ex = FakeExecutor(tree)
+    cfg = config(max_candidates=40, expand_batch=1)
+    strategy = make_strategy(cfg)
+    strategy._explore_every = 0  # pure greedy for this check
+    store = InMemoryStore()
+    run_search(fake_workload(), fake_root(), strategy, ex, store, cfg)
+    sid = store.list_searches()[0].id
+    rows = {r.fingerprint: r for r in store.candidates(sid)}
+    order = ex.expanded
+    # Replay: when each parent was picked, it was the fastest ok, unexpanded node measured so far.
+    for i, fp in enumerate(order):
+        pool = [r for r in rows.values() if r.status is Status.OK and r.fingerprint not in order[:i]
+                and r.depth < cfg.max_depth
+                and (r.parent_id is None or rows_by_id(rows)[r.parent_id].fingerprint in order[:i])]
+        assert rows[fp].seconds == min(r.seconds for r in pool)
+    assert len(order) >= 10
+
+
+def rows_by_id(rows):
+    return {r.id: r for r in rows.values()}
+
+
+def test_same_seed_same_search_whatever_the_completion_order() -> None:
+    a, store_a, _ = search(config(max_candidates=35, seed=5), ex_a := FakeExecutor(shuffle_seed=1))
+    b, store_b, _ = search(config(max_candidates=35, seed=5), ex_b := FakeExecutor(shuffle_seed=2))
+    assert ex_a.expand_calls == ex_b.expand_calls  # the same asks, round by round
+    assert ex_a.expanded != ex_b.expanded and ex_a.evaluated != ex_b.evaluated  # completion order really differed
+    ids_a = [(r.id, r.fingerprint) for r in store_a.candidates(a.search_id)]
+    ids_b = [(r.id, r.fingerprint) for r in store_b.candidates(b.search_id)]
+    assert ids_a == ids_b
+    assert a.best.fingerprint == b.best.fingerprint
+
+
+def test_max_depth_is_never_expanded_past() -> None:
+    ex = FakeExecutor(FakeTree(failure_rate=0.0))
+    outcome, store, _ = search(config(max_depth=2, max_candidates=200), ex)
+    rows = store.candidates(outcome.search_id)
+    assert max(r.depth for r in rows) == 2
+    depth_of = {r.fingerprint: r.depth for r in rows}
+    assert all(depth_of[fp] < 2 for fp in ex.expanded)
+    assert outcome.status is SearchStatus.COMPLETED
+    # Exhaustion: every ok node above max depth was expanded and marked so.
+    assert all(r.expanded for r in rows if r.depth < 2 and r.status is Status.OK)
+    assert outcome.counters.evaluated < 200
+
+
+def test_wall_time_budget_with_a_fake_clock() -> None:
+    clock = FakeClock()
+    ex = FakeExecutor(clock=clock, eval_seconds=1.0, expand_seconds=0.25)
+    outcome, store, _ = search(config(max_seconds=10.0), ex, clock=clock)
+    assert outcome.status is SearchStatus.COMPLETED
+    assert 10.0 <= outcome.elapsed < 11.5
+    assert outcome.counters.evaluated <= 10
+    assert store.get_search(outcome.search_id).elapsed_seconds == pytest.approx(outcome.elapsed)
+
+
+def test_stop_event_interrupts_and_keeps_results() -> None:
+    stop = threading.Event()
+    ex = FakeExecutor()
+    ex.on_evaluate = lambda c: stop.set() if len(ex.evaluated) >= 7 else None
+    outcome, store, events = search(config(max_candidates=100), ex, stop=stop)
+    assert outcome.status is SearchStatus.INTERRUPTED
+    assert outcome.counters.evaluated == 7 == len(measured(store, outcome.search_id))
+    assert store.get_search(outcome.search_id).status is SearchStatus.INTERRUPTED
+    assert ex.remeasured, "finalists are re-measured for an interrupted search with results"
+    assert outcome.best is not None and outcome.best.status is Status.OK
+    assert events[-1].kind is EventKind.FINISHED
+
+
+def test_root_failure_raises_and_marks_the_search_failed() -> None:
+    ex = FakeExecutor(FakeTree(statuses={"": Status.BUILD_ERROR}))
+    store = InMemoryStore()
+    with pytest.raises(SearchError, match="build_error"):
+        search(config(max_candidates=10), ex, store)
+    (row,) = store.list_searches()
+    assert row.status is SearchStatus.FAILED
+    assert ex.expanded == []
+
+
+def test_wrong_result_never_becomes_best_even_when_fastest() -> None:
+    fp_wrong = fingerprint_of("m1")
+    tree = FakeTree(moves=4, branching=3, failure_rate=0.0, times={"m1": 1e-7},
+                    statuses={"m1": Status.WRONG_RESULT})
+    ex = FakeExecutor(tree)
+    outcome, store, events = search(config(max_depth=1, finalists=5), ex)
+    assert fp_wrong in ex.evaluated
+    assert outcome.best.fingerprint != fp_wrong and outcome.best.status is Status.OK
+    assert all(fp_wrong not in call for call in ex.remeasured)
+    assert all(e.best is None or e.best.fingerprint != fp_wrong for e in events)
+    assert store.get_candidate(store.get_search(outcome.search_id).best_candidate_id).status is Status.OK
+
+
+def test_finalists_are_remeasured_and_the_winner_comes_from_that() -> None:
+    tree = FakeTree(moves=4, branching=3, failure_rate=0.0,
+                    times={"": 1e-3, "m1": 0.5e-3, "m2": 0.6e-3, "m3": 0.9e-3},
+                    remeasure_times={"": 1.1e-3, "m1": 0.8e-3, "m2": 0.55e-3, "m3": 0.9e-3})
+    ex = FakeExecutor(tree)
+    outcome, store, events = search(config(max_depth=1, finalists=2), ex)
+    assert ex.remeasured == [[fingerprint_of(x) for x in ("", "m1", "m2")]]
+    assert outcome.best.fingerprint == fingerprint_of("m2")
+    assert outcome.best_seconds == pytest.approx(0.55e-3)
+    assert outcome.best_speedup == pytest.approx(2.0)
+    assert outcome.baseline_seconds == pytest.approx(1.1e-3)
+    row = store.get_search(outcome.search_id)
+    assert row.best_candidate_id == outcome.best.id
+    assert (row.best_seconds, row.best_speedup) == (pytest.approx(0.55e-3), pytest.approx(2.0))
+    (fin,) = [e for e in events if e.kind is EventKind.FINALISTS]
+    assert [r.fingerprint for r in fin.top] == [fingerprint_of(x) for x in ("m2", "m1", "")]
+    assert fin.best.fingerprint == fingerprint_of("m2")
+    assert events[-1].best.seconds == pytest.approx(0.55e-3)  # FINISHED shows the side-by-side time
+    assert events[-1].best.speedup == pytest.approx(2.0)
+
+
+def test_the_root_wins_when_nothing_beats_it_side_by_side() -> None:
+    tree = FakeTree(moves=3, branching=2, failure_rate=0.0, times={"": 1e-3, "m1": 0.9e-3, "m2": 2e-3},
+                    remeasure_times={"": 1e-3, "m1": 1.2e-3})
+    outcome, _, _ = search(config(max_depth=1), FakeExecutor(tree))
+    assert outcome.best.fingerprint == fingerprint_of("")
+    assert outcome.best_speedup == pytest.approx(1.0)
+
+
+def test_failed_remeasure_falls_back_to_the_search_measurements() -> None:
+    tree = FakeTree(moves=3, branching=2, failure_rate=0.0, times={"": 1e-3, "m1": 0.5e-3, "m2": 2e-3})
+    outcome, _, events = search(config(max_depth=1), FakeExecutor(tree, fail_remeasure=True))
+    assert outcome.status is SearchStatus.COMPLETED
+    assert outcome.best.fingerprint == fingerprint_of("m1")
+    assert outcome.best_speedup == pytest.approx(2.0)
+    assert any(e.kind is EventKind.FINALISTS and "failed" in e.message for e in events)
+
+
+def test_resume_measures_nothing_twice_and_continues_the_budgets() -> None:
+    store = InMemoryStore()
+    stop = threading.Event()
+    first = FakeExecutor(shuffle_seed=4)
+    first.on_evaluate = lambda c: stop.set() if len(first.evaluated) >= 12 else None
+    clock = FakeClock()
+    one, _, _ = search(config(max_candidates=30), first, store, stop=stop, clock=clock)
+    assert one.status is SearchStatus.INTERRUPTED
+    pending_before = {r.fingerprint for r in store.candidates(one.search_id) if r.status is Status.PENDING}
+    assert pending_before, "an interrupted round leaves pending candidates behind"
+
+    second = FakeExecutor(shuffle_seed=4)
+    two, _, _ = search(config(max_candidates=30), second, store, search_id=one.search_id)
+    assert two.search_id == one.search_id and two.status is SearchStatus.COMPLETED
+    assert not set(first.evaluated) & set(second.evaluated)
+    assert pending_before <= set(second.evaluated)
+    assert two.counters.evaluated == 30 == len(first.evaluated) + len(second.evaluated)
+    rows = store.candidates(one.search_id)
+    assert len({r.fingerprint for r in rows}) == len(rows)
+
+
+def test_resume_after_a_crash_mid_round_reexpands_unfinished_parents() -> None:
+    store = InMemoryStore()
+    first = FakeExecutor()
+
+    def crash(_c) -> None:
+        if len(first.evaluated) == 9:
+            raise KeyboardInterrupt
+
+    first.on_evaluate = crash
+    with pytest.raises(KeyboardInterrupt):
+        search(config(max_candidates=40, expand_batch=2), first, store)
+    sid = store.list_searches()[0].id
+    assert store.get_search(sid).status is SearchStatus.INTERRUPTED
+    unfinished = [r for r in store.candidates(sid) if r.status is Status.OK and not r.expanded]
+    assert unfinished
+    second = FakeExecutor()
+    outcome, _, _ = search(config(max_candidates=40, expand_batch=2), second, store, search_id=sid)
+    assert not set(first.evaluated[:8]) & set(second.evaluated)
+    assert outcome.counters.evaluated == 40
+    assert len(store.candidates(sid)) == len({r.fingerprint for r in store.candidates(sid)})
+
+
+def test_resume_rejects_a_different_root() -> None:
+    store = InMemoryStore()
+    one, _, _ = search(config(max_candidates=5), FakeExecutor(), store)
+    other_root = FakeTree().expand(fake_root()).children[0]
+    cfg = config(max_candidates=10)
+    with pytest.raises(SearchError, match="different code"):
+        run_search(fake_workload(), other_root, make_strategy(cfg), FakeExecutor(), store, cfg, search_id=one.search_id)
+
+
+@pytest.mark.parametrize("kind", list(StrategyKind))
+def test_every_strategy_runs_to_exhaustion_on_a_small_tree(kind: StrategyKind) -> None:
+    ex = FakeExecutor(FakeTree(moves=4, branching=2))
+    outcome, store, _ = search(config(strategy=kind, max_depth=3, beam_width=2), ex)
+    assert outcome.status is SearchStatus.COMPLETED
+    depth_of = {r.fingerprint: r.depth for r in store.candidates(outcome.search_id)}
+    depths = [depth_of[fp] for fp in ex.expanded]
+    assert max(depths) == 2
+    if kind is StrategyKind.BEAM:
+        assert depths == sorted(depths)  # level by level
+        assert all(depths.count(d) <= 2 for d in set(depths))
