@@ -8,6 +8,7 @@ boundary, a process or Ray boundary, or the store; each one round-trips through 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import types
@@ -40,6 +41,12 @@ def encode(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    # Resolving string annotations dominates decoding cost; record classes never change.
+    return typing.get_type_hints(cls)
+
+
 def decode(cls: Any, data: Any) -> Any:
     """Rebuild a value of type ``cls`` (a record class or a type hint) from JSON data."""
     origin = typing.get_origin(cls)
@@ -57,7 +64,7 @@ def decode(cls: Any, data: Any) -> Any:
         _, vt = typing.get_args(cls)
         return {k: decode(vt, v) for k, v in data.items()}
     if isinstance(cls, type) and dataclasses.is_dataclass(cls):
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(cls)
         kwargs = {}
         for f in dataclasses.fields(cls):
             if f.name in data:
@@ -489,6 +496,8 @@ class CandidateRecord(JsonRecord):
     run_seconds: float = 0.0
     created_at: float = 0.0  # unix time
     expanded: bool = False
+    max_error: float | None = None  # largest deviation from the reference output
+    measured_at: float | None = None  # unix time of the last recorded measurement
 
     @property
     def seconds(self) -> float | None:

@@ -1,0 +1,120 @@
+"""Rows to records and back. Private to ``schedsearch.store``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schedsearch.core import (
+    ArgSpec,
+    CandidateRecord,
+    Counters,
+    MachineInfo,
+    Schedule,
+    SearchConfig,
+    SearchRecord,
+    SearchStatus,
+    Status,
+    Timing,
+    Workload,
+)
+from schedsearch.store.models import CandidateRow, SearchRow, WorkloadRow
+
+
+def workload_row(workload: Workload) -> WorkloadRow:
+    return WorkloadRow(
+        key=workload.key,
+        path=workload.path,
+        source=workload.source,
+        source_sha256=workload.source_sha256,
+        proc=workload.proc,
+        sizes=[[name, value] for name, value in workload.sizes],
+        args=[a.to_json() for a in workload.args],
+        flops=workload.flops,
+    )
+
+
+def workload_record(row: WorkloadRow) -> Workload:
+    return Workload(
+        path=row.path,
+        source=row.source,
+        source_sha256=row.source_sha256,
+        proc=row.proc,
+        sizes=tuple((str(name), int(value)) for name, value in row.sizes),
+        args=tuple(ArgSpec.from_json(a) for a in row.args),
+        flops=row.flops,
+    )
+
+
+def search_record(row: SearchRow, workload: WorkloadRow) -> SearchRecord:
+    return SearchRecord(
+        id=row.id,
+        workload=workload_record(workload),
+        config=SearchConfig.from_json(row.config),
+        status=SearchStatus(row.status),
+        machine=MachineInfo.from_json(row.machine),
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        counters=Counters.from_json(row.counters),
+        baseline_seconds=row.baseline_seconds,
+        best_candidate_id=row.best_candidate_id,
+        best_seconds=row.best_seconds,
+        best_speedup=row.best_speedup,
+        elapsed_seconds=row.elapsed_seconds,
+    )
+
+
+def search_columns(values: dict[str, Any]) -> dict[str, Any]:
+    """``update_search`` values (already checked) as column values."""
+    out = dict(values)
+    if "status" in out:
+        out["status"] = out["status"].value
+    if "counters" in out:
+        out["counters"] = out["counters"].to_json()
+    return out
+
+
+def timing_columns(timing: Timing | None) -> dict[str, Any]:
+    if timing is None:
+        return {name: None for name in ("time_median", "time_min", "time_q1", "time_q3", "time_samples", "time_inner")}
+    return {
+        "time_median": timing.median,
+        "time_min": timing.min,
+        "time_q1": timing.q1,
+        "time_q3": timing.q3,
+        "time_samples": list(timing.samples),
+        "time_inner": timing.inner,
+    }
+
+
+def candidate_record(row: CandidateRow) -> CandidateRecord:
+    timing = None
+    if row.time_median is not None:
+        timing = Timing(
+            median=row.time_median,
+            min=row.time_min,  # type: ignore[arg-type]
+            q1=row.time_q1,  # type: ignore[arg-type]
+            q3=row.time_q3,  # type: ignore[arg-type]
+            samples=tuple(float(s) for s in row.time_samples or ()),
+            inner=row.time_inner if row.time_inner is not None else 1,
+        )
+    return CandidateRecord(
+        id=row.id,
+        search_id=row.search_id,
+        parent_id=row.parent_id,
+        depth=row.depth,
+        schedule=Schedule.loads(row.schedule),
+        fingerprint=row.fingerprint,
+        status=Status(row.status),
+        c_source=row.c_source,
+        proc_text=row.proc_text,
+        error=row.error,
+        timing=timing,
+        gflops=row.gflops,
+        speedup=row.speedup,
+        build_seconds=row.build_seconds,
+        run_seconds=row.run_seconds,
+        created_at=row.created_at,
+        expanded=bool(row.expanded),
+        max_error=row.max_error,
+        measured_at=row.measured_at,
+    )

@@ -1,0 +1,219 @@
+"""InMemoryStore: the dictionary twin of SqlStore, for fast tests and throwaway runs.
+
+It follows the same contract (``schedsearch.testing.store_contract``) as the SQL store,
+including its errors, orderings and first-writer-wins rules; nothing survives ``close``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Self
+
+from schedsearch.core import (
+    Candidate,
+    CandidateRecord,
+    Counters,
+    MachineInfo,
+    Measurement,
+    ProgressPoint,
+    SearchConfig,
+    SearchRecord,
+    SearchStatus,
+    Status,
+    Workload,
+)
+from schedsearch.store import rules
+
+
+class InMemoryStore:
+    """A ``core.Store`` held in dictionaries. Single-threaded, like the search driver."""
+
+    where = "the in-memory store"
+
+    def __init__(self) -> None:
+        self._workloads: dict[str, Workload] = {}  # first workload recorded under a key wins
+        self._searches: dict[int, SearchRecord] = {}
+        self._candidates: dict[int, CandidateRecord] = {}
+        self._by_search: dict[int, list[int]] = {}  # insertion order
+        self._by_fingerprint: dict[tuple[int, str], int] = {}
+
+    def __repr__(self) -> str:
+        return f"InMemoryStore({len(self._searches)} searches, {len(self._candidates)} candidates)"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo) -> int:
+        """Record a new running search of ``workload`` and return its id."""
+        stored = self._workloads.setdefault(workload.key, workload)
+        search_id = len(self._searches) + 1
+        self._searches[search_id] = SearchRecord(
+            id=search_id,
+            workload=stored,
+            config=config,
+            status=SearchStatus.RUNNING,
+            machine=machine,
+            started_at=time.time(),
+            counters=Counters(),
+        )
+        self._by_search[search_id] = []
+        return search_id
+
+    def add_candidate(self, search_id: int, candidate: Candidate) -> CandidateRecord:
+        """Record ``candidate`` as pending; an existing (search, fingerprint) is returned as is."""
+        self._search(search_id)
+        existing = self._by_fingerprint.get((search_id, candidate.fingerprint))
+        if existing is not None:
+            return self._candidates[existing]
+        parent_id = None
+        if candidate.parent is not None:
+            parent_id = self._by_fingerprint.get((search_id, candidate.parent))
+            if parent_id is None:
+                raise rules.missing_parent(self.where, search_id, candidate.fingerprint, candidate.parent)
+        record = CandidateRecord(
+            id=len(self._candidates) + 1,
+            search_id=search_id,
+            parent_id=parent_id,
+            depth=candidate.depth,
+            schedule=candidate.schedule,
+            fingerprint=candidate.fingerprint,
+            status=Status.PENDING,
+            c_source=candidate.c_source,
+            proc_text=candidate.proc_text,
+            created_at=time.time(),
+        )
+        self._candidates[record.id] = record
+        self._by_search[search_id].append(record.id)
+        self._by_fingerprint[(search_id, record.fingerprint)] = record.id
+        return record
+
+    def record_measurement(
+        self, search_id: int, measurement: Measurement, gflops: float | None, speedup: float | None
+    ) -> CandidateRecord:
+        """Fill the candidate's measurement (matched by fingerprint) and return it."""
+        self._search(search_id)
+        cid = self._by_fingerprint.get((search_id, measurement.fingerprint))
+        if cid is None:
+            raise rules.no_fingerprint(self.where, search_id, measurement.fingerprint)
+        record = dataclasses.replace(
+            self._candidates[cid],
+            status=Status(measurement.status),
+            error=measurement.error,
+            timing=measurement.timing,
+            gflops=gflops,
+            speedup=speedup,
+            build_seconds=measurement.build_seconds,
+            run_seconds=measurement.run_seconds,
+            max_error=measurement.max_error,
+            measured_at=time.time(),
+        )
+        self._candidates[cid] = record
+        return record
+
+    def mark_expanded(self, search_id: int, candidate_id: int) -> None:
+        """Remember that the candidate's children have been generated."""
+        record = self._candidate_of(search_id, candidate_id)
+        self._candidates[candidate_id] = dataclasses.replace(record, expanded=True)
+
+    def update_search(self, search_id: int, **fields: Any) -> SearchRecord:
+        """Set any of the fields listed in ``rules.SEARCH_FIELDS``; return the updated search."""
+        values = rules.check_search_fields(fields)
+        record = dataclasses.replace(self._search(search_id), **values)
+        self._searches[search_id] = record
+        return record
+
+    def close(self) -> None:
+        """Forget everything."""
+        for table in (self._workloads, self._searches, self._candidates, self._by_search, self._by_fingerprint):
+            table.clear()
+
+    # ------------------------------------------------------------------ reading
+
+    def get_search(self, search_id: int) -> SearchRecord:
+        """The search with this id."""
+        return self._search(search_id)
+
+    def list_searches(self, workload_key: str | None = None) -> list[SearchRecord]:
+        """Every search (of one workload, when given), oldest first."""
+        return [s for s in self._searches.values() if workload_key is None or s.workload.key == workload_key]
+
+    def get_candidate(self, candidate_id: int) -> CandidateRecord:
+        """The candidate with this id."""
+        try:
+            return self._candidates[candidate_id]
+        except KeyError:
+            raise rules.no_candidate(self.where, candidate_id) from None
+
+    def candidate_by_fingerprint(self, search_id: int, fingerprint: str) -> CandidateRecord | None:
+        """The candidate of the search with this fingerprint, or None."""
+        self._search(search_id)
+        cid = self._by_fingerprint.get((search_id, fingerprint))
+        return None if cid is None else self._candidates[cid]
+
+    def candidates(self, search_id: int) -> list[CandidateRecord]:
+        """Every candidate of the search in insertion order (the whole tree)."""
+        self._search(search_id)
+        return [self._candidates[i] for i in self._by_search[search_id]]
+
+    def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
+        """The k fastest ``ok`` candidates of the search (ties: older first)."""
+        return _fastest(self.candidates(search_id), k)
+
+    def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
+        """The k fastest ``ok`` candidates across every search of the workload."""
+        ids = {s.id for s in self.list_searches(workload_key)}
+        return _fastest((c for c in self._candidates.values() if c.search_id in ids), k)
+
+    def lineage(self, candidate_id: int) -> list[CandidateRecord]:
+        """Root first, the candidate last."""
+        chain = [self.get_candidate(candidate_id)]
+        while chain[-1].parent_id is not None:
+            chain.append(self._candidates[chain[-1].parent_id])
+        return chain[::-1]
+
+    def progress(self, search_id: int) -> list[ProgressPoint]:
+        """Best-so-far after each improvement, over measured-candidate count and time."""
+        search = self._search(search_id)
+        measured = sorted(
+            (c for c in self.candidates(search_id) if c.measured_at is not None),
+            key=lambda c: (c.measured_at, c.id),
+        )
+        return rules.progress_points(
+            search.started_at,
+            (rules.Measured(c.id, c.status, c.seconds, c.speedup, c.measured_at) for c in measured),  # type: ignore[arg-type]
+        )
+
+    def seen_fingerprints(self, search_id: int) -> set[str]:
+        """Fingerprints of every candidate of the search (for dedup on resume)."""
+        return {c.fingerprint for c in self.candidates(search_id)}
+
+    def frontier(self, search_id: int) -> list[CandidateRecord]:
+        """``ok`` candidates not yet expanded, in insertion order (for resume)."""
+        return [c for c in self.candidates(search_id) if c.status is Status.OK and not c.expanded]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _search(self, search_id: int) -> SearchRecord:
+        try:
+            return self._searches[search_id]
+        except KeyError:
+            raise rules.no_search(self.where, search_id) from None
+
+    def _candidate_of(self, search_id: int, candidate_id: int) -> CandidateRecord:
+        self._search(search_id)
+        record = self.get_candidate(candidate_id)
+        if record.search_id != search_id:
+            raise rules.not_in_search(self.where, candidate_id, search_id)
+        return record
+
+
+def _fastest(records: Any, k: int) -> list[CandidateRecord]:
+    ok = [r for r in records if r.status is Status.OK and r.timing is not None]
+    ok.sort(key=lambda r: (r.timing.median, r.id))
+    return ok[: max(k, 0)]

@@ -1,0 +1,127 @@
+"""ORM tables of the results database. Private to ``schedsearch.store``.
+
+Times are unix seconds in double precision columns (they round-trip exactly through both
+SQLite and PostgreSQL). Records with a nested shape that queries never filter on (sizes,
+argument specs, configs, machines, counters, timing samples) are JSON columns; everything
+the CLI sorts or filters by is a plain column with an index.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base holding the schedsearch metadata."""
+
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        float: Double,
+        str: Text,
+        int: Integer,
+        bool: Boolean,
+        Any: JSON,
+    }
+
+
+class SchemaInfoRow(Base):
+    """One row: the schema version this database was written with."""
+
+    __tablename__ = "schema_info"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    version: Mapped[int]
+    created_at: Mapped[float]
+    created_by: Mapped[str] = mapped_column(String(64))  # "schedsearch <version>"
+
+
+class WorkloadRow(Base):
+    """A proc in a source file with concrete sizes (one row per ``Workload.key``)."""
+
+    __tablename__ = "workloads"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    path: Mapped[str]
+    source: Mapped[str]
+    source_sha256: Mapped[str] = mapped_column(String(64))
+    proc: Mapped[str] = mapped_column(String(255))
+    sizes: Mapped[Any]  # [[name, value], ...] in the proc's argument order
+    args: Mapped[Any]  # [ArgSpec.to_json(), ...]
+    flops: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class SearchRow(Base):
+    """One search run (resumes continue the same row)."""
+
+    __tablename__ = "searches"
+    __table_args__ = (Index("ix_searches_workload", "workload_id", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    config: Mapped[Any]  # SearchConfig.to_json()
+    strategy: Mapped[str] = mapped_column(String(32))
+    seed: Mapped[int] = mapped_column(BigInteger)
+    machine: Mapped[Any]  # MachineInfo.to_json()
+    machine_fingerprint: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[float]
+    ended_at: Mapped[float | None]
+    counters: Mapped[Any]  # Counters.to_json()
+    baseline_seconds: Mapped[float | None]
+    # No foreign key: searches and candidates would reference each other, and a circular
+    # constraint buys nothing when the driver is the single writer.
+    best_candidate_id: Mapped[int | None]
+    best_seconds: Mapped[float | None]
+    best_speedup: Mapped[float | None]
+    elapsed_seconds: Mapped[float]
+
+
+class CandidateRow(Base):
+    """One candidate of a search, with its latest measurement flattened into columns."""
+
+    __tablename__ = "candidates"
+    __table_args__ = (
+        UniqueConstraint("search_id", "fingerprint", name="uq_candidates_search_fingerprint"),
+        Index("ix_candidates_rank", "search_id", "status", "time_median"),
+        Index("ix_candidates_measured", "search_id", "measured_at"),
+        Index("ix_candidates_parent", "parent_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    search_id: Mapped[int] = mapped_column(ForeignKey("searches.id"))
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"))
+    depth: Mapped[int]
+    schedule: Mapped[str]  # Schedule.dumps()
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    c_source: Mapped[str]
+    proc_text: Mapped[str]
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str]
+    time_median: Mapped[float | None]
+    time_min: Mapped[float | None]
+    time_q1: Mapped[float | None]
+    time_q3: Mapped[float | None]
+    time_samples: Mapped[Any | None]
+    time_inner: Mapped[int | None]
+    max_error: Mapped[float | None]
+    gflops: Mapped[float | None]
+    speedup: Mapped[float | None]
+    build_seconds: Mapped[float]
+    run_seconds: Mapped[float]
+    created_at: Mapped[float]
+    measured_at: Mapped[float | None]
+    expanded: Mapped[bool]

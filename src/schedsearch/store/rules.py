@@ -1,0 +1,110 @@
+"""Behaviour both stores share: field checks, progress curves and error sentences.
+
+Kept free of SQLAlchemy so that the in-memory twin and the SQL store cannot drift apart on
+anything but storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schedsearch.core import Counters, ProgressPoint, SearchStatus, Status
+from schedsearch.errors import StoreError
+
+#: Fields ``Store.update_search`` may set.
+SEARCH_FIELDS = frozenset(
+    {
+        "status",
+        "ended_at",
+        "counters",
+        "baseline_seconds",
+        "best_candidate_id",
+        "best_seconds",
+        "best_speedup",
+        "elapsed_seconds",
+    }
+)
+
+
+def check_search_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``update_search`` keyword arguments and coerce them to their record types."""
+    unknown = sorted(set(fields) - SEARCH_FIELDS)
+    if unknown:
+        raise TypeError(
+            f"update_search() got unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(SEARCH_FIELDS))}"
+        )
+    out = dict(fields)
+    if "status" in out:
+        out["status"] = SearchStatus(out["status"])
+    if "counters" in out and not isinstance(out["counters"], Counters):
+        raise TypeError(f"update_search(counters=...) needs a Counters, got {type(out['counters']).__name__}")
+    if "elapsed_seconds" in out:
+        out["elapsed_seconds"] = float(out["elapsed_seconds"])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """The few facts of one measured candidate that the progress curve needs."""
+
+    candidate_id: int
+    status: Status
+    seconds: float | None
+    speedup: float | None
+    measured_at: float
+
+
+def progress_points(started_at: float, measured: Iterable[Measured]) -> list[ProgressPoint]:
+    """One point per improvement of the best ``ok`` time, in measurement order.
+
+    ``measured`` must be sorted by (measured_at, candidate id). ``count`` counts every
+    measured candidate so far, failures included, because that is what the budget spends.
+    """
+    points: list[ProgressPoint] = []
+    best: float | None = None
+    for count, m in enumerate(measured, start=1):
+        if m.status is not Status.OK or m.seconds is None:
+            continue
+        if best is None or m.seconds < best:
+            best = m.seconds
+            points.append(
+                ProgressPoint(
+                    count=count,
+                    elapsed=m.measured_at - started_at,
+                    candidate_id=m.candidate_id,
+                    seconds=m.seconds,
+                    speedup=m.speedup,
+                )
+            )
+    return points
+
+
+# --------------------------------------------------------------------------- error sentences
+
+
+def no_search(where: str, search_id: int) -> StoreError:
+    return StoreError(f"no search {search_id} in {where}; `schedsearch list` shows the searches")
+
+
+def no_candidate(where: str, candidate_id: int) -> StoreError:
+    return StoreError(f"no candidate {candidate_id} in {where}; `schedsearch tree <search>` lists the candidates")
+
+
+def not_in_search(where: str, candidate_id: int, search_id: int) -> StoreError:
+    return StoreError(f"candidate {candidate_id} in {where} belongs to another search, not search {search_id}")
+
+
+def no_fingerprint(where: str, search_id: int, fingerprint: str) -> StoreError:
+    return StoreError(
+        f"search {search_id} in {where} has no candidate with fingerprint {fingerprint[:16]}; "
+        "add the candidate before recording its measurement"
+    )
+
+
+def missing_parent(where: str, search_id: int, fingerprint: str, parent: str) -> StoreError:
+    return StoreError(
+        f"candidate {fingerprint[:16]} names parent {parent[:16]}, which search {search_id} in {where} "
+        "does not hold; add the parent first"
+    )

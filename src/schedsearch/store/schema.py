@@ -1,0 +1,134 @@
+"""Schema version of the results database: checking it, creating it, and how it will evolve.
+
+Migration plan
+--------------
+Every database records the version of its tables in ``schema_info`` (one row). This build
+reads and writes ``SCHEMA_VERSION``; it refuses, without changing a byte, a database whose
+version is newer than that or unknown, a file that is not a database, and a database that
+holds someone else's tables. Any change to the tables, even an added column, bumps the
+version, so a version number always names one exact schema. When the first bump comes,
+Alembic takes over: its
+``alembic_version`` table is stamped with the revision that equals version 1, each later
+version is one Alembic revision, and ``schedsearch db upgrade`` runs them (on SQLite in
+batch mode, after copying the file to ``<name>.bak``). Until then an older schedsearch that
+meets a newer database says which version it found and to upgrade schedsearch, and a newer
+schedsearch that meets an older database says to run ``schedsearch db upgrade``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine, inspect, select
+
+from schedsearch.errors import StoreError
+from schedsearch.store.models import Base, SchemaInfoRow
+
+#: Version of the tables this build reads and writes.
+SCHEMA_VERSION = 1
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("schedsearch")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SCHEMA_TABLES = frozenset(Base.metadata.tables)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaState:
+    """What an existing database holds, read without changing anything."""
+
+    tables: frozenset[str]
+    version: int | None  # None when there is no schema_info row
+    raw_version: object = None
+
+
+def sqlite_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be an SQLite database, or None when it can (or is empty).
+
+    Reads at most the 16-byte header; never opens the file for writing.
+    """
+    if path.is_dir():
+        return "is a directory, not a database file"
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    with path.open("rb") as handle:
+        head = handle.read(len(_SQLITE_MAGIC))
+    if head != _SQLITE_MAGIC:
+        return "is not an SQLite database"
+    return None
+
+
+def read_state(conn: Connection) -> SchemaState:
+    """Inspect the tables and the recorded schema version (read only)."""
+    tables = frozenset(inspect(conn).get_table_names())
+    if SchemaInfoRow.__tablename__ not in tables:
+        return SchemaState(tables=tables, version=None)
+    raw = conn.execute(select(SchemaInfoRow.version).order_by(SchemaInfoRow.id).limit(1)).scalar()
+    version = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+    return SchemaState(tables=tables, version=version, raw_version=raw)
+
+
+def needs_creation(state: SchemaState, where: str, *, create: bool) -> bool:
+    """Decide from ``state`` whether the tables must be created; raise if the database is unusable.
+
+    Every refusal is one sentence naming the database, the problem and what to do.
+    """
+    if SchemaInfoRow.__tablename__ in state.tables:
+        if state.version is None:
+            raise StoreError(
+                f"{where} records an unreadable schema version ({state.raw_version!r}); "
+                "it was not written by schedsearch, so pass another database with --db"
+            )
+        if state.version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{where} uses schema version {state.version} but this schedsearch "
+                f"({_package_version()}) reads only version {SCHEMA_VERSION}; upgrade schedsearch "
+                "(pip install -U schedsearch) to open it"
+            )
+        if state.version < 1:
+            raise StoreError(
+                f"{where} records an unknown schema version {state.version}; pass another database with --db"
+            )
+        missing = sorted(_SCHEMA_TABLES - state.tables)
+        if missing:
+            raise StoreError(
+                f"{where} is a schedsearch database with missing tables ({', '.join(missing)}); "
+                "restore it from a backup or pass another database with --db"
+            )
+        return False
+    if state.tables:
+        shown = ", ".join(sorted(state.tables)[:5])
+        raise StoreError(
+            f"{where} is a database but not a schedsearch one (it has tables {shown}); "
+            "pass an empty database or a new file with --db"
+        )
+    if not create:
+        raise StoreError(
+            f"{where} holds no schedsearch results yet; run `schedsearch run` to create them "
+            "or pass another database with --db"
+        )
+    return True
+
+
+def create_schema(engine: Engine) -> None:
+    """Create every table and stamp the schema version, in one transaction."""
+    with engine.begin() as conn:
+        Base.metadata.create_all(conn)
+        conn.execute(
+            SchemaInfoRow.__table__.insert().values(
+                id=1,
+                version=SCHEMA_VERSION,
+                created_at=time.time(),
+                created_by=f"schedsearch {_package_version()}",
+            )
+        )

@@ -1,0 +1,327 @@
+"""SqlStore: the results store on SQLAlchemy, SQLite (WAL) by default, any SQLAlchemy URL.
+
+The search driver is the only writer and commits once per call, so a notebook or a second
+``schedsearch`` process can read the database while a search is running.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Self
+
+from sqlalchemy import Select, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from schedsearch.core import (
+    Candidate,
+    CandidateRecord,
+    Counters,
+    MachineInfo,
+    Measurement,
+    ProgressPoint,
+    SearchConfig,
+    SearchRecord,
+    SearchStatus,
+    Status,
+    Workload,
+)
+from schedsearch.errors import StoreError
+from schedsearch.store import convert, engine, rules
+from schedsearch.store.models import CandidateRow, SearchRow, WorkloadRow
+
+_DIALECT_INSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+
+
+class SqlStore:
+    """A ``core.Store`` in a SQL database.
+
+    ``url`` is any SQLAlchemy URL (``sqlite:///schedsearch.db``,
+    ``postgresql+psycopg://user@host/db``). With ``create=False`` the database must already
+    hold schedsearch tables. Raises ``StoreError`` for a file that is not a database, a
+    newer schema, someone else's tables, or a server that cannot be reached.
+    """
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        parsed = engine.parse_url(url)
+        self.url = parsed
+        self.where = engine.describe(parsed)
+        self._engine = engine.open_engine(parsed, create=create)
+        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        dialect_insert = _DIALECT_INSERTS.get(self._engine.dialect.name)
+        # Built once, values bound per call, so SQLAlchemy compiles it a single time.
+        self._insert_candidate = (
+            None
+            if dialect_insert is None
+            else dialect_insert(CandidateRow.__table__).on_conflict_do_nothing(
+                index_elements=["search_id", "fingerprint"]
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"SqlStore({self.where!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        # One transaction per call: the driver commits each result as it is recorded.
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        except OperationalError as exc:
+            # Locked past the busy timeout, disk full, server gone: infrastructure, not data.
+            raise StoreError(f"{self.where} failed: {engine.first_line(exc)}; check the database and retry") from exc
+
+    # ------------------------------------------------------------------ writing
+
+    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo) -> int:
+        """Record a new running search of ``workload`` and return its id."""
+        with self._session() as s:
+            workload_id = s.scalar(select(WorkloadRow.id).where(WorkloadRow.key == workload.key))
+            if workload_id is None:
+                row = convert.workload_row(workload)
+                s.add(row)
+                s.flush()
+                workload_id = row.id
+            search = SearchRow(
+                workload_id=workload_id,
+                config=config.to_json(),
+                strategy=config.strategy.value,
+                seed=config.seed,
+                machine=machine.to_json(),
+                machine_fingerprint=machine.fingerprint,
+                status=SearchStatus.RUNNING.value,
+                started_at=time.time(),
+                counters=Counters().to_json(),
+                elapsed_seconds=0.0,
+            )
+            s.add(search)
+            s.flush()
+            return search.id
+
+    def add_candidate(self, search_id: int, candidate: Candidate) -> CandidateRecord:
+        """Record ``candidate`` as pending; an existing (search, fingerprint) is returned as is."""
+        with self._session() as s:
+            self._search_row(s, search_id)
+            existing = self._by_fingerprint(s, search_id, candidate.fingerprint)
+            if existing is not None:
+                return convert.candidate_record(existing)
+            parent_id = None
+            if candidate.parent is not None:
+                parent_id = s.scalar(
+                    select(CandidateRow.id).where(
+                        CandidateRow.search_id == search_id, CandidateRow.fingerprint == candidate.parent
+                    )
+                )
+                if parent_id is None:
+                    raise rules.missing_parent(self.where, search_id, candidate.fingerprint, candidate.parent)
+            values = dict(
+                search_id=search_id,
+                parent_id=parent_id,
+                depth=candidate.depth,
+                schedule=candidate.schedule.dumps(),
+                fingerprint=candidate.fingerprint,
+                c_source=candidate.c_source,
+                proc_text=candidate.proc_text,
+                status=Status.PENDING.value,
+                error="",
+                build_seconds=0.0,
+                run_seconds=0.0,
+                created_at=time.time(),
+                expanded=False,
+                **convert.timing_columns(None),
+            )
+            # A concurrent writer may have added the same fingerprint since the lookup above:
+            # the unique (search_id, fingerprint) decides, and the stored row is returned.
+            if self._insert_candidate is not None:
+                s.connection().execute(self._insert_candidate, values)
+            else:
+                try:
+                    with s.begin_nested():
+                        s.connection().execute(insert(CandidateRow.__table__), values)
+                except IntegrityError:
+                    pass
+            row = self._by_fingerprint(s, search_id, candidate.fingerprint)
+            assert row is not None
+            return convert.candidate_record(row)
+
+    def record_measurement(
+        self, search_id: int, measurement: Measurement, gflops: float | None, speedup: float | None
+    ) -> CandidateRecord:
+        """Fill the candidate's measurement (matched by fingerprint) and return it."""
+        with self._session() as s:
+            self._search_row(s, search_id)
+            row = self._by_fingerprint(s, search_id, measurement.fingerprint)
+            if row is None:
+                raise rules.no_fingerprint(self.where, search_id, measurement.fingerprint)
+            row.status = Status(measurement.status).value
+            row.error = measurement.error
+            for name, value in convert.timing_columns(measurement.timing).items():
+                setattr(row, name, value)
+            row.gflops = gflops
+            row.speedup = speedup
+            row.build_seconds = measurement.build_seconds
+            row.run_seconds = measurement.run_seconds
+            row.max_error = measurement.max_error
+            row.measured_at = time.time()
+            s.flush()
+            return convert.candidate_record(row)
+
+    def mark_expanded(self, search_id: int, candidate_id: int) -> None:
+        """Remember that the candidate's children have been generated."""
+        with self._session() as s:
+            self._search_row(s, search_id)
+            row = s.get(CandidateRow, candidate_id)
+            if row is None:
+                raise rules.no_candidate(self.where, candidate_id)
+            if row.search_id != search_id:
+                raise rules.not_in_search(self.where, candidate_id, search_id)
+            row.expanded = True
+
+    def update_search(self, search_id: int, **fields: Any) -> SearchRecord:
+        """Set any of the fields listed in ``rules.SEARCH_FIELDS``; return the updated search."""
+        values = convert.search_columns(rules.check_search_fields(fields))
+        with self._session() as s:
+            self._search_row(s, search_id)
+            if values:
+                s.execute(update(SearchRow).where(SearchRow.id == search_id).values(values))
+            return self._search_record(s, search_id)
+
+    def close(self) -> None:
+        """Release every connection (SQLite checkpoints its WAL when the last one closes)."""
+        self._engine.dispose()
+
+    # ------------------------------------------------------------------ reading
+
+    def get_search(self, search_id: int) -> SearchRecord:
+        """The search with this id."""
+        with self._session() as s:
+            return self._search_record(s, search_id)
+
+    def list_searches(self, workload_key: str | None = None) -> list[SearchRecord]:
+        """Every search (of one workload, when given), oldest first."""
+        stmt = select(SearchRow, WorkloadRow).join(WorkloadRow, SearchRow.workload_id == WorkloadRow.id)
+        if workload_key is not None:
+            stmt = stmt.where(WorkloadRow.key == workload_key)
+        with self._session() as s:
+            return [convert.search_record(sr, wr) for sr, wr in s.execute(stmt.order_by(SearchRow.id))]
+
+    def get_candidate(self, candidate_id: int) -> CandidateRecord:
+        """The candidate with this id."""
+        with self._session() as s:
+            row = s.get(CandidateRow, candidate_id)
+            if row is None:
+                raise rules.no_candidate(self.where, candidate_id)
+            return convert.candidate_record(row)
+
+    def candidate_by_fingerprint(self, search_id: int, fingerprint: str) -> CandidateRecord | None:
+        """The candidate of the search with this fingerprint, or None."""
+        with self._session() as s:
+            self._search_row(s, search_id)
+            row = self._by_fingerprint(s, search_id, fingerprint)
+            return None if row is None else convert.candidate_record(row)
+
+    def candidates(self, search_id: int) -> list[CandidateRecord]:
+        """Every candidate of the search in insertion order (the whole tree)."""
+        return self._candidates(search_id, select(CandidateRow).order_by(CandidateRow.id))
+
+    def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
+        """The k fastest ``ok`` candidates of the search (ties: older first)."""
+        return self._candidates(search_id, _fastest(k))
+
+    def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
+        """The k fastest ``ok`` candidates across every search of the workload."""
+        stmt = (
+            _fastest(k)
+            .join(SearchRow, CandidateRow.search_id == SearchRow.id)
+            .join(WorkloadRow, SearchRow.workload_id == WorkloadRow.id)
+            .where(WorkloadRow.key == workload_key)
+        )
+        with self._session() as s:
+            return [convert.candidate_record(r) for r in s.scalars(stmt)]
+
+    def lineage(self, candidate_id: int) -> list[CandidateRecord]:
+        """Root first, the candidate last."""
+        with self._session() as s:
+            row = s.get(CandidateRow, candidate_id)
+            if row is None:
+                raise rules.no_candidate(self.where, candidate_id)
+            chain = [row]
+            while chain[-1].parent_id is not None:
+                chain.append(s.get_one(CandidateRow, chain[-1].parent_id))
+            return [convert.candidate_record(r) for r in reversed(chain)]
+
+    def progress(self, search_id: int) -> list[ProgressPoint]:
+        """Best-so-far after each improvement, over measured-candidate count and time."""
+        stmt = (
+            select(
+                CandidateRow.id,
+                CandidateRow.status,
+                CandidateRow.time_median,
+                CandidateRow.speedup,
+                CandidateRow.measured_at,
+            )
+            .where(CandidateRow.search_id == search_id, CandidateRow.measured_at.is_not(None))
+            .order_by(CandidateRow.measured_at, CandidateRow.id)
+        )
+        with self._session() as s:
+            started_at = self._search_row(s, search_id).started_at
+            rows = s.execute(stmt).all()
+        return rules.progress_points(
+            started_at, (rules.Measured(r.id, Status(r.status), r.time_median, r.speedup, r.measured_at) for r in rows)
+        )
+
+    def seen_fingerprints(self, search_id: int) -> set[str]:
+        """Fingerprints of every candidate of the search (for dedup on resume)."""
+        with self._session() as s:
+            self._search_row(s, search_id)
+            return set(s.scalars(select(CandidateRow.fingerprint).where(CandidateRow.search_id == search_id)))
+
+    def frontier(self, search_id: int) -> list[CandidateRecord]:
+        """``ok`` candidates not yet expanded, in insertion order (for resume)."""
+        stmt = (
+            select(CandidateRow)
+            .where(CandidateRow.status == Status.OK.value, CandidateRow.expanded.is_(False))
+            .order_by(CandidateRow.id)
+        )
+        return self._candidates(search_id, stmt)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _search_row(self, s: Session, search_id: int) -> SearchRow:
+        row = s.get(SearchRow, search_id)
+        if row is None:
+            raise rules.no_search(self.where, search_id)
+        return row
+
+    def _search_record(self, s: Session, search_id: int) -> SearchRecord:
+        row = self._search_row(s, search_id)
+        return convert.search_record(row, s.get_one(WorkloadRow, row.workload_id))
+
+    @staticmethod
+    def _by_fingerprint(s: Session, search_id: int, fingerprint: str) -> CandidateRow | None:
+        return s.scalar(
+            select(CandidateRow).where(CandidateRow.search_id == search_id, CandidateRow.fingerprint == fingerprint)
+        )
+
+    def _candidates(self, search_id: int, stmt: Select[tuple[CandidateRow]]) -> list[CandidateRecord]:
+        with self._session() as s:
+            self._search_row(s, search_id)
+            return [convert.candidate_record(r) for r in s.scalars(stmt.where(CandidateRow.search_id == search_id))]
+
+
+def _fastest(k: int) -> Select[tuple[CandidateRow]]:
+    return (
+        select(CandidateRow)
+        .where(CandidateRow.status == Status.OK.value, CandidateRow.time_median.is_not(None))
+        .order_by(CandidateRow.time_median, CandidateRow.id)
+        .limit(max(k, 0))
+    )

@@ -1,0 +1,458 @@
+"""The store contract: one test suite every ``core.Store`` backend must pass.
+
+Use it by subclassing ``StoreContract`` in a test module and giving the class a ``store``
+fixture that yields a fresh, empty store::
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture
+        def store(self, tmp_path):
+            s = MyStore(tmp_path / "x.db")
+            yield s
+            s.close()
+
+The builders (``make_workload``, ``make_candidate``, ``make_measurement``) make plain core
+records without Exo, for these tests and any other test that needs stored data.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from schedsearch.core import (
+    ArgRole,
+    ArgSpec,
+    BenchConfig,
+    Candidate,
+    CandidateRecord,
+    Counters,
+    DType,
+    MachineInfo,
+    Measurement,
+    Rewrite,
+    RewriteKind,
+    Schedule,
+    SearchConfig,
+    SearchStatus,
+    Status,
+    Store,
+    StrategyKind,
+    Timing,
+    Workload,
+    sha256_text,
+)
+from schedsearch.errors import StoreError
+
+# --------------------------------------------------------------------------- builders
+
+
+def make_workload(proc: str = "sgemm", n: int = 64, path: str = "/work/examples/matmul.py") -> Workload:
+    """A matmul-shaped workload; different ``proc`` or ``n`` give different keys."""
+    source = f"# {proc}\n@proc\ndef {proc}(N: size, A: f32[N, N] @ DRAM, C: f32[N, N] @ DRAM):\n    pass  # é ✓\n"
+    return Workload(
+        path=path,
+        source=source,
+        source_sha256=sha256_text(source),
+        proc=proc,
+        sizes=(("N", n), ("K", n * 2)),
+        args=(
+            ArgSpec("A", ArgRole.TENSOR, DType.F32, (n, n)),
+            ArgSpec("alpha", ArgRole.SCALAR, DType.F64),
+            ArgSpec("C", ArgRole.TENSOR, DType.F32, (n, n), output=True),
+        ),
+        flops=2 * n**3 * 1_000_000,  # above 2**31 on purpose
+    )
+
+
+def make_machine() -> MachineInfo:
+    return MachineInfo(
+        cpu_model="AMD EPYC 9R14",
+        cpu_flags_sha="abc123",
+        cores=2,
+        hostname="node-1",
+        compiler="gcc",
+        compiler_version="12.2.0",
+        cflags=("-O3", "-march=native"),
+        exo_version="1.0.0",
+    )
+
+
+def make_config(seed: int = 7) -> SearchConfig:
+    return SearchConfig(
+        strategy=StrategyKind.BEAM,
+        seed=seed,
+        max_seconds=None,
+        max_candidates=500,
+        bench=BenchConfig(cflags=("-O2",), samples=9),
+    )
+
+
+def make_schedule(tag: str, depth: int) -> Schedule:
+    """A schedule of ``depth`` steps whose arguments exercise every ArgValue type."""
+    steps = tuple(
+        Rewrite.make(RewriteKind.SPLIT, f"{tag} #{i}", factor=8 + i, perfect=bool(i % 2), inner=f"{tag}i")
+        for i in range(depth)
+    )
+    return Schedule(steps)
+
+
+def make_candidate(tag: str, parent: Candidate | None = None) -> Candidate:
+    """A candidate named ``tag``; with a parent it is one step deeper than the parent."""
+    depth = 0 if parent is None else parent.depth + 1
+    c_source = f"void schedsearch_kernel(void *ctxt) {{ /* {tag} — µs */ }}\n"
+    return Candidate(
+        schedule=make_schedule(tag, depth),
+        c_source=c_source,
+        fingerprint=sha256_text(c_source),
+        proc_text=f"def sgemm():\n    # {tag}\n    pass",
+        parent=None if parent is None else parent.fingerprint,
+        depth=depth,
+    )
+
+
+def make_timing(seconds: float) -> Timing:
+    return Timing(
+        median=seconds,
+        min=seconds * 0.9,
+        q1=seconds * 0.95,
+        q3=seconds * 1.1,
+        samples=(seconds * 0.9, seconds, seconds * 1.1, 0.1 + 0.2, 1e-9),
+        inner=37,
+    )
+
+
+def make_measurement(candidate: Candidate, seconds: float | None = None, status: Status = Status.OK) -> Measurement:
+    """``ok`` with a timing when ``seconds`` is given, else a failure with error text."""
+    if seconds is None:
+        return Measurement(
+            candidate.fingerprint,
+            status,
+            error=f"{status.value}: boom\nline 2",
+            build_seconds=0.5,
+            machine=make_machine(),
+        )
+    return Measurement(
+        candidate.fingerprint,
+        status,
+        timing=make_timing(seconds),
+        build_seconds=0.25,
+        run_seconds=1.5,
+        max_error=3.5e-7,
+        machine=make_machine(),
+    )
+
+
+# --------------------------------------------------------------------------- the contract
+
+
+def _tree(store: Any) -> tuple[int, dict[str, CandidateRecord]]:
+    """root -> a -> a1, root -> b: returns the search id and records by tag."""
+    sid = store.create_search(make_workload(), make_config(), make_machine())
+    root = make_candidate("root")
+    a = make_candidate("a", root)
+    b = make_candidate("b", root)
+    a1 = make_candidate("a1", a)
+    recs = {}
+    for tag, cand in (("root", root), ("a", a), ("b", b), ("a1", a1)):
+        recs[tag] = store.add_candidate(sid, cand)
+    return sid, recs
+
+
+class StoreContract:
+    """Behaviour every store must have. Subclasses provide a ``store`` fixture."""
+
+    @pytest.fixture
+    def store(self) -> Any:  # pragma: no cover - always overridden
+        raise NotImplementedError("a StoreContract subclass must define a `store` fixture")
+
+    # ---------------------------------------------------------------- searches
+
+    def test_is_a_core_store(self, store: Any) -> None:
+        assert isinstance(store, Store)
+        assert callable(store.frontier)
+
+    def test_create_search_round_trips(self, store: Any) -> None:
+        before = time.time()
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        rec = store.get_search(sid)
+        assert rec.id == sid
+        assert rec.workload == make_workload()
+        assert rec.config == make_config()
+        assert rec.machine == make_machine()
+        assert rec.status is SearchStatus.RUNNING
+        assert before - 1 <= rec.started_at <= time.time() + 1
+        assert rec.ended_at is None and rec.best_candidate_id is None and rec.baseline_seconds is None
+        assert rec.counters == Counters()
+        assert rec.elapsed_seconds == 0.0
+
+    def test_list_searches_by_workload(self, store: Any) -> None:
+        w1, w2 = make_workload("sgemm"), make_workload("sgemv")
+        s1 = store.create_search(w1, make_config(1), make_machine())
+        s2 = store.create_search(w2, make_config(2), make_machine())
+        s3 = store.create_search(w1, make_config(3), make_machine())
+        assert [s.id for s in store.list_searches()] == [s1, s2, s3]
+        assert [s.id for s in store.list_searches(w1.key)] == [s1, s3]
+        assert [s.config.seed for s in store.list_searches(w2.key)] == [2]
+        assert store.list_searches("no-such-key") == []
+
+    def test_same_workload_key_keeps_first_record(self, store: Any) -> None:
+        first = make_workload(path="/a/matmul.py")
+        moved = make_workload(path="/b/matmul.py")
+        assert first.key == moved.key
+        store.create_search(first, make_config(), make_machine())
+        sid = store.create_search(moved, make_config(), make_machine())
+        assert store.get_search(sid).workload == first
+
+    def test_update_search_sets_fields(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        rec = store.add_candidate(sid, make_candidate("root"))
+        counters = Counters(generated=10, duplicates=3, illegal=2, evaluated=5, ok=4, failed=1)
+        updated = store.update_search(
+            sid,
+            status=SearchStatus.COMPLETED,
+            ended_at=1234.5,
+            counters=counters,
+            baseline_seconds=0.02,
+            best_candidate_id=rec.id,
+            best_seconds=0.001,
+            best_speedup=20.0,
+            elapsed_seconds=61.25,
+        )
+        assert updated == store.get_search(sid)
+        assert updated.status is SearchStatus.COMPLETED
+        assert updated.counters == counters
+        assert (updated.ended_at, updated.baseline_seconds, updated.best_candidate_id) == (1234.5, 0.02, rec.id)
+        assert (updated.best_seconds, updated.best_speedup, updated.elapsed_seconds) == (0.001, 20.0, 61.25)
+        again = store.update_search(sid, status=SearchStatus.INTERRUPTED)
+        assert again.status is SearchStatus.INTERRUPTED and again.counters == counters
+
+    def test_update_search_rejects_unknown_fields(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        with pytest.raises(TypeError, match="nonsense"):
+            store.update_search(sid, nonsense=1)
+        assert store.get_search(sid).status is SearchStatus.RUNNING
+
+    # ---------------------------------------------------------------- candidates
+
+    def test_add_candidate_resolves_parents(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        root, a, b, a1 = recs["root"], recs["a"], recs["b"], recs["a1"]
+        assert root.parent_id is None and root.depth == 0
+        assert a.parent_id == root.id and b.parent_id == root.id and a1.parent_id == a.id
+        assert a1.depth == 2
+        assert a1.schedule == make_candidate("a1", make_candidate("a", make_candidate("root"))).schedule
+        assert all(r.status is Status.PENDING and r.timing is None and not r.expanded for r in recs.values())
+        assert all(r.search_id == sid for r in recs.values())
+        assert len({r.id for r in recs.values()}) == 4
+
+    def test_candidate_records_round_trip(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        for rec in recs.values():
+            assert store.get_candidate(rec.id) == rec
+            assert store.candidate_by_fingerprint(sid, rec.fingerprint) == rec
+        assert store.candidate_by_fingerprint(sid, "0" * 64) is None
+
+    def test_duplicate_fingerprint_returns_existing(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        first = store.add_candidate(sid, make_candidate("root"))
+        store.record_measurement(sid, make_measurement(make_candidate("root"), 0.5), 1.0, 1.0)
+        stored = store.get_candidate(first.id)
+        other = make_candidate("root")
+        clash = Candidate(
+            other.schedule.then(Rewrite.make(RewriteKind.SIMPLIFY, "")), "different", other.fingerprint, "x"
+        )
+        again = store.add_candidate(sid, clash)
+        assert again == stored
+        assert len(store.candidates(sid)) == 1
+
+    def test_same_fingerprint_in_two_searches(self, store: Any) -> None:
+        s1 = store.create_search(make_workload(), make_config(), make_machine())
+        s2 = store.create_search(make_workload(), make_config(), make_machine())
+        r1 = store.add_candidate(s1, make_candidate("root"))
+        r2 = store.add_candidate(s2, make_candidate("root"))
+        assert r1.id != r2.id and (r1.search_id, r2.search_id) == (s1, s2)
+        store.record_measurement(s2, make_measurement(make_candidate("root"), 0.5), None, None)
+        assert store.get_candidate(r1.id).status is Status.PENDING
+        assert store.get_candidate(r2.id).status is Status.OK
+
+    def test_missing_parent_is_an_error(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        orphan = make_candidate("child", make_candidate("never-added"))
+        with pytest.raises(StoreError, match="parent"):
+            store.add_candidate(sid, orphan)
+        assert store.candidates(sid) == []
+
+    def test_record_measurement_ok(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        before = time.time()
+        m = make_measurement(make_candidate("root"), 0.004)
+        rec = store.record_measurement(sid, m, 123.25, 2.5)
+        assert rec.id == recs["root"].id
+        assert rec.status is Status.OK
+        assert rec.timing == m.timing and rec.seconds == 0.004
+        assert (rec.gflops, rec.speedup, rec.max_error) == (123.25, 2.5, 3.5e-7)
+        assert (rec.build_seconds, rec.run_seconds, rec.error) == (0.25, 1.5, "")
+        assert rec.measured_at is not None and before - 1 <= rec.measured_at <= time.time() + 1
+        assert rec.created_at == recs["root"].created_at
+        assert store.get_candidate(rec.id) == rec
+
+    @pytest.mark.parametrize("status", [Status.BUILD_ERROR, Status.WRONG_RESULT, Status.TIMEOUT, Status.ILLEGAL])
+    def test_record_measurement_failure(self, store: Any, status: Status) -> None:
+        sid, recs = _tree(store)
+        rec = store.record_measurement(sid, make_measurement(make_candidate("root"), None, status), None, None)
+        assert rec.id == recs["root"].id
+        assert rec.status is status and rec.status.failed
+        assert rec.error == f"{status.value}: boom\nline 2"
+        assert rec.timing is None and rec.gflops is None and rec.speedup is None and rec.max_error is None
+        assert store.get_candidate(rec.id) == rec
+
+    def test_remeasurement_replaces_timing(self, store: Any) -> None:
+        sid, _ = _tree(store)
+        store.record_measurement(sid, make_measurement(make_candidate("root"), 0.5), 1.0, 1.0)
+        rec = store.record_measurement(
+            sid, make_measurement(make_candidate("root"), None, Status.RUN_ERROR), None, None
+        )
+        assert rec.timing is None and rec.status is Status.RUN_ERROR
+        assert store.get_candidate(rec.id) == rec
+
+    def test_record_measurement_unknown_fingerprint(self, store: Any) -> None:
+        sid, _ = _tree(store)
+        with pytest.raises(StoreError, match="fingerprint"):
+            store.record_measurement(sid, make_measurement(make_candidate("stranger"), 0.1), None, None)
+
+    def test_candidates_in_insertion_order(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        other = store.create_search(make_workload("other"), make_config(), make_machine())
+        store.add_candidate(other, make_candidate("zzz"))
+        assert store.candidates(sid) == [recs[t] for t in ("root", "a", "b", "a1")]
+        assert store.seen_fingerprints(sid) == {r.fingerprint for r in recs.values()}
+        assert store.seen_fingerprints(other) == {make_candidate("zzz").fingerprint}
+
+    def test_mark_expanded_and_frontier(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        for tag, secs in (("root", 1.0), ("a", 0.5), ("a1", 0.25)):
+            store.record_measurement(sid, make_measurement(make_candidate(tag), secs), None, None)
+        store.record_measurement(sid, make_measurement(make_candidate("b"), None, Status.BUILD_ERROR), None, None)
+        assert [r.id for r in store.frontier(sid)] == [recs["root"].id, recs["a"].id, recs["a1"].id]
+        store.mark_expanded(sid, recs["root"].id)
+        assert store.get_candidate(recs["root"].id).expanded
+        assert [r.id for r in store.frontier(sid)] == [recs["a"].id, recs["a1"].id]
+        assert all(not r.expanded for r in store.frontier(sid))
+
+    def test_mark_expanded_wrong_search(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        other = store.create_search(make_workload(), make_config(), make_machine())
+        with pytest.raises(StoreError, match=str(recs["a"].id)):
+            store.mark_expanded(other, recs["a"].id)
+        with pytest.raises(StoreError, match="999"):
+            store.mark_expanded(sid, 999)
+        assert not store.get_candidate(recs["a"].id).expanded
+
+    # ---------------------------------------------------------------- queries
+
+    def test_top_candidates(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        times = {"root": 0.9, "a": 0.3, "b": 0.3, "a1": None}
+        for tag, secs in times.items():
+            status = Status.OK if secs is not None else Status.WRONG_RESULT
+            store.record_measurement(sid, make_measurement(make_candidate(tag), secs, status), None, None)
+        top = store.top_candidates(sid, k=10)
+        assert [r.id for r in top] == [recs["a"].id, recs["b"].id, recs["root"].id]  # tie: older first
+        assert [r.id for r in store.top_candidates(sid, k=1)] == [recs["a"].id]
+        assert top[0] == store.get_candidate(recs["a"].id)
+
+    def test_top_candidates_skip_pending(self, store: Any) -> None:
+        sid, _ = _tree(store)
+        assert store.top_candidates(sid) == []
+
+    def test_best_for_workload_spans_searches(self, store: Any) -> None:
+        w, other = make_workload("sgemm"), make_workload("sgemv")
+        s1 = store.create_search(w, make_config(), make_machine())
+        s2 = store.create_search(w, make_config(), make_machine())
+        s3 = store.create_search(other, make_config(), make_machine())
+        for sid, tag, secs in ((s1, "x", 0.5), (s2, "y", 0.2), (s3, "z", 0.01), (s2, "w", 0.7)):
+            store.add_candidate(sid, make_candidate(tag))
+            store.record_measurement(sid, make_measurement(make_candidate(tag), secs), None, None)
+        best = store.best_for_workload(w.key, k=2)
+        assert [(r.search_id, r.seconds) for r in best] == [(s2, 0.2), (s1, 0.5)]
+        assert [r.seconds for r in store.best_for_workload(other.key)] == [0.01]
+        assert store.best_for_workload("no-such-key") == []
+
+    def test_lineage_root_first(self, store: Any) -> None:
+        _, recs = _tree(store)
+        assert store.lineage(recs["a1"].id) == [recs["root"], recs["a"], recs["a1"]]
+        assert store.lineage(recs["root"].id) == [recs["root"]]
+
+    def test_progress_one_point_per_improvement(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        # (tag, seconds or None for a failure), measured in insertion order.
+        plan = [("p0", 1.0), ("p1", None), ("p2", 0.5), ("p3", 0.7), ("p4", 0.5), ("p5", 0.1)]
+        ids = {}
+        for tag, secs in plan:
+            ids[tag] = store.add_candidate(sid, make_candidate(tag)).id
+        store.add_candidate(sid, make_candidate("never-measured"))
+        for tag, secs in plan:
+            status = Status.OK if secs is not None else Status.RUN_ERROR
+            store.record_measurement(sid, make_measurement(make_candidate(tag), secs, status), None, 10.0 / (secs or 1))
+        points = store.progress(sid)
+        assert [(p.count, p.candidate_id, p.seconds) for p in points] == [
+            (1, ids["p0"], 1.0),
+            (3, ids["p2"], 0.5),
+            (6, ids["p5"], 0.1),
+        ]
+        assert [p.speedup for p in points] == [10.0, 20.0, 100.0]
+        started = store.get_search(sid).started_at
+        elapsed = [p.elapsed for p in points]
+        assert elapsed == sorted(elapsed) and elapsed[0] >= 0
+        assert elapsed[-1] == store.get_candidate(ids["p5"]).measured_at - started
+
+    def test_progress_of_empty_search(self, store: Any) -> None:
+        sid, _ = _tree(store)
+        assert store.progress(sid) == []
+
+    # ---------------------------------------------------------------- errors
+
+    @pytest.mark.parametrize(
+        "call",
+        [
+            "get_search",
+            "candidates",
+            "top_candidates",
+            "progress",
+            "seen_fingerprints",
+            "frontier",
+            "update_search",
+        ],
+    )
+    def test_unknown_search_is_a_store_error(self, store: Any, call: str) -> None:
+        with pytest.raises(StoreError, match=r"no search 4242 in .*schedsearch list"):
+            getattr(store, call)(4242)
+
+    def test_unknown_search_on_writes(self, store: Any) -> None:
+        with pytest.raises(StoreError, match="no search 77"):
+            store.add_candidate(77, make_candidate("root"))
+        with pytest.raises(StoreError, match="no search 77"):
+            store.record_measurement(77, make_measurement(make_candidate("root"), 0.1), None, None)
+        with pytest.raises(StoreError, match="no search 77"):
+            store.candidate_by_fingerprint(77, "abc")
+
+    @pytest.mark.parametrize("call", ["get_candidate", "lineage"])
+    def test_unknown_candidate_is_a_store_error(self, store: Any, call: str) -> None:
+        with pytest.raises(StoreError, match="no candidate 31337"):
+            getattr(store, call)(31337)
+
+    # ---------------------------------------------------------------- volume
+
+    def test_hundreds_of_results(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        parent = make_candidate("n0")
+        store.add_candidate(sid, parent)
+        for i in range(1, 200):
+            cand = make_candidate(f"n{i}", parent if i % 3 else None)
+            store.add_candidate(sid, cand)
+            store.record_measurement(sid, make_measurement(cand, 1.0 / i), None, None)
+        assert len(store.candidates(sid)) == 200
+        assert [r.seconds for r in store.top_candidates(sid, 3)] == [1 / 199, 1 / 198, 1 / 197]
+        assert len(store.progress(sid)) == 199

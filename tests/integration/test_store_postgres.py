@@ -1,0 +1,191 @@
+"""SqlStore on a real PostgreSQL server: the same contract as SQLite, plus the schema checks.
+
+The server comes from, in order: ``SCHEDSEARCH_TEST_POSTGRES_URL`` (an existing server, e.g.
+a CI service container; each test creates and drops its own database in it), the ``pgserver``
+package (a private PostgreSQL in a temp folder, dev extra), or the system's PostgreSQL binaries
+(``apt-get install -y postgresql``; found under /usr/lib/postgresql/*/bin). Set
+``SCHEDSEARCH_TEST_POSTGRES=system`` to skip pgserver. When no server can be had the tests
+fail, they do not skip.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import make_url
+
+from schedsearch.errors import StoreError
+from schedsearch.store import SCHEMA_VERSION, SqlStore, open_store
+from schedsearch.testing.store_contract import (
+    StoreContract,
+    make_candidate,
+    make_config,
+    make_machine,
+    make_measurement,
+    make_workload,
+)
+
+# pgserver asks platformdirs for a runtime folder, which warns when XDG_RUNTIME_DIR is unset.
+pytestmark = pytest.mark.filterwarnings("ignore:XDG_RUNTIME_DIR is not set")
+
+_counter = itertools.count()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _system_postgres(root: Path) -> tuple[str, Callable[[], None]]:
+    """initdb + pg_ctl from the system packages, as the postgres user when running as root."""
+    bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+    bindir = Path(bindirs[-1]) if bindirs else None
+    if bindir is None and shutil.which("pg_ctl"):
+        bindir = Path(shutil.which("pg_ctl")).resolve().parent  # type: ignore[arg-type]
+    if bindir is None:
+        raise RuntimeError("no PostgreSQL binaries; CI needs `apt-get install -y postgresql`")
+    prefix: list[str] = []
+    root.mkdir(parents=True, exist_ok=True)
+    data, sock = root / "data", root / "sock"
+    sock.mkdir(exist_ok=True)
+    if os.geteuid() == 0:  # postgres refuses to run as root
+        prefix = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(root, "postgres")
+        shutil.chown(sock, "postgres")
+    port = _free_port()
+    run = lambda *args: subprocess.run([*prefix, *args], check=True, capture_output=True, timeout=120)
+    run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+    run(
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(data),
+        "-l",
+        str(root / "log"),
+        "-w",
+        "-o",
+        f"-k {sock} -p {port} -c listen_addresses=''",
+        "start",
+    )
+    stop = lambda: run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
+    return f"postgresql+psycopg://postgres@/postgres?host={sock}&port={port}", stop
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """URL of a maintenance database on a running PostgreSQL server."""
+    external = os.environ.get("SCHEDSEARCH_TEST_POSTGRES_URL")
+    if external:
+        yield external
+        return
+    # Not under pytest's basetemp: as root the server runs as another user, and every new
+    # pytest session (a parallel run) resets that tree to 0700, which kills the server.
+    root = Path(tempfile.mkdtemp(prefix="schedsearch-pg-"))
+    root.chmod(0o755)  # the server's own user must traverse it
+    problems = []
+    try:
+        if os.environ.get("SCHEDSEARCH_TEST_POSTGRES") != "system":
+            try:
+                import pgserver
+
+                server = pgserver.get_server(root / "pgserver", cleanup_mode="stop")
+            except Exception as exc:  # noqa: BLE001 - fall through to the system server
+                problems.append(f"pgserver: {type(exc).__name__}: {exc}")
+            else:
+                uri = make_url(server.get_uri()).set(drivername="postgresql+psycopg")
+                yield uri.render_as_string(hide_password=False)
+                server.cleanup()
+                return
+        try:
+            url, stop = _system_postgres(root / "system")
+        except Exception as exc:  # noqa: BLE001 - reported by pytest.fail below
+            problems.append(f"system PostgreSQL: {type(exc).__name__}: {exc}")
+            pytest.fail("no PostgreSQL server for the store tests: " + "; ".join(problems))
+        yield url
+        stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _psycopg_url(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty database for one test, dropped afterwards."""
+    name = f"schedsearch_t{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(_psycopg_url(pg_admin_url), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
+    with psycopg.connect(_psycopg_url(pg_admin_url), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _sql(url: str, statement: str) -> list[tuple]:
+    with psycopg.connect(_psycopg_url(url), autocommit=True) as conn:
+        cur = conn.execute(statement)
+        return cur.fetchall() if cur.description else []
+
+
+class TestPostgresStore(StoreContract):
+    @pytest.fixture
+    def store(self, pg_url: str) -> Iterator[SqlStore]:
+        s = open_store(pg_url)
+        assert s._engine.dialect.name == "postgresql"
+        yield s
+        s.close()
+
+
+def test_reopen_keeps_everything(pg_url: str) -> None:
+    store = open_store(pg_url)
+    sid = store.create_search(make_workload(), make_config(), make_machine())
+    root = make_candidate("root")
+    store.add_candidate(sid, root)
+    store.record_measurement(sid, make_measurement(root, 0.125), 7.5, 1.0)
+    before = (store.get_search(sid), store.candidates(sid), store.progress(sid))
+    store.close()
+    again = open_store(pg_url, create=False)
+    assert (again.get_search(sid), again.candidates(sid), again.progress(sid)) == before
+    again.close()
+    assert _sql(pg_url, "SELECT version FROM schema_info") == [(SCHEMA_VERSION,)]
+
+
+def test_newer_schema_is_refused_unchanged(pg_url: str) -> None:
+    open_store(pg_url).close()
+    _sql(pg_url, f"UPDATE schema_info SET version = {SCHEMA_VERSION + 1}")
+    tables = _sql(pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+    with pytest.raises(StoreError, match=rf"schema version {SCHEMA_VERSION + 1}.*upgrade schedsearch"):
+        open_store(pg_url)
+    assert _sql(pg_url, "SELECT version FROM schema_info") == [(SCHEMA_VERSION + 1,)]
+    assert _sql(pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1") == tables
+
+
+def test_someone_elses_database_is_refused(pg_url: str) -> None:
+    _sql(pg_url, "CREATE TABLE invoices (id integer primary key)")
+    with pytest.raises(StoreError, match="not a schedsearch one.*invoices"):
+        open_store(pg_url)
+    assert _sql(pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'") == [("invoices",)]
+
+
+def test_empty_database_for_reading(pg_url: str) -> None:
+    with pytest.raises(StoreError, match="holds no schedsearch results"):
+        open_store(pg_url, create=False)
+    assert _sql(pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'") == []
+
+
+def test_unreachable_server_is_one_sentence(pg_admin_url: str) -> None:
+    url = make_url(pg_admin_url).set(database="schedsearch_no_such_db").render_as_string(hide_password=False)
+    with pytest.raises(StoreError, match="cannot open .*schedsearch_no_such_db.*the server is running") as info:
+        open_store(url)
+    assert "\n" not in str(info.value)
