@@ -1,0 +1,138 @@
+"""Exo scheduling calls as data: run them on a proc, or print them as Python.
+
+Every rewrite kind lowers to a short list of ``ExoCall``s. ``run`` executes them and
+``render`` prints the very same calls as a line of a standalone script, so the exported
+script and the search apply identical operations by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exo.libs import memories
+from exo.stdlib import scheduling
+
+ArgData = int | str | bool | tuple[str, ...]
+
+#: Scheduling operations a call may name (all from ``exo.stdlib.scheduling``).
+OPS = frozenset(
+    {
+        "divide_loop",
+        "reorder_loops",
+        "unroll_loop",
+        "fuse",
+        "simplify",
+        "stage_mem",
+        "set_memory",
+        "parallelize_loop",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """A loop found by pattern, optionally lifted ``up`` levels to an enclosing statement."""
+
+    pattern: str
+    up: int = 0
+    next: bool = False  # the statement right after the loop instead of the loop itself
+
+
+@dataclass(frozen=True, slots=True)
+class Nest:
+    """The outer loop of a perfectly nested pair, ``"a b"`` or ``"a b #n"`` (n-th such pair).
+
+    Resolved with ``proc.find``: Exo 1.0.0's own ``reorder_loops(p, "a b #n")`` shorthand
+    ignores the ``#n`` and always takes the first pair.
+    """
+
+    pair: str
+
+    def exo_pattern(self) -> str:
+        names, _, count = self.pair.partition("#")
+        outer, inner = names.split()
+        suffix = f" #{count.strip()}" if count.strip() else ""
+        return f"for {outer} in _:\n  for {inner} in _: _{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A memory class from ``exo.libs.memories`` by name (e.g. ``DRAM_STACK``)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExoCall:
+    """``p = op(p, *args, **kwargs)`` where Loop and Memory args are resolved on ``p``."""
+
+    op: str
+    args: tuple[Loop | Nest | Memory | ArgData, ...] = ()
+    kwargs: tuple[tuple[str, ArgData], ...] = ()
+
+
+def _resolve(proc, value):
+    if isinstance(value, Loop):
+        cursor = proc.find_loop(value.pattern)
+        for _ in range(value.up):
+            cursor = cursor.parent()
+        if value.next:
+            cursor = cursor.next()
+        return cursor
+    if isinstance(value, Nest):
+        return proc.find(value.exo_pattern())
+    if isinstance(value, Memory):
+        return getattr(memories, value.name)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def run(proc, call: ExoCall):
+    """Apply one call to ``proc`` and return the new proc (Exo raises when illegal)."""
+    if call.op not in OPS:
+        raise ValueError(f"unknown scheduling operation {call.op!r}")
+    fn = getattr(scheduling, call.op)
+    args = [_resolve(proc, a) for a in call.args]
+    kwargs = {k: _resolve(proc, v) for k, v in call.kwargs}
+    return fn(proc, *args, **kwargs)
+
+
+def run_all(proc, calls: list[ExoCall]):
+    """Apply the calls in order."""
+    for call in calls:
+        proc = run(proc, call)
+    return proc
+
+
+def _render_value(value) -> str:
+    if isinstance(value, Loop):
+        text = f"p.find_loop({value.pattern!r})"
+        text += ".parent()" * value.up
+        if value.next:
+            text += ".next()"
+        return text
+    if isinstance(value, Nest):
+        return f"p.find({value.exo_pattern()!r})"
+    if isinstance(value, Memory):
+        return value.name
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_render_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def render(call: ExoCall) -> str:
+    """The call as one line of Python operating on a variable ``p``."""
+    parts = ["p"] + [_render_value(a) for a in call.args]
+    parts += [f"{k}={_render_value(v)}" for k, v in call.kwargs]
+    return f"p = {call.op}({', '.join(parts)})"
+
+
+def memories_used(calls: list[ExoCall]) -> list[str]:
+    """Names of memory classes the rendered calls need imported, sorted."""
+    names = set()
+    for call in calls:
+        for value in list(call.args) + [v for _, v in call.kwargs]:
+            if isinstance(value, Memory):
+                names.add(value.name)
+    return sorted(names)

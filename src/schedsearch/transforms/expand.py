@@ -1,0 +1,135 @@
+"""Expansion: from a parent candidate to its distinct legal children.
+
+``Expander`` and ``root_candidate`` run inside workers (possibly on another node): they take
+only plain records and rebuild Exo procs from the workload's source text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+from schedsearch.core import (
+    Candidate,
+    ExpandOptions,
+    Expansion,
+    Rewrite,
+    Schedule,
+    Workload,
+)
+from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
+from schedsearch.transforms.replay import EXO_ERRORS, replay, try_apply
+from schedsearch.transforms.rewrites import propose_all
+from schedsearch.transforms.workload import bound_proc_from_source
+
+#: Procs kept per Expander: enough for the frontier a worker sees, small enough for memory.
+CACHE_SIZE = 256
+
+
+def propose(proc, options: ExpandOptions = ExpandOptions()) -> list[Rewrite]:
+    """Plausible rewrites at ``proc``, in a deterministic order (Exo decides legality)."""
+    return propose_all(proc, options)
+
+
+def root_candidate(workload: Workload) -> Candidate:
+    """The unscheduled, size-bound proc as a Candidate (depth 0, no parent)."""
+    proc = bound_proc_from_source(workload)
+    c_source = kernel_c(proc)
+    return Candidate(
+        schedule=Schedule(),
+        c_source=c_source,
+        fingerprint=fingerprint(c_source),
+        proc_text=proc_text(proc),
+    )
+
+
+class Expander:
+    """Expands candidates of one workload, caching procs by schedule.
+
+    Replaying a child's schedule reuses its parent's proc (or the longest cached prefix),
+    so a search that expands what it just generated replays one step, not the whole trace.
+    """
+
+    def __init__(self, workload: Workload, options: ExpandOptions = ExpandOptions()) -> None:
+        self.workload = workload
+        self.options = options
+        self._cache: OrderedDict[tuple[Rewrite, ...], object] = OrderedDict()
+
+    def _remember(self, steps: tuple[Rewrite, ...], proc) -> None:
+        self._cache[steps] = proc
+        self._cache.move_to_end(steps)
+        while len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    def proc_for(self, schedule: Schedule):
+        """The proc of ``schedule``, replayed from the longest cached prefix."""
+        steps = schedule.steps
+        for cut in range(len(steps), -1, -1):
+            cached = self._cache.get(steps[:cut])
+            if cached is not None:
+                self._cache.move_to_end(steps[:cut])
+                break
+        else:
+            cut, cached = 0, bound_proc_from_source(self.workload)
+            self._remember((), cached)
+        proc = cached
+        for index in range(cut, len(steps)):
+            proc = replay(proc, steps[index : index + 1], first_index=index)
+            self._remember(steps[: index + 1], proc)
+        return proc
+
+    def expand(self, parent: Candidate) -> Expansion:
+        """Children of ``parent`` whose C differs from the parent's and each other's.
+
+        Never raises for a bad parent: the Expansion then carries ``error``.
+        """
+        started = time.perf_counter()
+        try:
+            proc = self.proc_for(parent.schedule)
+            rewrites = propose(proc, self.options)
+        except Exception as exc:  # noqa: BLE001 - a bad parent is data, not a crash
+            return Expansion(
+                parent=parent.fingerprint,
+                children=(),
+                error=f"{type(exc).__name__}: {exc}",
+                seconds=time.perf_counter() - started,
+            )
+        seen = {parent.fingerprint}
+        children: list[Candidate] = []
+        illegal = duplicates = 0
+        for rewrite in rewrites:
+            child = try_apply(proc, rewrite)
+            c_source = None
+            if child is not None:
+                try:
+                    c_source = kernel_c(child)
+                except EXO_ERRORS:
+                    c_source = None
+            if c_source is None:
+                illegal += 1
+                continue
+            fp = fingerprint(c_source)
+            if fp in seen:
+                duplicates += 1
+                continue
+            seen.add(fp)
+            schedule = parent.schedule.then(rewrite)
+            self._remember(schedule.steps, child)
+            children.append(
+                Candidate(
+                    schedule=schedule,
+                    c_source=c_source,
+                    fingerprint=fp,
+                    proc_text=proc_text(child),
+                    parent=parent.fingerprint,
+                    depth=parent.depth + 1,
+                )
+            )
+        return Expansion(
+            parent=parent.fingerprint,
+            children=tuple(children),
+            attempted=len(rewrites),
+            illegal=illegal,
+            duplicates=duplicates,
+            seconds=time.perf_counter() - started,
+        )

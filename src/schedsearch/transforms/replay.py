@@ -1,0 +1,66 @@
+"""Apply rewrites and whole schedules to procs."""
+
+from __future__ import annotations
+
+from exo import ParseFragmentError, SchedulingError
+from exo.core.internal_cursors import InvalidCursorError
+from exo.core.memory import MemGenError
+
+from schedsearch.core import Rewrite, Schedule, Workload
+from schedsearch.errors import ReplayError
+from schedsearch.transforms.calls import run_all
+from schedsearch.transforms.rewrites import lower
+from schedsearch.transforms.workload import bound_proc_from_source
+
+#: What Exo raises when a rewrite does not apply. Anything else is a bug and propagates.
+#: RecursionError: Exo's recursive passes give up on very large (unrolled) bodies.
+EXO_ERRORS = (
+    SchedulingError,
+    InvalidCursorError,
+    ParseFragmentError,
+    MemGenError,
+    TypeError,
+    ValueError,
+    RecursionError,
+)
+
+
+def apply_rewrite(proc, rewrite: Rewrite):
+    """Apply one rewrite; raises one of EXO_ERRORS when Exo rejects it."""
+    return run_all(proc, lower(rewrite))
+
+
+def try_apply(proc, rewrite: Rewrite):
+    """The rewritten proc, or None when Exo rejects the rewrite."""
+    try:
+        return apply_rewrite(proc, rewrite)
+    except EXO_ERRORS:
+        return None
+
+
+def replay(proc, steps, first_index: int = 0):
+    """Apply ``steps`` in order; ReplayError names the first step that does not apply."""
+    for offset, step in enumerate(steps):
+        index = first_index + offset
+        try:
+            proc = apply_rewrite(proc, step)
+        except EXO_ERRORS as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise ReplayError(
+                f"step {index} ({step.describe()}) does not apply: {reason}", step=index, reason=reason
+            ) from None
+    return proc
+
+
+def build_proc(workload: Workload, schedule: Schedule = Schedule()):
+    """A fresh size-bound proc rebuilt from the workload's source with ``schedule`` applied.
+
+    Raises ReplayError(step=i, reason=Exo's message) when step ``i`` does not apply.
+    """
+    return replay(bound_proc_from_source(workload), schedule.steps)
+
+
+def user_c(workload: Workload, schedule: Schedule) -> str:
+    """C of the scheduled proc under the user's own proc name (for export)."""
+    return build_proc(workload, schedule).c_code_str()
+

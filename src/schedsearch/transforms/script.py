@@ -1,0 +1,61 @@
+"""Export a schedule as a standalone Python script that uses Exo directly."""
+
+from __future__ import annotations
+
+from schedsearch.core import Schedule, Workload
+from schedsearch.transforms.calls import OPS, memories_used, render
+from schedsearch.transforms.rewrites import lower
+
+_TEMPLATE = '''\
+"""Schedule for {label}, {count} step(s).
+
+Re-applies the schedule with Exo's own scheduling operations and prints the C code.
+Run it with Python; the workload file is found relative to this script.
+"""
+
+import importlib.util
+import os
+
+{memories_import}from exo.stdlib.scheduling import {ops}
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOAD = os.path.join(HERE, {workload_path!r})
+
+spec = importlib.util.spec_from_file_location("schedsearch_exported_workload", WORKLOAD)
+workload = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(workload)
+
+p = workload.{proc}{bind}
+{steps}
+print(p.c_code_str())
+'''
+
+
+def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) -> str:
+    """A readable script that loads the workload file (``workload_path``, absolute or
+    relative to the script), binds the sizes with ``partial_eval``, applies each step with
+    Exo's scheduling calls and prints the C. Its C equals ``user_c(workload, schedule)``.
+    """
+    lines: list[str] = []
+    all_calls = []
+    for index, step in enumerate(schedule.steps):
+        calls = lower(step)
+        all_calls.extend(calls)
+        lines.append(f"# step {index}: {step.describe()}")
+        lines.extend(render(call) for call in calls)
+    used_ops = sorted({call.op for call in all_calls} & OPS) or ["simplify"]
+    mems = memories_used(all_calls)
+    memories_import = f"from exo.libs.memories import {', '.join(mems)}\n" if mems else ""
+    bind = ""
+    if workload.sizes:
+        bind = ".partial_eval(" + ", ".join(f"{k}={v}" for k, v in workload.sizes) + ")"
+    return _TEMPLATE.format(
+        label=workload.label,
+        count=len(schedule),
+        ops=", ".join(used_ops),
+        memories_import=memories_import,
+        workload_path=workload_path,
+        proc=workload.proc,
+        bind=bind,
+        steps="\n".join(lines),
+    )

@@ -1,0 +1,138 @@
+"""Where staging an output tile into a stack buffer is worth proposing, and its window.
+
+For a loop L whose body reduces into an argument X at indices that do not depend on L's
+variable, every execution of L touches one fixed window of X. Staging that window into a
+small ``DRAM_STACK`` buffer around L lets the C compiler keep the accumulators in registers
+instead of reloading and storing X on every iteration of L (Exo's C has no ``restrict``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exo.API_cursors import ForCursor, IfCursor, ReduceCursor
+
+from schedsearch.transforms.walk import affine, literal
+
+#: Largest window (in elements) proposed for staging: it must fit comfortably on the stack
+#: and, ideally, in registers or L1.
+MAX_WINDOW_ELEMENTS = 4096
+#: A one-element window is only worth staging around a loop at least this long.
+MIN_POINT_TRIP = 8
+
+
+@dataclass(frozen=True, slots=True)
+class StageWindow:
+    """The window of ``buffer`` touched by one execution of a loop."""
+
+    buffer: str
+    window: str  # Exo window expression, e.g. "C[8 * io:8 * io + 8, 32 * jo:32 * jo + 32]"
+    elements: int
+
+
+def _accesses(block, env: dict[str, tuple[int, int]], out: list, ok: list) -> None:
+    """Collect (buffer, affine indices, env) of every reduction in block."""
+    for stmt in block:
+        if isinstance(stmt, ForCursor):
+            lo, hi = literal(stmt.lo()), literal(stmt.hi())
+            inner = dict(env)
+            if lo is None or hi is None or hi <= lo:
+                ok[0] = False
+                return
+            inner[stmt.name()] = (lo, hi - 1)
+            _accesses(stmt.body(), inner, out, ok)
+        elif isinstance(stmt, IfCursor):
+            # guarded bodies still touch a window we could bound, but keep it simple: skip
+            ok[0] = False
+            return
+        elif isinstance(stmt, ReduceCursor):
+            forms = [affine(e) for e in stmt.idx()]
+            out.append((stmt.name(), forms, env))
+
+
+def _term_text(terms: dict[str, int]) -> str:
+    parts = []
+    for var in sorted(terms):
+        coef = terms[var]
+        parts.append(var if coef == 1 else f"{coef} * {var}")
+    return " + ".join(parts)
+
+
+def _bound_text(outer: dict[str, int], offset: int) -> str:
+    text = _term_text(outer)
+    if not text:
+        return str(offset)
+    if offset > 0:
+        return f"{text} + {offset}"
+    if offset < 0:
+        return f"{text} - {-offset}"
+    return text
+
+
+def windows_for_loop(loop: ForCursor, buffers: set[str]) -> list[StageWindow]:
+    """Windows of ``buffers`` (argument tensors) one execution of ``loop`` reduces into."""
+    var = loop.name()
+    found: list = []
+    ok = [True]
+    _accesses(loop.body(), {}, found, ok)
+    if not ok[0]:
+        return []
+    by_buffer: dict[str, list] = {}
+    for name, forms, env in found:
+        if name in buffers:
+            by_buffer.setdefault(name, []).append((forms, env))
+    trip = None
+    lo, hi = literal(loop.lo()), literal(loop.hi())
+    if lo is not None and hi is not None:
+        trip = hi - lo
+    result = []
+    for name in sorted(by_buffer):
+        window = _window(name, var, by_buffer[name])
+        if window is None:
+            continue
+        if window.elements > MAX_WINDOW_ELEMENTS:
+            continue
+        if window.elements == 1 and (trip is None or trip < MIN_POINT_TRIP):
+            continue
+        result.append(window)
+    return result
+
+
+def _window(name: str, var: str, accesses: list) -> StageWindow | None:
+    dims: list[tuple[dict[str, int], int, int]] | None = None
+    for forms, env in accesses:
+        current = []
+        for form in forms:
+            if form is None or form.get(var, 0) != 0:
+                return None
+            outer = {k: v for k, v in form.items() if k and k not in env}
+            low = high = form.get("", 0)
+            for k, coef in form.items():
+                if k and k in env:
+                    a, b = env[k]
+                    low += min(coef * a, coef * b)
+                    high += max(coef * a, coef * b)
+            current.append((outer, low, high))
+        if dims is None:
+            dims = current
+            continue
+        if len(dims) != len(current):
+            return None
+        merged = []
+        for (o1, l1, h1), (o2, l2, h2) in zip(dims, current, strict=True):
+            if o1 != o2:
+                return None
+            merged.append((o1, min(l1, l2), max(h1, h2)))
+        dims = merged
+    if not dims:
+        return None
+    texts = []
+    elements = 1
+    for outer, low, high in dims:
+        width = high - low + 1
+        elements *= width
+        if width == 1:
+            texts.append(_bound_text(outer, low))
+        else:
+            texts.append(f"{_bound_text(outer, low)}:{_bound_text(outer, high + 1)}")
+    return StageWindow(name, f"{name}[{', '.join(texts)}]", elements)

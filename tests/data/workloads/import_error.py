@@ -1,0 +1,3 @@
+from __future__ import annotations
+
+raise RuntimeError("this workload refuses to load")

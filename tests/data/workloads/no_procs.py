@@ -1,0 +1,3 @@
+"""A file without any @proc."""
+
+VALUE = 3

@@ -1,0 +1,147 @@
+"""Expansion of candidates and the path the search must be able to find for SGEMM."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from schedsearch.core import (
+    KERNEL_SYMBOL,
+    Candidate,
+    ExpandOptions,
+    Rewrite,
+    RewriteKind,
+    Schedule,
+    sha256_text,
+)
+from schedsearch.transforms import (
+    Expander,
+    build_proc,
+    kernel_c,
+    load_workload,
+    propose,
+    root_candidate,
+    try_apply,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+MATMUL = ROOT / "examples" / "matmul.py"
+
+SIMPLIFY = Rewrite.make(RewriteKind.SIMPLIFY, "proc")
+
+
+def tile(fa: int, fb: int) -> Rewrite:
+    return Rewrite.make(RewriteKind.TILE, "i #0", inner="j #0", fa=fa, fb=fb, ao="io", ai="ii", bo="jo", bi="ji")
+
+
+def stage(fa: int, fb: int) -> Rewrite:
+    window = f"C[{fa} * io:{fa} * io + {fa}, {fb} * jo:{fb} * jo + {fb}]"
+    return Rewrite.make(RewriteKind.STAGE_MEM, "k #0", buffer="C", name="C_stage", window=window)
+
+
+HOIST_K = Rewrite.make(RewriteKind.HOIST, "k #0", levels=2)
+UNROLL_II = Rewrite.make(RewriteKind.UNROLL, "ii #0")
+#: The schedule that makes SGEMM fast with AVX-512 (8x32 register tile of C).
+PATH_8X32 = (tile(8, 32), HOIST_K, stage(8, 32), UNROLL_II)
+#: The best such schedule with AVX2 only: 8x8 tile, rows innermost (one vector per row).
+PATH_8X8 = (tile(8, 8), HOIST_K, Rewrite.make(RewriteKind.REORDER, "ii ji"), stage(8, 8), UNROLL_II)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return load_workload(MATMUL, "sgemm", {"M": 64, "N": 64, "K": 64})
+
+
+def test_root_candidate(small):
+    root = root_candidate(small)
+    assert root.schedule == Schedule()
+    assert root.depth == 0 and root.parent is None
+    assert f"void {KERNEL_SYMBOL}(" in root.c_source
+    assert root.fingerprint == sha256_text(root.c_source)
+    assert "for k in seq(0, 64)" in root.proc_text
+
+
+def test_expand_root_gives_distinct_legal_children(small):
+    root = root_candidate(small)
+    expansion = Expander(small).expand(root)
+    assert expansion.error == ""
+    assert expansion.parent == root.fingerprint
+    assert expansion.attempted == len(propose(build_proc(small), ExpandOptions()))
+    assert len(expansion.children) == expansion.attempted - expansion.illegal - expansion.duplicates
+    assert len(expansion.children) >= 20
+    prints = [c.fingerprint for c in expansion.children]
+    assert len(set(prints)) == len(prints) and root.fingerprint not in prints
+    for child in expansion.children:
+        assert child.parent == root.fingerprint and child.depth == 1 and len(child.schedule) == 1
+        assert child.fingerprint == sha256_text(child.c_source)
+    for child in expansion.children[::10]:  # replaying from scratch gives the same C
+        assert kernel_c(build_proc(small, child.schedule)) == child.c_source
+
+
+def test_duplicates_of_the_parent_are_dropped_and_counted(small):
+    expander = Expander(small)
+    root = root_candidate(small)
+    simplified = next(c for c in expander.expand(root).children if c.schedule.steps == (SIMPLIFY,))
+    expansion = expander.expand(simplified)
+    # simplifying again gives the parent's own C: dropped, counted as a duplicate
+    assert expansion.duplicates >= 1
+    assert all(c.schedule.steps[-1] != SIMPLIFY for c in expansion.children)
+    assert all(c.depth == 2 and c.parent == simplified.fingerprint for c in expansion.children)
+
+
+def test_expander_caches_procs_by_schedule(small):
+    expander = Expander(small)
+    child = expander.expand(root_candidate(small)).children[0]
+    assert expander.proc_for(child.schedule) is expander.proc_for(child.schedule)
+    assert str(expander.proc_for(child.schedule)) == child.proc_text
+
+
+def test_bad_parent_is_reported_not_raised(small):
+    bad = Candidate(
+        schedule=Schedule((Rewrite.make(RewriteKind.UNROLL, "nosuchloop #0"),)),
+        c_source="",
+        fingerprint="f" * 64,
+        proc_text="",
+    )
+    expansion = Expander(small).expand(bad)
+    assert expansion.children == ()
+    assert "step 0" in expansion.error and "nosuchloop" in expansion.error
+
+
+def test_fresh_expander_pickles(small):
+    # Ray ships the expander (or its arguments) to workers: only plain records inside.
+    again = pickle.loads(pickle.dumps(Expander(small, ExpandOptions(max_unroll=8))))
+    assert again.workload == small and again.options.max_unroll == 8
+
+
+@pytest.mark.parametrize("path", [PATH_8X32, PATH_8X8], ids=["8x32", "8x8"])
+def test_fast_sgemm_schedule_is_reachable_step_by_step(path):
+    workload = load_workload(MATMUL, "sgemm", {"M": 512, "N": 512, "K": 512})
+    proc = build_proc(workload)
+    for step in path:
+        assert step in propose(proc, ExpandOptions()), step.describe()
+        proc = try_apply(proc, step)
+        assert proc is not None, step.describe()
+    assert kernel_c(proc) == kernel_c(build_proc(workload, Schedule(path)))
+    text = " ".join(str(proc).split())
+    fa, fb = path[0].arg("fa"), path[0].arg("fb")
+    assert f"C_stage: f32[{fa}, {fb}] @ DRAM_STACK" in text
+    assert "for k in seq(0, 512)" in text
+    # the innermost loop runs over contiguous columns of the staged tile and of B
+    c = kernel_c(proc)
+    assert f"float C_stage[{fa} * {fb}];" in c
+    assert f"B[k * 512 + ji + {fb} * jo]" in c
+
+
+@pytest.mark.slow
+def test_expander_generates_the_fast_path(small):
+    expander = Expander(small)
+    parent = root_candidate(small)
+    for step in PATH_8X8:
+        children = {c.schedule.steps[-1]: c for c in expander.expand(parent).children}
+        assert step in children, step.describe()
+        parent = children[step]
+    assert parent.depth == len(PATH_8X8)
+    assert "float C_stage[8 * 8];" in parent.c_source

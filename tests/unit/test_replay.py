@@ -1,0 +1,125 @@
+"""Replaying schedules: JSON round trips, errors naming the step, determinism across
+processes, and the exported standalone script."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from schedsearch.core import KERNEL_SYMBOL, Rewrite, RewriteKind, Schedule, Workload
+from schedsearch.errors import ReplayError
+from schedsearch.transforms import (
+    build_proc,
+    fingerprint,
+    kernel_c,
+    load_workload,
+    proc_text,
+    schedule_script,
+    user_c,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+MATMUL = ROOT / "examples" / "matmul.py"
+
+TILE = Rewrite.make(RewriteKind.TILE, "i #0", inner="j #0", fa=8, fb=32, ao="io", ai="ii", bo="jo", bi="ji")
+HOIST = Rewrite.make(RewriteKind.HOIST, "k #0", levels=2)
+STAGE = Rewrite.make(
+    RewriteKind.STAGE_MEM, "k #0", buffer="C", name="C_stage", window="C[8 * io:8 * io + 8, 32 * jo:32 * jo + 32]"
+)
+UNROLL = Rewrite.make(RewriteKind.UNROLL, "ii #0")
+SPLIT_K = Rewrite.make(RewriteKind.SPLIT, "k #0", factor=16, outer="ko", inner="ki", tail="perfect")
+SCHEDULE = Schedule((TILE, HOIST, STAGE, UNROLL, SPLIT_K, Rewrite.make(RewriteKind.SIMPLIFY, "proc")))
+
+
+@pytest.fixture(scope="module")
+def workload() -> Workload:
+    return load_workload(MATMUL, "sgemm", {"M": 64, "N": 64, "K": 64})
+
+
+def test_schedule_round_trips_through_json_and_replays_identically(workload):
+    text = SCHEDULE.dumps()
+    again = Schedule.loads(text)
+    assert again == SCHEDULE
+    assert Schedule.from_json(json.loads(json.dumps(SCHEDULE.to_json()))) == SCHEDULE
+    assert kernel_c(build_proc(workload, again)) == kernel_c(build_proc(workload, SCHEDULE))
+
+
+def test_replay_error_names_the_failing_step(workload):
+    bad = Schedule((TILE, Rewrite.make(RewriteKind.UNROLL, "nosuchloop #0"), HOIST))
+    with pytest.raises(ReplayError) as info:
+        build_proc(workload, bad)
+    assert info.value.step == 1
+    assert "step 1 (unroll nosuchloop #0)" in str(info.value)
+    assert info.value.reason and info.value.reason in str(info.value)
+
+
+def test_replay_error_for_an_illegal_step(workload):
+    # a perfect split by a factor that does not divide the loop: Exo refuses
+    bad = Schedule((Rewrite.make(RewriteKind.SPLIT, "i #0", factor=7, outer="io", inner="ii", tail="perfect"),))
+    with pytest.raises(ReplayError) as info:
+        build_proc(workload, bad)
+    assert info.value.step == 0
+    assert "cannot perfectly divide" in info.value.reason
+
+
+def test_user_c_differs_from_kernel_c_only_by_the_name(workload):
+    proc = build_proc(workload, SCHEDULE)
+    mine = user_c(workload, SCHEDULE)
+    assert "void sgemm( void *ctxt" in mine
+    assert re.sub(r"\bsgemm\b", KERNEL_SYMBOL, mine) == kernel_c(proc)
+    assert proc_text(proc) == str(proc)
+
+
+_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from schedsearch.core import Schedule, Workload
+    from schedsearch.transforms import build_proc, fingerprint, kernel_c
+    data = json.load(open(sys.argv[1]))
+    workload = Workload.from_json(data["workload"])
+    schedule = Schedule.loads(data["schedule"])
+    print(fingerprint(kernel_c(build_proc(workload, schedule))))
+    """
+)
+
+
+def test_replay_is_byte_identical_across_processes_without_the_file(workload, tmp_path):
+    # The child never sees the workload file: the path points nowhere, only the text travels.
+    detached = dataclasses.replace(workload, path=str(tmp_path / "gone" / "matmul.py"))
+    payload = tmp_path / "job.json"
+    payload.write_text(json.dumps({"workload": detached.to_json(), "schedule": SCHEDULE.dumps()}))
+    expected = fingerprint(kernel_c(build_proc(workload, SCHEDULE)))
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", _CHILD, str(payload)], capture_output=True, text=True, check=True, timeout=120
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert outputs == [expected, expected]
+
+
+def test_schedule_script_reproduces_the_candidate_c(workload, tmp_path):
+    script_dir = tmp_path / "export"
+    script_dir.mkdir()
+    relative = os.path.relpath(MATMUL, script_dir)
+    script = schedule_script(workload, SCHEDULE, relative)
+    assert "schedsearch" not in script.replace("schedsearch_exported_workload", "").split('"""', 2)[2]
+    assert "partial_eval(M=64, N=64, K=64)" in script
+    for op in ("divide_loop", "reorder_loops", "stage_mem", "set_memory", "unroll_loop", "simplify"):
+        assert f"p = {op}(" in script
+    path = script_dir / "schedule.py"
+    path.write_text(script)
+    result = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, check=True, timeout=120, cwd=tmp_path
+    )
+    printed = result.stdout.removesuffix("\n")  # print() adds one newline
+    exported = re.sub(r"\bsgemm\b", KERNEL_SYMBOL, printed)
+    assert fingerprint(exported) == fingerprint(kernel_c(build_proc(workload, SCHEDULE)))

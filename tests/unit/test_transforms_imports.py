@@ -1,0 +1,35 @@
+"""transforms/ imports only the standard library, exo, and schedsearch.core / .errors."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "schedsearch" / "transforms"
+ALLOWED_SCHEDSEARCH = {"schedsearch.core", "schedsearch.errors"}
+OWN = "schedsearch.transforms"
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path.name}: relative import"
+            names.add(node.module or "")
+    return names
+
+
+def test_transforms_imports_stay_in_their_room():
+    files = sorted(PACKAGE.glob("*.py"))
+    assert len(files) >= 8
+    for path in files:
+        for name in imported_modules(path):
+            top = name.split(".")[0]
+            if top == "schedsearch":
+                assert name in ALLOWED_SCHEDSEARCH or name.startswith(OWN), f"{path.name} imports {name}"
+            else:
+                assert top == "exo" or top in sys.stdlib_module_names, f"{path.name} imports {name}"
