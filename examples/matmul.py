@@ -7,14 +7,16 @@ Default sizes: M=N=K=256 (sgemm). ``matmul_i8`` has fixed 16x16x16 sizes.
 matrix; the int8 operands are widened into int32 temporaries so every product is an int32
 operation in Exo's semantics, not an int8 one.
 
-``SCHEDSEARCH_SIZES`` below gives the sizes schedsearch uses for any size argument the
-caller does not set, e.g. ``schedsearch run examples/matmul.py --proc sgemm``.
+``SCHEDSEARCH_PROC`` names the proc ``schedsearch run examples/matmul.py`` tunes when no
+``--proc`` is given; ``SCHEDSEARCH_SIZES`` gives the sizes schedsearch uses for any size
+argument the caller does not set.
 """
 
 from __future__ import annotations
 
 from exo import DRAM, proc
 
+SCHEDSEARCH_PROC = "sgemm"
 SCHEDSEARCH_SIZES = {"sgemm": {"M": 256, "N": 256, "K": 256}}
 
 

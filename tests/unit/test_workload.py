@@ -113,3 +113,15 @@ def test_bad_inputs_raise_one_clear_workload_error(path, proc, sizes, message):
     text = str(info.value)
     assert message in text
     assert "\n" not in text
+
+
+def test_file_may_name_its_default_proc(tmp_path) -> None:
+    from schedsearch.transforms import load_workload as load
+
+    src = (Path(__file__).resolve().parents[2] / "examples" / "matmul.py").read_text()
+    f = tmp_path / "mm.py"
+    f.write_text(src)
+    assert load(f).proc == "sgemm"  # SCHEDSEARCH_PROC picks it among several procs
+    f.write_text(src.replace('SCHEDSEARCH_PROC = "sgemm"', 'SCHEDSEARCH_PROC = "gemm"'))
+    with pytest.raises(WorkloadError, match="SCHEDSEARCH_PROC"):
+        load(f)

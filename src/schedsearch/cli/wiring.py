@@ -62,6 +62,11 @@ def handle_errors(fn: F) -> F:
             raise
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except BrokenPipeError:
+            # stdout was closed early (e.g. piped into `head`): stop quietly, like other tools.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(EXIT_FAILURE)
         except Exception as e:  # noqa: BLE001 - the last line of defence before a traceback
             if os.environ.get("SCHEDSEARCH_DEBUG"):
                 traceback.print_exc()

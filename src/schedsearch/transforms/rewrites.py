@@ -211,6 +211,12 @@ class Hoist:
         return [step] * int(rewrite.arg("levels"))
 
 
+def _unroll_limit(info: LoopInfo, options: ExpandOptions) -> int:
+    # A loop around one or two statements stays small when unrolled, so it may be longer;
+    # loops with bigger bodies keep the configured limit that keeps simplify tractable.
+    return 4 * options.max_unroll if info.statements <= 2 else options.max_unroll
+
+
 class Unroll:
     """Fully unroll a short constant-bound loop.
 
@@ -224,7 +230,7 @@ class Unroll:
             Rewrite.make(self.kind, info.pattern)
             for info in view.loops
             if info.trip is not None
-            and 2 <= info.trip <= options.max_unroll
+            and 2 <= info.trip <= _unroll_limit(info, options)
             and info.trip * info.statements <= MAX_UNROLLED_STATEMENTS
         ]
 

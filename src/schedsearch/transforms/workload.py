@@ -16,6 +16,8 @@ from schedsearch.transforms.walk import literal, written_buffers
 
 #: Name of the optional module-level dict giving default sizes per proc.
 SIZES_ATTRIBUTE = "SCHEDSEARCH_SIZES"
+#: Name of the optional module-level string naming the proc to use when none is given.
+PROC_ATTRIBUTE = "SCHEDSEARCH_PROC"
 
 _OPS = {
     "+": operator.add,
@@ -48,7 +50,8 @@ def load_workload(
     Size arguments (``N: size``) are bound to integers with ``partial_eval``. Sizes the
     caller does not give are taken from a module-level dict in the workload file,
     ``SCHEDSEARCH_SIZES = {"proc_name": {"N": 256, ...}}``; a size is missing only when
-    neither gives it. The proc's ``assert`` statements are checked with the bound values
+    neither gives it. A file with several procs may name the default one in a module-level
+    ``SCHEDSEARCH_PROC = "proc_name"``. The proc's ``assert`` statements are checked with the bound values
     (Exo does not check them itself).
 
     Raises WorkloadError, with one sentence naming the problem, for: a missing file, a
@@ -59,7 +62,8 @@ def load_workload(
     abspath, source = read_source(path)
     module = execute_source(source, os.fspath(path), os.path.dirname(abspath))
     procs = procs_in(module)
-    name = _pick_proc(os.fspath(path), procs, proc)
+    default = getattr(module, PROC_ATTRIBUTE, None)
+    name = _pick_proc(os.fspath(path), procs, proc, default if isinstance(default, str) else None)
     defaults = getattr(module, SIZES_ATTRIBUTE, None)
     given = dict(defaults.get(name, {})) if isinstance(defaults, Mapping) else {}
     given.update(sizes or {})
@@ -88,9 +92,13 @@ def bound_proc_from_source(workload: Workload) -> Procedure:
     return proc.partial_eval(**workload.sizes_dict) if workload.sizes else proc
 
 
-def _pick_proc(path: str, procs: dict[str, Procedure], name: str | None) -> str:
+def _pick_proc(path: str, procs: dict[str, Procedure], name: str | None, default: str | None) -> str:
     if not procs:
         raise WorkloadError(f"{path} defines no @proc procedures.")
+    if name is None and default is not None:
+        if default not in procs:
+            raise WorkloadError(f"{path} sets {PROC_ATTRIBUTE} = {default!r} but defines no such proc; available: {', '.join(procs)}.")
+        return default
     if name is None:
         if len(procs) > 1:
             raise WorkloadError(f"{path} defines several procs ({', '.join(procs)}); choose one with --proc.")
