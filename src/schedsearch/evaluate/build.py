@@ -1,0 +1,159 @@
+"""Compile kernels and drivers through a content-addressed build cache.
+
+Every artifact lives at ``cache_dir/build/<k[:2]>/<k>.<ext>`` where ``k`` is the sha256 of
+everything that decides the bytes produced: the C text, the compiler command and its
+``--version`` line, the flags, the CPU (``-march=native`` makes code CPU-specific, and a
+cache directory may be shared between nodes) and the harness version. Artifacts are written
+to a temporary name in the same directory and renamed into place, so concurrent processes
+(Ray workers, parallel searches) never see a half-written file; whoever finishes last wins
+with identical content. Paths change whenever content changes, which also defeats
+``dlopen``'s by-path caching.
+
+A kernel becomes a shared object (``-shared -fPIC``); ``-Wl,-Bsymbolic`` binds the kernel's
+calls to its own helper functions, so that several kernels loaded into one driver (finalists
+timed side by side) never call into each other, and ``-Wl,-z,defs`` turns an undefined
+function into a build error instead of a failure at load time. The driver is built once per workload
+signature (see ``harness``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from schedsearch.core import ArgSpec, BenchConfig
+from schedsearch.errors import ToolchainError
+from schedsearch.evaluate.harness import HARNESS_VERSION, driver_source
+from schedsearch.evaluate.machine import compiler_argv, machine_info
+from schedsearch.evaluate.process import run_child
+
+_SHARED_FLAGS = ("-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wl,-z,defs")
+_DRIVER_FLAGS = ("-O2",)
+_ERROR_TAIL_LINES = 25
+_ERROR_TAIL_CHARS = 3000
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    """One compiled artifact, or why it could not be built."""
+
+    key: str
+    path: Path | None  # None on failure
+    error: str = ""  # the tail of the compiler's message on failure
+    seconds: float = 0.0  # time spent compiling (0 on a cache hit)
+    cached: bool = False  # True when the artifact was already in the cache
+
+    @property
+    def ok(self) -> bool:
+        return self.path is not None
+
+
+def kernel_flags(config: BenchConfig, openmp: bool) -> tuple[str, ...]:
+    """The flags a kernel is compiled with: the configured ones, ``-fopenmp`` if needed."""
+    flags = tuple(config.cflags)
+    if openmp and "-fopenmp" not in flags:
+        flags += ("-fopenmp",)
+    return flags
+
+
+def artifact_key(kind: str, text: str, config: BenchConfig, flags: tuple[str, ...]) -> str:
+    """sha256 naming an artifact of ``kind`` built from ``text`` with ``flags``."""
+    m = machine_info(config)
+    h = hashlib.sha256()
+    for part in (
+        kind,
+        HARNESS_VERSION,
+        config.cc,
+        m.compiler_version,
+        m.cpu_model,
+        m.cpu_flags_sha,
+        "\0".join(flags),
+        text,
+    ):
+        h.update(part.encode("utf-8"))
+        h.update(b"\x00\x01")
+    return h.hexdigest()
+
+
+def _artifact_path(cache_dir: Path, key: str, suffix: str) -> Path:
+    return Path(cache_dir) / "build" / key[:2] / f"{key}{suffix}"
+
+
+def _tail(text: str) -> str:
+    lines = text.strip().splitlines()[-_ERROR_TAIL_LINES:]
+    return "\n".join(lines)[-_ERROR_TAIL_CHARS:]
+
+
+def _compile(
+    config: BenchConfig,
+    source: str,
+    target: Path,
+    flags: tuple[str, ...],
+    extra: tuple[str, ...],
+    libs: tuple[str, ...],
+) -> tuple[str, float]:
+    """Compile ``source`` into ``target`` atomically. Returns (error text or "", seconds)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, src_name = tempfile.mkstemp(dir=target.parent, prefix=".src-", suffix=".c")
+    # A name nobody holds yet (not a mkstemp file): the linker creates it with exec permissions.
+    tmp_out = target.parent / f".out-{os.getpid()}-{secrets.token_hex(8)}{target.suffix}"
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    argv = compiler_argv(config) + list(flags) + list(extra) + ["-o", str(tmp_out), src_name] + list(libs)
+    start = time.perf_counter()
+    try:
+        try:
+            res = run_child(argv, timeout=config.build_timeout)
+        except OSError as e:
+            raise ToolchainError(f"The C compiler {config.cc!r} cannot be run ({e}).") from e
+        seconds = time.perf_counter() - start
+        if res.timed_out:
+            return f"compiler did not finish within {config.build_timeout:g} s", seconds
+        if res.returncode != 0:
+            why = _tail(res.stderr or res.stdout) or f"compiler exited with status {res.returncode}"
+            return why, seconds
+        os.replace(src_name, target.with_suffix(".c"))
+        os.replace(tmp_out, target)
+        return "", seconds
+    finally:
+        for leftover in (Path(src_name), tmp_out):
+            leftover.unlink(missing_ok=True)
+
+
+def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False) -> BuildResult:
+    """Compile a candidate's C into a shared object, or return the cached one.
+
+    Compiler errors and build timeouts come back as a failed BuildResult; only a compiler
+    that cannot be started at all raises ToolchainError.
+    """
+    flags = kernel_flags(config, openmp)
+    key = artifact_key("kernel", c_source, config, flags + _SHARED_FLAGS)
+    path = _artifact_path(cache_dir, key, ".so")
+    if path.exists():
+        return BuildResult(key, path, cached=True)
+    error, seconds = _compile(config, c_source, path, flags, _SHARED_FLAGS, ("-lm",))
+    if error:
+        return BuildResult(key, None, error=error, seconds=seconds)
+    return BuildResult(key, path, seconds=seconds)
+
+
+def build_driver(args: tuple[ArgSpec, ...], config: BenchConfig, cache_dir: Path) -> Path:
+    """The driver executable for kernels taking ``args``, built once per signature.
+
+    The driver is our own code: failing to build it is a toolchain problem (ToolchainError),
+    never a candidate's.
+    """
+    source = driver_source(args)
+    key = artifact_key("driver", source, config, _DRIVER_FLAGS)
+    path = _artifact_path(cache_dir, key, ".exe")
+    if path.exists():
+        return path
+    error, _ = _compile(config, source, path, _DRIVER_FLAGS, (), ("-ldl", "-lm"))
+    if error:
+        raise ToolchainError(f"The C compiler {config.cc!r} cannot build the benchmark driver: {error}")
+    return path

@@ -1,0 +1,310 @@
+"""Build -> verify -> benchmark one candidate (or several finalists side by side).
+
+These are plain module-level functions over records so that they can run anywhere: in the
+search process, in a subprocess, or inside a Ray worker on another node.
+
+Reference outputs (the unscheduled proc run once on the seeded inputs) are cached on disk
+per (reference C, seed, compiler, flags, CPU, harness version): the unscheduled kernel can
+be hundreds of times slower than a good one and must not run once per candidate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from schedsearch.core import (
+    ArgSpec,
+    BenchConfig,
+    Candidate,
+    MachineInfo,
+    Measurement,
+    Status,
+    Workload,
+    sha256_text,
+)
+from schedsearch.errors import SearchError, ToolchainError
+from schedsearch.evaluate.bench import bench_lock, dump_kernel, parse_report, run_kernels, timing_from_samples
+from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel
+from schedsearch.evaluate.machine import machine_info
+from schedsearch.evaluate.process import ChildResult
+
+_STDERR_TAIL = 1500
+
+
+@dataclass(frozen=True, slots=True)
+class KernelIO:
+    """Raw bytes of one call: every argument before it and every output after it."""
+
+    inputs: dict[str, bytes]  # every argument's initial contents, by name
+    outputs: dict[str, bytes]  # every output argument after one call, by name
+    seconds: float  # duration of that call
+
+
+@contextlib.contextmanager
+def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
+    """A cache directory we cannot write (or a driver we cannot start) is broken
+    infrastructure, not a candidate's fault: raise one clear ToolchainError."""
+    try:
+        yield
+    except OSError as e:
+        raise ToolchainError(f"Cannot build or run kernels with the cache directory {cache_dir} ({e}).") from e
+
+
+def _tail(text: str) -> str:
+    return text.strip()[-_STDERR_TAIL:]
+
+
+def _child_failure(res: ChildResult, what: str, timeout: float) -> tuple[Status, str] | None:
+    """Status and message when the child did not finish normally, else None."""
+    if res.timed_out:
+        return Status.TIMEOUT, f"{what} gave no result within {timeout:g} s and was killed"
+    if res.signal_name is not None:
+        msg = f"{what} was killed by {res.signal_name}"
+        return Status.RUN_ERROR, msg + (f": {_tail(res.stderr)}" if res.stderr.strip() else "")
+    if res.returncode != 0:
+        msg = f"{what} exited with status {res.returncode}"
+        return Status.RUN_ERROR, msg + (f": {_tail(res.stderr)}" if res.stderr.strip() else "")
+    return None
+
+
+def _index_text(workload: Workload, arg: str, flat: int) -> str:
+    """``C[3, 17]`` for a flat index into argument ``arg``."""
+    shape = next((a.shape for a in workload.args if a.name == arg), ())
+    if not shape:
+        return arg
+    idx = []
+    for dim in reversed(shape):
+        idx.append(flat % dim)
+        flat //= dim
+    return f"{arg}[{', '.join(str(i) for i in reversed(idx))}]"
+
+
+def _build_both(
+    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
+) -> tuple[Path, BuildResult, BuildResult]:
+    driver = build_driver(workload.args, config, cache_dir)
+    cand = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
+    if candidate.fingerprint == reference.fingerprint:
+        return driver, cand, cand
+    ref = build_kernel(reference.c_source, config, cache_dir, openmp=reference.uses_openmp)
+    return driver, cand, ref
+
+
+def _reference_file(
+    driver: Path, ref_build: BuildResult, args: Sequence[ArgSpec], config: BenchConfig, cache_dir: Path
+) -> tuple[Path | None, tuple[Status, str] | None]:
+    """Cached reference outputs (computing them if missing); call with the bench lock held."""
+    assert ref_build.path is not None
+    # The argument list decides which buffers are outputs and how the inputs are drawn.
+    signature = sha256_text(json.dumps([a.to_json() for a in args], sort_keys=True))[:16]
+    path = Path(cache_dir) / "reference" / f"{ref_build.key}-{signature}-{config.seed}.out"
+    if path.exists():
+        return path, None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}")
+    try:
+        res = dump_kernel(driver, ref_build.path, os.devnull, tmp, config)
+        failure = _child_failure(res, "the reference kernel", config.run_timeout)
+        if failure is not None:
+            return None, failure
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path, None
+
+
+def _measurement_from_report(
+    workload: Workload,
+    candidate: Candidate,
+    report_index: int,
+    res: ChildResult,
+    count: int,
+    config: BenchConfig,
+    build_seconds: float,
+    machine: MachineInfo,
+) -> Measurement:
+    reports = parse_report(res.stdout, count)
+    r = reports[report_index]
+    base = {
+        "fingerprint": candidate.fingerprint,
+        "build_seconds": build_seconds,
+        "run_seconds": res.seconds,
+        "machine": machine,
+    }
+    if r.verdict is not None and not r.verdict.ok:
+        v = r.verdict
+        where = _index_text(workload, v.arg, v.index)
+        msg = f"{where} is {v.value:.9g}, expected {v.expected:.9g} (max error {v.max_error:.3g}, rtol {config.rtol:g})"
+        return Measurement(status=Status.WRONG_RESULT, error=msg, max_error=v.max_error, **base)
+    if r.slow:
+        msg = f"one call takes {r.first:.3g} s, too slow to time within run_timeout={config.run_timeout:g} s"
+        return Measurement(status=Status.TIMEOUT, error=msg, **base)
+    if r.verdict is None or not r.samples:
+        failure = _child_failure(res, "the benchmark", config.run_timeout) or (
+            Status.RUN_ERROR,
+            f"the benchmark stopped without a result: {_tail(res.stderr or res.stdout)}",
+        )
+        return Measurement(status=failure[0], error=failure[1], **base)
+    timing = timing_from_samples(r.samples, r.inner)
+    return Measurement(status=Status.OK, timing=timing, max_error=r.verdict.max_error, **base)
+
+
+def evaluate_candidate(
+    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
+) -> Measurement:
+    """Build ``candidate``, then (holding the node's benchmark lock) verify it against
+    ``reference`` and time it.
+
+    Never raises for anything the candidate does: the result's status is ``ok``,
+    ``build_error`` (with the tail of the compiler's message), ``run_error`` (with the signal
+    name), ``timeout`` or ``wrong_result`` (with the max error and the first bad element).
+    Raises ToolchainError if the compiler is unusable, and SearchError if the reference
+    itself cannot be built or run (when ``candidate`` is the reference, that is reported as
+    its status instead).
+    """
+    with _infrastructure_errors(cache_dir):
+        return _evaluate(workload, reference, candidate, config, Path(cache_dir))
+
+
+def _evaluate(
+    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
+) -> Measurement:
+    machine = machine_info(config)
+    driver, cand, ref = _build_both(workload, reference, candidate, config, cache_dir)
+    if not cand.ok:
+        return Measurement(
+            candidate.fingerprint, Status.BUILD_ERROR, error=cand.error, build_seconds=cand.seconds, machine=machine
+        )
+    if not ref.ok:
+        raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
+    assert cand.path is not None
+    with bench_lock(cache_dir):
+        started = time.perf_counter()
+        ref_file, failure = _reference_file(driver, ref, workload.args, config, cache_dir)
+        if failure is not None:
+            if candidate.fingerprint == reference.fingerprint:
+                return Measurement(
+                    candidate.fingerprint,
+                    failure[0],
+                    error=failure[1],
+                    build_seconds=cand.seconds,
+                    run_seconds=time.perf_counter() - started,
+                    machine=machine,
+                )
+            raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
+        assert ref_file is not None
+        res = run_kernels(driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp)
+    return _measurement_from_report(workload, candidate, 0, res, 1, config, cand.seconds, machine)
+
+
+def remeasure(
+    workload: Workload,
+    reference: Candidate,
+    candidates: Sequence[Candidate],
+    config: BenchConfig,
+    cache_dir: Path,
+) -> list[Measurement]:
+    """Time finalists side by side in ONE process with interleaved rounds (input order out).
+
+    Each round times one sample of every candidate in turn, so slow drifts of the machine
+    hit all of them alike; statistics are the same as ``evaluate_candidate``'s. If the joint
+    run fails (a crash or hang cannot be pinned on one kernel), every candidate is
+    evaluated on its own instead so each gets its own status.
+    """
+    if not candidates:
+        return []
+    with _infrastructure_errors(cache_dir):
+        return _remeasure(workload, reference, candidates, config, Path(cache_dir))
+
+
+def _remeasure(
+    workload: Workload,
+    reference: Candidate,
+    candidates: Sequence[Candidate],
+    config: BenchConfig,
+    cache_dir: Path,
+) -> list[Measurement]:
+    machine = machine_info(config)
+    driver = build_driver(workload.args, config, cache_dir)
+    ref = build_kernel(reference.c_source, config, cache_dir, openmp=reference.uses_openmp)
+    if not ref.ok:
+        raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
+    builds = [build_kernel(c.c_source, config, cache_dir, openmp=c.uses_openmp) for c in candidates]
+    results: list[Measurement | None] = [
+        None
+        if b.ok
+        else Measurement(c.fingerprint, Status.BUILD_ERROR, error=b.error, build_seconds=b.seconds, machine=machine)
+        for c, b in zip(candidates, builds)
+    ]
+    live = [i for i, b in enumerate(builds) if b.ok]
+    if not live:
+        return [m for m in results if m is not None]
+    pin = not any(candidates[i].uses_openmp for i in live)
+    timeout = config.run_timeout * len(live)
+    with bench_lock(cache_dir):
+        ref_file, failure = _reference_file(driver, ref, workload.args, config, cache_dir)
+        if failure is not None:
+            raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
+        assert ref_file is not None
+        paths = [builds[i].path for i in live]
+        res = run_kernels(driver, ref_file, [p for p in paths if p is not None], config, pin=pin, timeout=timeout)
+    if res.returncode != 0:
+        return [
+            m if m is not None else evaluate_candidate(workload, reference, c, config, cache_dir)
+            for c, m in zip(candidates, results)
+        ]
+    for slot, i in enumerate(live):
+        results[i] = _measurement_from_report(
+            workload, candidates[i], slot, res, len(live), config, builds[i].seconds, machine
+        )
+    return [m for m in results if m is not None]
+
+
+def run_once(workload: Workload, candidate: Candidate, config: BenchConfig, cache_dir: Path) -> KernelIO:
+    """Build ``candidate`` and call it once on the seeded inputs; return the raw buffers.
+
+    For checks against an independent implementation (numpy) and for debugging. Raises
+    SearchError if the candidate does not build or run.
+    """
+    cache_dir = Path(cache_dir)
+    driver = build_driver(workload.args, config, cache_dir)
+    b = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
+    if not b.ok or b.path is None:
+        raise SearchError(f"The candidate does not compile: {b.error}")
+    tmp = cache_dir / "tmp" / f"io-{os.getpid()}-{secrets.token_hex(6)}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        res = dump_kernel(driver, b.path, tmp / "in", tmp / "out", config)
+        failure = _child_failure(res, "the kernel", config.run_timeout)
+        if failure is not None:
+            raise SearchError(failure[1])
+        raw_in, raw_out = (tmp / "in").read_bytes(), (tmp / "out").read_bytes()
+    finally:
+        for f in tmp.iterdir():
+            f.unlink()
+        tmp.rmdir()
+    inputs: dict[str, bytes] = {}
+    outputs: dict[str, bytes] = {}
+    off_in = off_out = 0
+    for a in workload.args:
+        size = max(1, a.elements) * _itemsize(a.dtype.numpy_name)
+        inputs[a.name] = raw_in[off_in : off_in + size]
+        off_in += size
+        if a.output:
+            outputs[a.name] = raw_out[off_out : off_out + size]
+            off_out += size
+    seconds = parse_report(res.stdout, 1)[0].first or 0.0
+    return KernelIO(inputs, outputs, seconds)
+
+
+def _itemsize(numpy_name: str) -> int:
+    return {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "uint16": 2, "int16": 2, "int32": 4}[
+        numpy_name
+    ]

@@ -1,0 +1,122 @@
+"""The build cache, compiler configuration, toolchain checks and machine info (real gcc)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from schedsearch.core import KERNEL_SYMBOL, ArgRole, ArgSpec, BenchConfig, DType
+from schedsearch.errors import ToolchainError
+from schedsearch.evaluate import check_toolchain, default_cache_dir, machine_info
+from schedsearch.evaluate.build import build_driver, build_kernel
+
+C_OK = f"void {KERNEL_SYMBOL}(void *ctxt, float *x) {{ x[0] += 1.0f; }}\n"
+
+
+@pytest.fixture
+def counting_cc(tmp_path: Path) -> tuple[str, Path]:
+    """A compiler wrapper that counts its invocations; named by a command with a space."""
+    counter = tmp_path / "count"
+    script = tmp_path / "cc wrapper.sh"
+    # Compilations only: `--version` (asked once for the compiler's identity) is not counted.
+    script.write_text(f'#!/bin/sh\n[ "$1" = --version ] || echo x >> "{counter}"\nexec gcc "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return f"sh '{script}'", counter
+
+
+def invocations(counter: Path) -> int:
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+def test_cache_hits_on_identical_c_and_misses_on_new_flags(tmp_path: Path, counting_cc) -> None:
+    cc, counter = counting_cc
+    cfg = BenchConfig(cc=cc)
+    first = build_kernel(C_OK, cfg, tmp_path)
+    assert first.ok and not first.cached and first.seconds > 0
+    assert invocations(counter) == 1
+    mtime = first.path.stat().st_mtime_ns
+    again = build_kernel(C_OK, cfg, tmp_path)
+    assert again.cached and again.path == first.path and again.seconds == 0
+    assert again.path.stat().st_mtime_ns == mtime and invocations(counter) == 1
+    other = build_kernel(C_OK, BenchConfig(cc=cc, cflags=("-O2",)), tmp_path)
+    assert other.ok and not other.cached and other.path != first.path
+    assert invocations(counter) == 2
+    openmp = build_kernel(C_OK, cfg, tmp_path, openmp=True)
+    assert not openmp.cached and openmp.path not in (first.path, other.path)
+    changed = build_kernel(C_OK.replace("1.0f", "2.0f"), cfg, tmp_path)
+    assert not changed.cached and changed.path != first.path
+    # Nothing half-written is left behind next to the artifacts.
+    leftovers = [p for p in tmp_path.rglob(".*") if p.is_file()]
+    assert leftovers == []
+
+
+def test_compile_error_keeps_the_message_tail(tmp_path: Path) -> None:
+    res = build_kernel("int f(void) { return undefined_name; }\n", BenchConfig(), tmp_path)
+    assert not res.ok and "undefined_name" in res.error
+    assert not list(tmp_path.rglob("*.so"))
+
+
+def test_undefined_function_is_caught_at_build_time(tmp_path: Path) -> None:
+    c = f"void helper_that_does_not_exist(float *);\nvoid {KERNEL_SYMBOL}(void *ctxt, float *x) {{ helper_that_does_not_exist(x); }}\n"
+    res = build_kernel(c, BenchConfig(), tmp_path)
+    assert not res.ok and "helper_that_does_not_exist" in res.error
+
+
+def test_build_timeout_is_a_build_error(tmp_path: Path) -> None:
+    slow = tmp_path / "slowcc.sh"
+    slow.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "slowcc 1.0"; exit 0; }\nsleep 30\n')
+    slow.chmod(0o755)
+    res = build_kernel(C_OK, BenchConfig(cc=str(slow), build_timeout=0.5), tmp_path)
+    assert not res.ok and "0.5 s" in res.error and res.seconds < 5
+
+
+def test_driver_is_built_once_per_signature(tmp_path: Path) -> None:
+    args = (ArgSpec("x", ArgRole.TENSOR, DType.F32, (4,), output=True),)
+    d1 = build_driver(args, BenchConfig(), tmp_path)
+    assert os.access(d1, os.X_OK)
+    assert build_driver(args, BenchConfig(), tmp_path) == d1
+    d2 = build_driver((ArgSpec("x", ArgRole.TENSOR, DType.F32, (5,), output=True),), BenchConfig(), tmp_path)
+    assert d2 != d1
+
+
+def test_check_toolchain(tmp_path: Path) -> None:
+    check_toolchain(BenchConfig())
+    with pytest.raises(ToolchainError, match="cannot be run"):
+        check_toolchain(BenchConfig(cc=str(tmp_path / "no-such-cc")))
+    with pytest.raises(ToolchainError, match="trivial program"):
+        check_toolchain(BenchConfig(cflags=("-fno-such-flag-at-all",)))
+
+
+def test_machine_info_describes_this_node() -> None:
+    m = machine_info(BenchConfig())
+    assert m.cores == os.cpu_count() and m.hostname
+    assert m.compiler == "gcc" and "gcc" in m.compiler_version.lower()
+    assert m.cflags == ("-O3", "-march=native") and m.exo_version == "1.0.0"
+    assert m.cpu_flags_sha and m.cpu_model
+    assert machine_info(BenchConfig(cflags=("-O2",))).fingerprint != m.fingerprint
+
+
+def test_default_cache_dir(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SCHEDSEARCH_CACHE_DIR", str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("SCHEDSEARCH_CACHE_DIR")
+    assert default_cache_dir() == Path.home() / ".cache" / "schedsearch"
+
+
+def test_gcc_is_available() -> None:
+    assert shutil.which("gcc")
+
+
+def test_concurrent_builds_of_the_same_c_agree(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = C_OK.replace("1.0f", "3.0f")
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: build_kernel(c, BenchConfig(), tmp_path), range(4)))
+    assert all(r.ok for r in results) and len({r.path for r in results}) == 1
+    assert [p for p in tmp_path.rglob(".*") if p.is_file()] == []
+    assert build_kernel(c, BenchConfig(), tmp_path).cached

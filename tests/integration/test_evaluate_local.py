@@ -1,0 +1,98 @@
+"""LocalExecutor with a fake expander (real gcc for evaluation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from schedsearch.core import (
+    KERNEL_SYMBOL,
+    ArgRole,
+    ArgSpec,
+    BenchConfig,
+    Candidate,
+    DType,
+    Executor,
+    ExpandOptions,
+    Expansion,
+    Rewrite,
+    RewriteKind,
+    Schedule,
+    Status,
+    Workload,
+    sha256_text,
+)
+from schedsearch.errors import ReplayError
+from schedsearch.evaluate import LocalExecutor
+
+ARGS = (
+    ArgSpec("x", ArgRole.TENSOR, DType.F32, (64,)),
+    ArgSpec("y", ArgRole.TENSOR, DType.F32, (64,), output=True),
+)
+FAST = BenchConfig(warmup_seconds=0.001, min_sample_seconds=0.001, samples=3)
+
+
+def scale_kernel(factor: str, unroll: int = 1) -> Candidate:
+    body = "".join(f"y[i + {u}] += {factor} * x[i + {u}]; " for u in range(unroll))
+    c = (
+        f"void {KERNEL_SYMBOL}(void *ctxt, const float *x, float *y) {{\n"
+        f"  for (int i = 0; i < 64; i += {unroll}) {{ {body}}}\n}}\n"
+    )
+    return Candidate(Schedule(), c, sha256_text(c), proc_text=f"unroll {unroll}")
+
+
+def make_workload(name: str) -> Workload:
+    return Workload(f"{name}.py", name, sha256_text(name), name, (), ARGS)
+
+
+class FakeExpander:
+    """Children: the parent's kernel unrolled by 2 and 4, and one wrong kernel."""
+
+    def __init__(self, workload: Workload, options: ExpandOptions, created: list[str]) -> None:
+        created.append(workload.proc)
+        self.options = options
+
+    def expand(self, parent: Candidate) -> Expansion:
+        if parent.proc_text == "broken":
+            raise ReplayError("step 0 no longer applies", step=0)
+        if parent.proc_text == "explodes":
+            raise RuntimeError("internal")
+        kids = []
+        for u in (2, 4):
+            k = scale_kernel("2.0f", u)
+            step = Rewrite.make(RewriteKind.UNROLL, "i", factor=u)
+            kids.append(Candidate(Schedule((step,)), k.c_source, k.fingerprint, k.proc_text, parent.fingerprint, 1))
+        return Expansion(parent.fingerprint, tuple(kids), attempted=3, illegal=1)
+
+
+def test_local_executor_expands_evaluates_and_remeasures(tmp_path: Path) -> None:
+    created: list[str] = []
+    ex = LocalExecutor(lambda w, o: FakeExpander(w, o, created), ExpandOptions(max_unroll=4), FAST, tmp_path)
+    assert isinstance(ex, Executor)
+    w1, w2 = make_workload("one"), make_workload("two")
+    root = scale_kernel("2.0f")
+    broken = Candidate(Schedule(), "", "broken-fp", "broken")
+    explodes = Candidate(Schedule(), "", "explodes-fp", "explodes")
+
+    exps = list(ex.expand(w1, [root, broken, explodes]))
+    assert [e.parent for e in exps] == [root.fingerprint, "broken-fp", "explodes-fp"]
+    assert len(exps[0].children) == 2 and exps[0].error == ""
+    assert "no longer applies" in exps[1].error and exps[1].children == ()
+    assert "RuntimeError" in exps[2].error
+    list(ex.expand(w1, [root]))
+    list(ex.expand(w2, [root]))
+    assert created == ["one", "two"]  # one expander per workload, created lazily and kept
+
+    wrong = scale_kernel("3.0f")
+    kids = list(exps[0].children) + [wrong]
+    ms = list(ex.evaluate(w1, root, kids))
+    assert [m.fingerprint for m in ms] == [k.fingerprint for k in kids]
+    assert [m.status for m in ms] == [Status.OK, Status.OK, Status.WRONG_RESULT]
+    assert all(m.machine == ex.machine() for m in ms)
+
+    finals = ex.remeasure(w1, root, [kids[1], root, kids[0]])
+    assert [m.fingerprint for m in finals] == [kids[1].fingerprint, root.fingerprint, kids[0].fingerprint]
+    assert all(m.status is Status.OK and m.timing is not None for m in finals)
+
+    assert ex.machine() is ex.machine()
+    assert any(tmp_path.rglob("*.so"))
+    ex.close()
