@@ -119,7 +119,7 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
 
     # A recorded speedup far above what the schedule reaches is a regression.
     data["speedup"] = data["speedup"] * 1000
-    slow = tmp_path / "too_fast.json"
+    slow = sched.parent / "too_fast.json"  # same folder: the workload path is relative
     slow.write_text(json.dumps(data))
     r = run_cli("regress", str(slow), "--json")
     assert r.returncode == 1, r.stderr
@@ -128,7 +128,7 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     # A step that no longer applies fails and names the step.
     if data["steps"]:
         data["steps"][-1]["target"] = "no_such_loop"
-        stale = tmp_path / "stale.json"
+        stale = sched.parent / "stale.json"
         stale.write_text(json.dumps(data))
         r = run_cli("regress", str(stale), "--json")
         assert r.returncode == 1
