@@ -6,7 +6,7 @@ A schedule file is JSON::
       "format": "schedsearch-schedule", "version": 1,
       "workload": {"file": "../examples/matmul.py", "proc": "sgemm",
                    "sizes": {"M": 64, "N": 64, "K": 64}, "source_sha256": "..."},
-      "steps": [{"kind": "tile", "target": "i j", "args": [["fa", 8], ["fb", 32]]}, ...],
+      "steps": [{"kind": "tile", "target": "i #0", "args": {"fa": 8, "fb": 32, ...}}, ...],
       "fingerprint": "...",        # sha256 of the generated C (kernel renamed)
       "speedup": 41.3,             # over the unscheduled proc, measured side by side
       "seconds": 1.2e-05,          # the schedule's median time when recorded
@@ -63,7 +63,7 @@ class ScheduleFile:
                 "sizes": dict(self.sizes),
                 "source_sha256": self.source_sha256,
             },
-            "steps": [s.to_json() for s in self.schedule.steps],
+            "steps": [_step_json(s) for s in self.schedule.steps],
             "readable": [s.describe() for s in self.schedule.steps],
             "fingerprint": self.fingerprint,
             "speedup": self.speedup,
@@ -71,6 +71,17 @@ class ScheduleFile:
             "machine": self.machine.to_json(),
             "origin": self.origin,
         }
+
+
+def _step_json(step: Rewrite) -> dict[str, Any]:
+    # Arguments as an object: schedule files are meant to be read and edited by people.
+    return {"kind": step.kind.value, "target": step.target, "args": dict(step.args)}
+
+
+def _step_from_json(data: dict[str, Any]) -> Rewrite:
+    args = data.get("args") or {}
+    pairs = sorted(args.items()) if isinstance(args, dict) else [tuple(a) for a in args]
+    return Rewrite.from_json({"kind": data["kind"], "target": data["target"], "args": pairs})
 
 
 def relative_workload_path(workload_path: str | os.PathLike, schedule_path: str | os.PathLike) -> str:
@@ -107,7 +118,7 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
             proc=str(wl["proc"]),
             sizes=tuple((str(k), int(v)) for k, v in wl["sizes"].items()),
             source_sha256=str(wl.get("source_sha256", "")),
-            schedule=Schedule(tuple(Rewrite.from_json(s) for s in raw["steps"])),
+            schedule=Schedule(tuple(_step_from_json(s) for s in raw["steps"])),
             fingerprint=str(raw.get("fingerprint", "")),
             speedup=None if raw.get("speedup") is None else float(raw["speedup"]),
             seconds=None if raw.get("seconds") is None else float(raw["seconds"]),

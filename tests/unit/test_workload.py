@@ -125,3 +125,11 @@ def test_file_may_name_its_default_proc(tmp_path) -> None:
     f.write_text(src.replace('SCHEDSEARCH_PROC = "sgemm"', 'SCHEDSEARCH_PROC = "gemm"'))
     with pytest.raises(WorkloadError, match="SCHEDSEARCH_PROC"):
         load(f)
+
+
+def test_shapes_and_bounds_that_are_sums_of_sizes_are_folded() -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    conv = load_workload(examples / "conv1d.py", sizes={"N": 1024, "R": 8})
+    assert [a.shape for a in conv.args] == [(1032,), (8,), (1024,)]
+    blur = load_workload(examples / "blur.py", sizes={"H": 8, "W": 8})
+    assert blur.flops is not None and blur.flops > 0  # the (H + 2)-trip loop has a known trip count

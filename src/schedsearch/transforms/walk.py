@@ -65,12 +65,25 @@ class WriteInfo:
     loops: tuple[str, ...]  # patterns of enclosing loops, outermost first
 
 
+_FOLD = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+         "/": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None}
+
+
 def literal(expr) -> int | None:
-    """The value of an integer literal expression cursor, else None."""
+    """The value of an integer constant expression cursor (``64``, ``64 + 2``), else None.
+
+    Binding sizes with partial_eval leaves expressions such as ``1024 + 8`` in shapes and
+    loop bounds; folding them lets those be allocated, split and unrolled like literals.
+    """
     if isinstance(expr, LiteralCursor):
         value = expr.value()
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+        return None
+    if isinstance(expr, BinaryOpCursor) and expr.op() in _FOLD:
+        lhs, rhs = literal(expr.lhs()), literal(expr.rhs())
+        if lhs is not None and rhs is not None:
+            return _FOLD[expr.op()](lhs, rhs)
     return None
 
 
