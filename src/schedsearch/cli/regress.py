@@ -74,7 +74,8 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
 
     started = time.monotonic()
     sf = read_schedule_file(path)  # bad files raise: that is bad input, not a regression
-    name = f"{sf.proc}[{','.join(f'{k}={v}' for k, v in sf.sizes)}] {path.name}"
+    sizes = ",".join(f"{k}={v}" for k, v in sf.sizes)
+    name = f"{sf.proc}[{sizes}] {path.name}" if sizes else f"{sf.proc} {path.name}"
     notes: list[str] = []
 
     def result(passed: bool, reason: str = "", **kw: object) -> CaseResult:
