@@ -112,6 +112,8 @@ class RewriteKind(StrEnum):
     SIMPLIFY = "simplify"
     STAGE_MEM = "stage_mem"
     PARALLELIZE = "parallelize"
+    MICRO_KERNEL = "micro_kernel"  # tile + stage the output tile + unroll rows, in one step
+    PACK = "pack"  # copy a re-read input panel into a contiguous buffer
 
 
 class Status(StrEnum):
@@ -263,6 +265,9 @@ class Workload(JsonRecord):
 
 ArgValue = int | str | bool
 
+#: Rewrite arguments that only name the loops and buffers a rewrite creates.
+_NAMING_ARGS = frozenset({"inner", "outer", "ai", "ao", "aii", "aio", "bi", "bo", "name"})
+
 
 @dataclass(frozen=True, slots=True)
 class Rewrite(JsonRecord):
@@ -288,9 +293,12 @@ class Rewrite(JsonRecord):
                 return v
         return default
 
-    def describe(self) -> str:
-        """One readable line, e.g. ``split i #0 by 8 (perfect)``."""
-        extra = " ".join(f"{k}={v}" for k, v in self.args)
+    def describe(self, verbose: bool = False) -> str:
+        """One readable line, e.g. ``split i #0 factor=8 tail=perfect``.
+
+        The names given to new loops and buffers are left out unless ``verbose``.
+        """
+        extra = " ".join(f"{k}={v}" for k, v in self.args if verbose or k not in _NAMING_ARGS)
         return f"{self.kind.value} {self.target}" + (f" {extra}" if extra else "")
 
 

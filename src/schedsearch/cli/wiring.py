@@ -151,4 +151,5 @@ def print_json(data: Any) -> None:
 
 def stderr_console() -> Console:
     """Where progress, tables and messages go (stdout stays for --json and exports)."""
-    return Console(stderr=True, highlight=False)
+    # soft_wrap: log lines stay whole when stderr is a file or a CI log, not cut at 80 columns.
+    return Console(stderr=True, highlight=False, soft_wrap=True)

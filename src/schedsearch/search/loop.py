@@ -326,7 +326,7 @@ class _Run:
         if announce:
             self._emit(EventKind.EVALUATED, record)
             if improved:
-                self._emit(EventKind.NEW_BEST, record, message=f"{record.seconds:.3g} s")
+                self._emit(EventKind.NEW_BEST, record, message=f"candidate {record.id}, depth {record.depth}")
         return record
 
     def _offer(self, record: CandidateRecord) -> bool:
