@@ -191,6 +191,21 @@ def _probe(host: str, port: int, timeout: float) -> None:
         ) from None
 
 
+def _use_token_auth_when_available() -> None:
+    """Send our Ray token when joining an existing cluster.
+
+    Ray 2.60 turns token authentication on for clusters started with ``ray start``, but a
+    driver joining one is only let in when ``RAY_AUTH_MODE=token`` was in its environment
+    before ray was imported; otherwise it retries until it times out. When the user has a token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``
+    or ``~/.ray/auth_token``) and has not chosen a mode, use it.
+    """
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    has_token = bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"))
+    if has_token or (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
 def _init_with_deadline(timeout: float, **kwargs: Any) -> None:
     """``ray.init`` in a helper thread, so an unresponsive cluster cannot hang us for minutes."""
     import ray
@@ -208,7 +223,10 @@ def _init_with_deadline(timeout: float, **kwargs: Any) -> None:
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
-        raise ClusterError(f"timed out after {timeout:.0f} s connecting to the Ray cluster at {kwargs.get('address')}")
+        raise ClusterError(
+            f"timed out after {timeout:.0f} s connecting to the Ray cluster at {kwargs.get('address')}; "
+            "if it uses token authentication, set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to its token"
+        )
     if outcome and outcome[0] is not None:
         err = outcome[0]
         raise ClusterError(
@@ -273,6 +291,9 @@ class RayExecutor:
             raise
 
     def _connect(self, address: str | None, timeout: float) -> None:
+        if address is not None:
+            # Before ray is imported: its core library reads the auth mode when it loads.
+            _use_token_auth_when_available()
         import ray
 
         if address is not None:
