@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall, Loop, Memory, Nest
+from schedsearch.transforms.kernels import MicroKernel, Pack
 from schedsearch.transforms.staging import windows_for_loop
 from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loops
 
@@ -336,7 +337,19 @@ class Parallelize:
 
 
 #: One entry per kind, in proposal order.
-RULES = (Reorder(), Tile(), Hoist(), StageMem(), Unroll(), Split(), Fuse(), Simplify(), Parallelize())
+RULES = (
+    Reorder(),
+    Tile(),
+    MicroKernel(),
+    Hoist(),
+    StageMem(),
+    Pack(),
+    Unroll(),
+    Split(),
+    Fuse(),
+    Simplify(),
+    Parallelize(),
+)
 
 
 def rule_for(kind: RewriteKind):

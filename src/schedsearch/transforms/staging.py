@@ -1,16 +1,29 @@
-"""Where staging an output tile into a stack buffer is worth proposing, and its window.
+"""Where staging a window of an argument into a local buffer is worth proposing, and its window.
 
 For a loop L whose body reduces into an argument X at indices that do not depend on L's
 variable, every execution of L touches one fixed window of X. Staging that window into a
 small ``DRAM_STACK`` buffer around L lets the C compiler keep the accumulators in registers
 instead of reloading and storing X on every iteration of L (Exo's C has no ``restrict``).
+
+Reads work the same way: a read-only argument read by L's body at indices that do not
+depend on L's variable is re-read, window by window, on every iteration of L. Copying
+("packing") that window once into a contiguous buffer makes those re-reads unit-stride
+and free of cache-set conflicts (``read_windows_for_loop``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exo.API_cursors import ForCursor, IfCursor, ReduceCursor
+from exo.API_cursors import (
+    AssignCursor,
+    BinaryOpCursor,
+    ForCursor,
+    IfCursor,
+    ReadCursor,
+    ReduceCursor,
+    UnaryMinusCursor,
+)
 
 from schedsearch.transforms.walk import affine, literal
 
@@ -30,8 +43,21 @@ class StageWindow:
     elements: int
 
 
-def _accesses(block, env: dict[str, tuple[int, int]], out: list, ok: list) -> None:
-    """Collect (buffer, affine indices, env) of every reduction in block."""
+def _reads(expr, env: dict[str, tuple[int, int]], out: list) -> None:
+    """Collect (buffer, affine indices, env) of every tensor read in an expression."""
+    if isinstance(expr, ReadCursor):
+        if len(expr.idx()) > 0:
+            out.append((expr.name(), [affine(e) for e in expr.idx()], env))
+    elif isinstance(expr, BinaryOpCursor):
+        _reads(expr.lhs(), env, out)
+        _reads(expr.rhs(), env, out)
+    elif isinstance(expr, UnaryMinusCursor):
+        _reads(expr.arg(), env, out)
+
+
+def _accesses(block, env: dict[str, tuple[int, int]], out: list, ok: list, reads: bool = False) -> None:
+    """Collect (buffer, affine indices, env) of every reduction in block (every read
+    when ``reads``)."""
     for stmt in block:
         if isinstance(stmt, ForCursor):
             lo, hi = literal(stmt.lo()), literal(stmt.hi())
@@ -40,12 +66,14 @@ def _accesses(block, env: dict[str, tuple[int, int]], out: list, ok: list) -> No
                 ok[0] = False
                 return
             inner[stmt.name()] = (lo, hi - 1)
-            _accesses(stmt.body(), inner, out, ok)
+            _accesses(stmt.body(), inner, out, ok, reads)
         elif isinstance(stmt, IfCursor):
             # guarded bodies still touch a window we could bound, but keep it simple: skip
             ok[0] = False
             return
-        elif isinstance(stmt, ReduceCursor):
+        elif reads and isinstance(stmt, (ReduceCursor, AssignCursor)):
+            _reads(stmt.rhs(), env, out)
+        elif not reads and isinstance(stmt, ReduceCursor):
             forms = [affine(e) for e in stmt.idx()]
             out.append((stmt.name(), forms, env))
 
@@ -95,6 +123,36 @@ def windows_for_loop(loop: ForCursor, buffers: set[str]) -> list[StageWindow]:
         if window.elements == 1 and (trip is None or trip < MIN_POINT_TRIP):
             continue
         result.append(window)
+    return result
+
+
+def read_windows_for_loop(
+    loop: ForCursor, buffers: set[str], min_elements: int, max_elements: int, invariant: str | None = None
+) -> list[StageWindow]:
+    """Windows of ``buffers`` (read-only argument tensors) read by one iteration of
+    ``loop`` that do not depend on the variable ``invariant``. By default that is the
+    loop's own variable: every iteration re-reads the same window. With the variable of an
+    enclosing loop, it is the window that loop would re-read once moved inside ``loop``.
+    Windows of fewer than ``min_elements`` or more than ``max_elements`` elements are left
+    out."""
+    lo, hi = literal(loop.lo()), literal(loop.hi())
+    if lo is None or hi is None or (invariant is None and hi - lo < 2):
+        return []
+    found: list = []
+    ok = [True]
+    _accesses(loop.body(), {}, found, ok, reads=True)
+    if not ok[0]:
+        return []
+    by_buffer: dict[str, list] = {}
+    for name, forms, env in found:
+        if name in buffers:
+            by_buffer.setdefault(name, []).append((forms, env))
+    result = []
+    for name in sorted(by_buffer):
+        # the loop's own variable stays symbolic: this is the window of one iteration
+        window = _window(name, invariant or loop.name(), by_buffer[name])
+        if window is not None and min_elements <= window.elements <= max_elements:
+            result.append(window)
     return result
 
 
