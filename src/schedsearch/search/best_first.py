@@ -8,30 +8,19 @@ drawn from an RNG seeded with the search seed. Set ``explore_every=0`` for pure 
 
 from __future__ import annotations
 
-import random
-
 from schedsearch.core import CandidateRecord
-from schedsearch.search.frontier import Frontier, expandable
+from schedsearch.search.frontier import FrontierStrategy
 
 
-class BestFirst:
+class BestFirst(FrontierStrategy):
     """``core.SearchStrategy`` ordering the frontier by measured median seconds."""
 
     def __init__(self, max_depth: int, seed: int = 0, explore_every: int = 8) -> None:
         if explore_every < 0:
             raise ValueError("explore_every must be >= 0")
-        self._max_depth = max_depth
+        super().__init__(max_depth, seed)
         self._explore_every = explore_every
-        self._rng = random.Random(seed)
-        self._frontier = Frontier()
         self._picks = 0
-
-    def tell(self, record: CandidateRecord) -> None:
-        """Learn a measured candidate; ``ok`` ones below max depth join the frontier."""
-        if expandable(record, self._max_depth):
-            self._frontier.push(record)
-        else:
-            self._frontier.remove(record.id)
 
     def ask(self, n: int) -> list[CandidateRecord]:
         """Up to ``n`` records, fastest first (with the occasional exploratory pick)."""
@@ -44,7 +33,3 @@ class BestFirst:
             else:
                 chosen.append(self._frontier.pop_best())
         return chosen
-
-    def exhausted(self) -> bool:
-        """True when no expandable record is left."""
-        return not self._frontier

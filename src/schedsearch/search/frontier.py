@@ -78,3 +78,26 @@ class Frontier:
     def peek(self, k: int) -> list[CandidateRecord]:
         """The ``k`` fastest records, best first, left in place."""
         return [self._records[cid] for _, cid in self._keys[:k]]
+
+
+class FrontierStrategy:
+    """Shared part of the strategies that keep one frontier of expandable records.
+
+    Subclasses decide which records ``ask`` takes; learning and exhaustion are the same.
+    """
+
+    def __init__(self, max_depth: int, seed: int = 0) -> None:
+        self._max_depth = max_depth
+        self._rng = random.Random(seed)
+        self._frontier = Frontier()
+
+    def tell(self, record: CandidateRecord) -> None:
+        """Learn a measured candidate; ``ok`` ones below max depth join the frontier."""
+        if expandable(record, self._max_depth):
+            self._frontier.push(record)
+        else:
+            self._frontier.remove(record.id)
+
+    def exhausted(self) -> bool:
+        """True when no expandable record is left."""
+        return not self._frontier
