@@ -266,7 +266,7 @@ class Workload(JsonRecord):
 ArgValue = int | str | bool
 
 #: Rewrite arguments that only name the loops and buffers a rewrite creates.
-_NAMING_ARGS = frozenset({"inner", "outer", "ai", "ao", "aii", "aio", "bi", "bo", "name"})
+NAMING_ARGS = frozenset({"inner", "outer", "ai", "ao", "aii", "aio", "bi", "bo", "name"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +298,7 @@ class Rewrite(JsonRecord):
 
         The names given to new loops and buffers are left out unless ``verbose``.
         """
-        extra = " ".join(f"{k}={v}" for k, v in self.args if verbose or k not in _NAMING_ARGS)
+        extra = " ".join(f"{k}={v}" for k, v in self.args if verbose or k not in NAMING_ARGS)
         return f"{self.kind.value} {self.target}" + (f" {extra}" if extra else "")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
+from schedsearch.core import NAMING_ARGS, ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall, Loop, Memory, Nest
 from schedsearch.transforms.kernels import MicroKernel, Pack
 from schedsearch.transforms.staging import windows_for_loop
@@ -361,9 +361,33 @@ def rule_for(kind: RewriteKind):
 
 
 def propose_all(proc, options: ExpandOptions) -> list[Rewrite]:
-    """Every plausible rewrite of ``proc``, in a deterministic order."""
+    """Every plausible rewrite of ``proc``, in a deterministic order.
+
+    Loops that are copies of each other (after an unroll, or the copy-in and copy-out loops
+    of staging) would each get the same proposals; only the first copy keeps them, since
+    rewriting one copy of many rarely pays and the proposals would multiply per copy
+    (one unrolled SGEMM node had 354 proposals, 241 of them splits of copies).
+    """
     view = ProcView.of(proc)
-    return [rw for rule in RULES for rw in rule.propose(view, options)]
+    by_pattern = {info.pattern: info for info in view.loops}
+    for info in view.loops:  # reorder targets name a pair of loops: key them by the outer one
+        pair = _pair_target(view, info) if info.only_child is not None else None
+        if pair is not None:
+            by_pattern.setdefault(pair, info)
+    seen: set[tuple] = set()
+    out: list[Rewrite] = []
+    for rule in RULES:
+        for rw in rule.propose(view, options):
+            info = by_pattern.get(rw.target)
+            if info is not None:
+                # the arguments that shape the result, not the names or loop patterns it uses
+                shaping = tuple((k, v) for k, v in rw.args if k not in NAMING_ARGS and "#" not in str(v))
+                key = (rw.kind, info.name, info.trip, info.statements, info.depth, info.chain, shaping)
+                if key in seen:
+                    continue
+                seen.add(key)
+            out.append(rw)
+    return out
 
 
 def lower(rewrite: Rewrite) -> list[ExoCall]:
