@@ -388,7 +388,12 @@ class _Run:
         root_m = ms[0] if ms else None
         reference = root_m.seconds if root_m and root_m.status is Status.OK and root_m.seconds else self.baseline
         timed = [
-            dataclasses.replace(r, timing=m.timing, speedup=(reference / m.seconds) if reference else None)
+            dataclasses.replace(
+                r,
+                timing=m.timing,
+                speedup=(reference / m.seconds) if reference else None,
+                gflops=self.workload.flops / m.seconds / 1e9 if self.workload.flops else None,
+            )
             for r, m in zip(contenders, ms, strict=False)
             if m.status is Status.OK and m.seconds is not None and m.seconds > 0
         ]
