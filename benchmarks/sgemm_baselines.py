@@ -97,7 +97,23 @@ def schedules(sgemm, n: int) -> dict[str, Candidate]:
         "exo tile 8x32 + stage C": candidate(tile_and_stage(base, 8, 32, unroll=False)),
         "exo tile 8x32 + stage C + unroll": candidate(tile_and_stage(base, 8, 32, unroll=True)),
         BEST: candidate(tile_and_stage(base, 4, 32, unroll=True)),
+        "micro_kernel 8x8 + pack B + split k": candidate(micro_kernel_path(n)),
     }
+
+
+def micro_kernel_path(n: int):
+    """The best schedule the rewrite space holds on AVX2: three schedsearch rewrites."""
+    from schedsearch.core import Rewrite, RewriteKind
+    from schedsearch.transforms import build_proc, load_workload
+
+    names = {"ao": "io", "ai": "ii", "bo": "jo", "bi": "ji", "aio": "iio", "aii": "iii", "name": "C_stage"}
+    steps = (
+        Rewrite.make(RewriteKind.MICRO_KERNEL, "i #0", inner="j #0", red="k #0", rows=8, cols=8, group=4,
+                     order="cols", window="C[8 * io:8 * io + 8, 8 * jo:8 * jo + 8]", **names),
+        Rewrite.make(RewriteKind.PACK, "io #0", buffer="B", name="B_pack", window=f"B[0:{n}, 8 * jo:8 * jo + 8]"),
+        Rewrite.make(RewriteKind.SPLIT, "k #0", factor=2, outer="ko", inner="ki", tail="perfect"),
+    )
+    return build_proc(load_workload(EXAMPLE, "sgemm", {"M": n, "N": n, "K": n}), Schedule(steps))
 
 
 def workload(n: int) -> Workload:
