@@ -117,6 +117,16 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     assert json.loads(ok.stdout)["passed"] is True
     assert 'failures="0"' in junit.read_text()
 
+    # A schedule recorded on another machine is still checked, and the report says so.
+    other = dict(data, machine=dict(data["machine"], cpu_model="Some Other CPU"))
+    elsewhere = sched.parent / "elsewhere.json"
+    elsewhere.write_text(json.dumps(other))
+    r = run_cli("regress", str(elsewhere), "--tolerance", "0.9", "--json")
+    result = json.loads(r.stdout)["results"][0]
+    assert r.returncode == 0 and result["machine_differs"] is True
+    assert any("different machine" in n for n in result["notes"]), result["notes"]
+    elsewhere.unlink()
+
     # A recorded speedup far above what the schedule reaches is a regression.
     data["speedup"] = data["speedup"] * 1000
     slow = sched.parent / "too_fast.json"  # same folder: the workload path is relative
