@@ -260,3 +260,18 @@ def test_every_strategy_runs_to_exhaustion_on_a_small_tree(kind: StrategyKind) -
     if kind is StrategyKind.BEAM:
         assert depths == sorted(depths)  # level by level
         assert all(depths.count(d) <= 2 for d in set(depths))
+
+
+def test_children_of_expansions_finished_when_the_budget_ends_are_kept_for_resume() -> None:
+    # Expansion is slow here: the budget runs out while the first round expands. The work
+    # done is not thrown away: the children are recorded as pending and a resume measures them.
+    clock = FakeClock()
+    store = InMemoryStore()
+    first = FakeExecutor(clock=clock, eval_seconds=0.1, expand_seconds=5.0)
+    one, _, _ = search(config(max_seconds=2.0, expand_batch=2), first, store, clock=clock)
+    assert one.status is SearchStatus.COMPLETED
+    pending = {r.fingerprint for r in store.candidates(one.search_id) if r.status is Status.PENDING}
+    assert pending and not set(first.evaluated) & pending
+    second = FakeExecutor()
+    search(config(max_candidates=len(pending) + 1), second, store, search_id=one.search_id)
+    assert pending <= set(second.evaluated)

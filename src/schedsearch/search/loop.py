@@ -250,7 +250,9 @@ class _Run:
             for expansion in iterator:
                 expansions[expansion.parent] = expansion
                 if self._should_stop():
-                    return  # parents stay unexpanded: a resume expands them again
+                    # Keep what was expanded: its children are recorded as pending below and
+                    # measured by a resume, while unfinished parents stay unexpanded.
+                    break
         finally:
             _close(iterator)
         fresh: list[Candidate] = []
@@ -284,7 +286,7 @@ class _Run:
                 waiting[parent.id] = new
             else:
                 self.store.mark_expanded(self.sid, parent.id)
-        if fresh:
+        if fresh and not self._should_stop():
             self._evaluate(fresh, parent_of, waiting)
 
     def _evaluate(self, candidates: Sequence[Candidate], parent_of: dict[str, int], waiting: dict[int, int]) -> None:
