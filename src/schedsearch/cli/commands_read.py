@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -176,8 +177,6 @@ def export_command(search_id: int | None, candidate_id: int | None, fmt: str, ou
             write_schedule_file(output, data)
             stderr_console().print(f"wrote {output}")
             return
-        import json
-
         text = json.dumps(data.to_json(), indent=2) + "\n"
     if output:
         Path(output).write_text(text)

@@ -5,6 +5,7 @@ This is the composition root: the only place that knows every package.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -100,18 +101,12 @@ def parse_sizes(values: Iterable[str]) -> dict[str, int]:
 
 
 def bench_config(cc: str | None, cflags: str | None, seed: int) -> BenchConfig:
-    """BenchConfig from the --cc / --cflags / --seed options."""
+    """BenchConfig from the --cc / --cflags / --seed options (defaults for the rest)."""
     base = BenchConfig(seed=seed)
-    return BenchConfig(
+    return dataclasses.replace(
+        base,
         cc=cc or base.cc,
         cflags=tuple(shlex.split(cflags)) if cflags is not None else base.cflags,
-        build_timeout=base.build_timeout,
-        run_timeout=base.run_timeout,
-        warmup_seconds=base.warmup_seconds,
-        min_sample_seconds=base.min_sample_seconds,
-        samples=base.samples,
-        seed=seed,
-        rtol=base.rtol,
     )
 
 

@@ -97,18 +97,27 @@ def _bound_text(outer: dict[str, int], offset: int) -> str:
     return text
 
 
-def windows_for_loop(loop: ForCursor, buffers: set[str]) -> list[StageWindow]:
-    """Windows of ``buffers`` (argument tensors) one execution of ``loop`` reduces into."""
-    var = loop.name()
+def _accesses_by_buffer(loop: ForCursor, buffers: set[str], reads: bool) -> dict[str, list] | None:
+    """Affine accesses (writes, or reads with ``reads``) inside ``loop`` to each of
+    ``buffers``; None when some access is not affine (no window can be derived)."""
     found: list = []
     ok = [True]
-    _accesses(loop.body(), {}, found, ok)
+    _accesses(loop.body(), {}, found, ok, reads=reads)
     if not ok[0]:
-        return []
+        return None
     by_buffer: dict[str, list] = {}
     for name, forms, env in found:
         if name in buffers:
             by_buffer.setdefault(name, []).append((forms, env))
+    return by_buffer
+
+
+def windows_for_loop(loop: ForCursor, buffers: set[str]) -> list[StageWindow]:
+    """Windows of ``buffers`` (argument tensors) one execution of ``loop`` reduces into."""
+    var = loop.name()
+    by_buffer = _accesses_by_buffer(loop, buffers, reads=False)
+    if by_buffer is None:
+        return []
     trip = None
     lo, hi = literal(loop.lo()), literal(loop.hi())
     if lo is not None and hi is not None:
@@ -138,15 +147,9 @@ def read_windows_for_loop(
     lo, hi = literal(loop.lo()), literal(loop.hi())
     if lo is None or hi is None or (invariant is None and hi - lo < 2):
         return []
-    found: list = []
-    ok = [True]
-    _accesses(loop.body(), {}, found, ok, reads=True)
-    if not ok[0]:
+    by_buffer = _accesses_by_buffer(loop, buffers, reads=True)
+    if by_buffer is None:
         return []
-    by_buffer: dict[str, list] = {}
-    for name, forms, env in found:
-        if name in buffers:
-            by_buffer.setdefault(name, []).append((forms, env))
     result = []
     for name in sorted(by_buffer):
         # the loop's own variable stays symbolic: this is the window of one iteration
