@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from schedsearch.core import Candidate, Executor, Expansion, Measurement, SearchConfig, Workload
-from schedsearch.evaluate import LocalExecutor
+from schedsearch.core import Candidate, Executor, ExpandOptions, Expansion, Measurement, SearchConfig, Workload
+from schedsearch.evaluate import LocalExecutor, cpu_isa
 from schedsearch.evaluate.ray_backend import RayExecutor
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import open_store
@@ -76,7 +76,8 @@ class TimedExecutor:
 def search(n: int, workers: int, seconds: float, db: str) -> tuple[dict, float, float]:
     """Run one search; return (outcome facts, wall seconds, driver share)."""
     workload = load_workload(MATMUL, "sgemm", {"M": n, "N": n, "K": n})
-    config = SearchConfig(max_seconds=seconds, workers=workers, finalists=3)
+    # the rewrite space `schedsearch run` uses on this CPU (--isa auto)
+    config = SearchConfig(max_seconds=seconds, workers=workers, finalists=3, expand=ExpandOptions(isa=cpu_isa()))
     inner = (LocalExecutor(Expander, config.expand, config.bench) if workers == 0
              else RayExecutor(Expander, config.expand, config.bench, workers=workers))
     executor = TimedExecutor(inner)

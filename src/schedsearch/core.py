@@ -114,6 +114,7 @@ class RewriteKind(StrEnum):
     PARALLELIZE = "parallelize"
     MICRO_KERNEL = "micro_kernel"  # tile + stage the output tile + unroll rows, in one step
     PACK = "pack"  # copy a re-read input panel into a contiguous buffer
+    SIMD_KERNEL = "simd_kernel"  # a register tile written in AVX2 instructions, in one step
 
 
 class Status(StrEnum):
@@ -266,7 +267,7 @@ class Workload(JsonRecord):
 ArgValue = int | str | bool
 
 #: Rewrite arguments that only name the loops and buffers a rewrite creates.
-NAMING_ARGS = frozenset({"inner", "outer", "ai", "ao", "aii", "aio", "bi", "bo", "name"})
+NAMING_ARGS = frozenset({"inner", "outer", "ai", "ao", "aii", "aio", "bi", "bo", "name", "names", "tail_names"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,6 +449,7 @@ class ExpandOptions(JsonRecord):
     max_split_factors: int = 6  # per loop
     allow_parallel: bool = False  # parallelize_loop: needs -fopenmp and several threads
     allow_tails: bool = True  # splits that do not divide (guard / cut tails)
+    isa: tuple[str, ...] = ()  # vector instruction sets the target CPU has ("avx2"): SIMD kernels
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from schedsearch.cli.commands_run import gflops, run_json, steps_json
 from schedsearch.cli.render import candidates_table, fmt_num, fmt_seconds, schedule_lines, search_summary, search_tree, step_text
-from schedsearch.cli.wiring import EXIT_USAGE, db_label, fail, open_db, print_json, stderr_console
+from schedsearch.cli.wiring import EXIT_USAGE, db_label, expand_options, fail, open_db, print_json, stderr_console
 from schedsearch.core import CandidateRecord, ExpandOptions, SearchRecord, Store
 from schedsearch.schedule_file import ScheduleFile, relative_workload_path, write_schedule_file
 
@@ -195,13 +195,14 @@ def _warn_if_workload_changed(path: str, sha: str) -> None:
         stderr_console().print(f"[yellow]warning[/yellow]: {path} changed since the search; the schedule may not apply")
 
 
-def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel: bool, as_json: bool) -> None:
+def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel: bool, isa: str,
+                    as_json: bool) -> None:
     """Loop nest and every legal rewrite at the root, one per line, with a count."""
     from schedsearch.transforms import build_proc, load_workload, loop_nest_text, propose, try_apply
 
     workload = load_workload(file, proc, sizes)
     p = build_proc(workload)
-    options = ExpandOptions(allow_parallel=parallel)
+    options = expand_options(parallel, isa)
     proposals = propose(p, options)
     legal = [r for r in proposals if try_apply(p, r) is not None]
     if as_json:

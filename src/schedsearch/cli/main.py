@@ -74,6 +74,8 @@ def cli() -> None:
 @click.option("--cc", default=None, metavar="PATH", help="C compiler command taking gcc's arguments [default: gcc].")
 @click.option("--cflags", default=None, metavar="STR", help='Compiler flags [default: "-O3 -march=native"].')
 @click.option("--parallel", is_flag=True, help="Also try OpenMP parallel loops (benchmarks then use every core).")
+@click.option("--isa", type=click.Choice(["auto", "avx2", "none"]), default="auto", show_default=True,
+              help="Vector instructions for SIMD kernels: auto = what this CPU has.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)
@@ -142,10 +144,12 @@ def export(search_id: int | None, candidate_id: int | None, fmt: str, output: st
 @click.argument("file", type=click.Path(dir_okay=False))
 @workload_options
 @click.option("--parallel", is_flag=True, help="Include OpenMP parallel loops.")
+@click.option("--isa", type=click.Choice(["auto", "avx2", "none"]), default="auto", show_default=True,
+              help="Vector instructions for SIMD kernels: auto = what this CPU has.")
 @json_option
-def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool, as_json: bool) -> None:
+def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool, isa: str, as_json: bool) -> None:
     """Show the loop nest and every legal rewrite at the root."""
-    handle_errors(commands_read.explain_command)(file, proc, parse_sizes(sizes), parallel, as_json)
+    handle_errors(commands_read.explain_command)(file, proc, parse_sizes(sizes), parallel, isa, as_json)
 
 
 @cli.command(context_settings=CONTEXT)

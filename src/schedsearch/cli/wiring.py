@@ -110,6 +110,15 @@ def bench_config(cc: str | None, cflags: str | None, seed: int) -> BenchConfig:
     )
 
 
+def expand_options(parallel: bool, isa: str) -> ExpandOptions:
+    """ExpandOptions from --parallel and --isa (``auto``: the vector instructions this CPU
+    has; a kernel for instructions the benchmarking nodes lack fails and is recorded)."""
+    from schedsearch.evaluate import cpu_isa
+
+    chosen = cpu_isa() if isa == "auto" else () if isa == "none" else (isa,)
+    return ExpandOptions(allow_parallel=parallel, isa=chosen)
+
+
 def open_db(url: str | None, *, create: bool) -> Store:
     """Open the results store named by --db (default ./schedsearch.db)."""
     from schedsearch.store import open_store

@@ -49,21 +49,38 @@ def compiler_version(cc: str) -> str:
     return lines[0].strip()
 
 
-def _cpuinfo() -> tuple[str, str]:
-    """(CPU model, sha256 of the sorted CPU flags) from /proc/cpuinfo, empty if unreadable."""
+def _cpu_model_and_flags() -> tuple[str, list[str]]:
+    """(CPU model, sorted CPU flags) from /proc/cpuinfo, empty if unreadable."""
     model, flags = "", ""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return "", ""
+        return "", []
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
         if key == "model name" and not model:
             model = value.strip()
         elif key in ("flags", "Features") and not flags:
-            flags = " ".join(sorted(value.split()))
-    return model, hashlib.sha256(flags.encode()).hexdigest()[:16] if flags else ""
+            flags = value
+    return model, sorted(flags.split())
+
+
+def _cpuinfo() -> tuple[str, str]:
+    """(CPU model, sha256 of the sorted CPU flags), empty if unreadable."""
+    model, flags = _cpu_model_and_flags()
+    text = " ".join(flags)
+    return model, hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
+
+
+#: Vector instruction sets the rewrite space has kernels for, and the CPU flags each needs.
+ISA_FLAGS = {"avx2": frozenset({"avx2", "fma"})}
+
+
+def cpu_isa() -> tuple[str, ...]:
+    """The vector instruction sets of ``ISA_FLAGS`` this CPU supports (e.g. ``("avx2",)``)."""
+    flags = set(_cpu_model_and_flags()[1])
+    return tuple(name for name, needs in ISA_FLAGS.items() if needs <= flags)
 
 
 def _exo_version() -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exo import SchedulingError
 from exo.libs import memories
+from exo.platforms import x86
 from exo.stdlib import scheduling
 
 ArgData = int | str | bool | tuple[str, ...]
@@ -25,8 +27,30 @@ OPS = frozenset(
         "stage_mem",
         "set_memory",
         "parallelize_loop",
+        "divide_dim",
+        "bind_expr",
+        "expand_dim",
+        "lift_alloc",
+        "fission",
+        "remove_loop",
+        "replace_all",
     }
 )
+
+#: Helper the exported script defines when a call needs ``Within`` (Exo has no "find
+#: inside this loop"); ``_find_in`` below is the same search.
+FIND_IN_SOURCE = '''\
+def find_in(p, loop, pattern):
+    """The first match of pattern inside the loop found by the loop pattern."""
+    scope = p.find_loop(loop)
+    for match in p.find(pattern, many=True):
+        cursor = match
+        while cursor:
+            if cursor == scope:
+                return match
+            cursor = cursor.parent()
+    raise ValueError(f"no {pattern} inside loop {loop}")
+'''
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +80,37 @@ class Nest:
 
 
 @dataclass(frozen=True, slots=True)
+class Stmt:
+    """A statement reached from a loop by ``steps``: ``"prev"``/``"next"`` step to a
+    sibling, ``"up"`` to the enclosing statement, an integer ``i`` into ``body()[i]``."""
+
+    loop: str
+    steps: tuple[str | int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Within:
+    """The first match of an Exo pattern (expression or statement) inside a loop."""
+
+    loop: str
+    pattern: str
+
+
+@dataclass(frozen=True, slots=True)
+class After:
+    """The gap right after the first statement matching a pattern (for ``fission``)."""
+
+    pattern: str
+
+
+@dataclass(frozen=True, slots=True)
+class Instr:
+    """An instruction proc of ``exo.platforms.x86`` by name (e.g. ``mm256_fmadd_ps``)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     """A memory class from ``exo.libs.memories`` by name (e.g. ``DRAM_STACK``)."""
 
@@ -67,8 +122,27 @@ class ExoCall:
     """``p = op(p, *args, **kwargs)`` where Loop and Memory args are resolved on ``p``."""
 
     op: str
-    args: tuple[Loop | Nest | Memory | ArgData, ...] = ()
+    args: tuple[Loop | Nest | Stmt | Within | After | Instr | Memory | ArgData | tuple[Instr, ...], ...] = ()
     kwargs: tuple[tuple[str, ArgData], ...] = ()
+
+
+def _find_in(proc, loop: str, pattern: str):
+    scope = proc.find_loop(loop)
+    for match in proc.find(pattern, many=True):
+        cursor = match
+        while cursor:  # an InvalidCursor (falsy) above the top-level statements
+            if cursor == scope:
+                return match
+            cursor = cursor.parent()
+    raise SchedulingError(f"no {pattern} inside loop {loop}")
+
+
+def _step(cursor, step: str | int):
+    if isinstance(step, int):
+        return cursor.body()[step]
+    if step == "up":
+        return cursor.parent()
+    return cursor.prev() if step == "prev" else cursor.next()
 
 
 def _resolve(proc, value):
@@ -81,10 +155,21 @@ def _resolve(proc, value):
         return cursor
     if isinstance(value, Nest):
         return proc.find(value.exo_pattern())
+    if isinstance(value, Stmt):
+        cursor = proc.find_loop(value.loop)
+        for step in value.steps:
+            cursor = _step(cursor, step)
+        return cursor
+    if isinstance(value, Within):
+        return _find_in(proc, value.loop, value.pattern)
+    if isinstance(value, After):
+        return proc.find(value.pattern).after()
+    if isinstance(value, Instr):
+        return getattr(x86, value.name)
     if isinstance(value, Memory):
         return getattr(memories, value.name)
     if isinstance(value, tuple):
-        return list(value)
+        return [_resolve(proc, v) for v in value]
     return value
 
 
@@ -114,7 +199,16 @@ def _render_value(value) -> str:
         return text
     if isinstance(value, Nest):
         return f"p.find({value.exo_pattern()!r})"
-    if isinstance(value, Memory):
+    if isinstance(value, Stmt):
+        text = f"p.find_loop({value.loop!r})"
+        for step in value.steps:
+            text += f".body()[{step}]" if isinstance(step, int) else {"up": ".parent()"}.get(step, f".{step}()")
+        return text
+    if isinstance(value, Within):
+        return f"find_in(p, {value.loop!r}, {value.pattern!r})"
+    if isinstance(value, After):
+        return f"p.find({value.pattern!r}).after()"
+    if isinstance(value, (Instr, Memory)):
         return value.name
     if isinstance(value, tuple):
         return "[" + ", ".join(_render_value(v) for v in value) + "]"
@@ -128,11 +222,22 @@ def render(call: ExoCall) -> str:
     return f"p = {call.op}({', '.join(parts)})"
 
 
-def memories_used(calls: list[ExoCall]) -> list[str]:
-    """Names of memory classes the rendered calls need imported, sorted."""
-    names = set()
+def _values(calls: list[ExoCall]):
     for call in calls:
         for value in list(call.args) + [v for _, v in call.kwargs]:
-            if isinstance(value, Memory):
-                names.add(value.name)
-    return sorted(names)
+            yield from value if isinstance(value, tuple) else (value,)
+
+
+def memories_used(calls: list[ExoCall]) -> list[str]:
+    """Names of memory classes the rendered calls need imported, sorted."""
+    return sorted({v.name for v in _values(calls) if isinstance(v, Memory)})
+
+
+def instrs_used(calls: list[ExoCall]) -> list[str]:
+    """Names of ``exo.platforms.x86`` instructions the rendered calls need imported, sorted."""
+    return sorted({v.name for v in _values(calls) if isinstance(v, Instr)})
+
+
+def needs_find_in(calls: list[ExoCall]) -> bool:
+    """Whether the rendered calls use the ``find_in`` helper."""
+    return any(isinstance(v, Within) for v in _values(calls))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from schedsearch.core import NAMING_ARGS, ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall, Loop, Memory, Nest
 from schedsearch.transforms.kernels import MicroKernel, Pack
+from schedsearch.transforms.simd import SimdKernel
 from schedsearch.transforms.staging import windows_for_loop
 from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loops
 
@@ -341,6 +342,7 @@ RULES = (
     Reorder(),
     Tile(),
     MicroKernel(),
+    SimdKernel(),
     Hoist(),
     StageMem(),
     Pack(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schedsearch.core import Schedule, Workload
-from schedsearch.transforms.calls import OPS, memories_used, render
+from schedsearch.transforms.calls import FIND_IN_SOURCE, OPS, instrs_used, memories_used, needs_find_in, render
 from schedsearch.transforms.rewrites import lower
 
 _TEMPLATE = '''\
@@ -16,7 +16,7 @@ Run it with Python; the workload file is found relative to this script.
 import importlib.util
 import os
 
-{memories_import}from exo.stdlib.scheduling import {ops}
+{memories_import}{instrs_import}from exo.stdlib.scheduling import {ops}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, {workload_path!r})
@@ -24,7 +24,7 @@ WORKLOAD = os.path.join(HERE, {workload_path!r})
 spec = importlib.util.spec_from_file_location("schedsearch_exported_workload", WORKLOAD)
 workload = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(workload)
-
+{helpers}
 p = workload.{proc}{bind}
 {steps}
 print(p.c_code_str())
@@ -46,6 +46,9 @@ def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) 
     used_ops = sorted({call.op for call in all_calls} & OPS) or ["simplify"]
     mems = memories_used(all_calls)
     memories_import = f"from exo.libs.memories import {', '.join(mems)}\n" if mems else ""
+    instrs = instrs_used(all_calls)
+    instrs_import = f"from exo.platforms.x86 import {', '.join(instrs)}\n" if instrs else ""
+    helpers = f"\n\n{FIND_IN_SOURCE}\n" if needs_find_in(all_calls) else ""
     bind = ""
     if workload.sizes:
         bind = ".partial_eval(" + ", ".join(f"{k}={v}" for k, v in workload.sizes) + ")"
@@ -54,6 +57,8 @@ def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) 
         count=len(schedule),
         ops=", ".join(used_ops),
         memories_import=memories_import,
+        instrs_import=instrs_import,
+        helpers=helpers,
         workload_path=workload_path,
         proc=workload.proc,
         bind=bind,

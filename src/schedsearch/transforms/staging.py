@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from exo.API_cursors import (
     AssignCursor,
     BinaryOpCursor,
+    CallCursor,
     ForCursor,
     IfCursor,
     ReadCursor,
     ReduceCursor,
     UnaryMinusCursor,
+    WindowExprCursor,
 )
 
 from schedsearch.transforms.walk import affine, literal
@@ -73,9 +75,36 @@ def _accesses(block, env: dict[str, tuple[int, int]], out: list, ok: list, reads
             return
         elif reads and isinstance(stmt, (ReduceCursor, AssignCursor)):
             _reads(stmt.rhs(), env, out)
+        elif reads and isinstance(stmt, CallCursor):
+            for arg in stmt.args():
+                if isinstance(arg, WindowExprCursor) and not _window_read(arg, env, out):
+                    ok[0] = False
+                    return
         elif not reads and isinstance(stmt, ReduceCursor):
             forms = [affine(e) for e in stmt.idx()]
             out.append((stmt.name(), forms, env))
+
+
+def _window_read(window, env: dict[str, tuple[int, int]], out: list) -> bool:
+    """Record a window passed to a call (an instruction's operand) as a read; an interval
+    ``lo:lo + w`` becomes ``lo + t`` for a fresh variable ``t`` in ``[0, w)``. False when an
+    interval's width is not constant."""
+    forms, inner = [], dict(env)
+    for n, dim in enumerate(window.idx()):
+        if isinstance(dim, tuple):  # an interval (lo, hi); a point is one expression
+            lo, hi = affine(dim[0]), affine(dim[1])
+            if lo is None or hi is None:
+                return False
+            width = {k: hi.get(k, 0) - lo.get(k, 0) for k in set(lo) | set(hi)}
+            if any(v for k, v in width.items() if k) or width.get("", 0) < 1:
+                return False
+            lane = f"${len(out)}_{n}"  # cannot clash with an Exo name
+            inner[lane] = (0, width[""] - 1)
+            forms.append({**lo, lane: 1})
+        else:
+            forms.append(affine(dim))
+    out.append((window.name(), forms, inner))
+    return True
 
 
 def _term_text(terms: dict[str, int]) -> str:

@@ -186,15 +186,18 @@ def writes(proc) -> list[WriteInfo]:
 
 
 def written_buffers(proc) -> set[str]:
-    """Names of buffers the proc assigns or reduces into, or passes to a call or window
-    (conservatively treated as written)."""
+    """Names of buffers the proc assigns or reduces into, passes to a call parameter the
+    callee writes, or aliases with a window statement (conservatively treated as written)."""
     names: set[str] = set()
     for stmt, _ in statements(proc):
         if isinstance(stmt, (AssignCursor, ReduceCursor)):
             names.add(stmt.name())
         elif isinstance(stmt, CallCursor):
-            for arg in stmt.args():
-                names.update(_read_names(arg))
+            callee = stmt.subproc()
+            written = written_buffers(callee)
+            for arg, param in zip(stmt.args(), callee.args(), strict=False):
+                if param.name() in written:
+                    names.update(_read_names(arg))
         elif isinstance(stmt, WindowStmtCursor):
             names.update(_read_names(stmt.winexpr()))
     return names

@@ -1,0 +1,94 @@
+"""simd_kernel: AVX2 register tiles as one rewrite (real Exo, no compiler)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from schedsearch.core import KERNEL_SYMBOL, ExpandOptions, RewriteKind, Schedule
+from schedsearch.transforms import build_proc, fingerprint, kernel_c, load_workload, propose, schedule_script, try_apply
+from schedsearch.transforms.walk import written_buffers
+
+ROOT = Path(__file__).resolve().parents[2]
+MATMUL = ROOT / "examples" / "matmul.py"
+AVX2 = ExpandOptions(isa=("avx2",))
+
+
+@pytest.fixture(scope="module")
+def small():
+    """20 rows: 6-row tiles leave a 2-row tail, 8-row tiles a 4-row tail."""
+    return load_workload(MATMUL, "sgemm", {"M": 20, "N": 32, "K": 8})
+
+
+def simd(proc, options=AVX2):
+    return [r for r in propose(proc, options) if r.kind is RewriteKind.SIMD_KERNEL]
+
+
+def shape(rewrite) -> tuple[int, int, str]:
+    return int(rewrite.arg("rows")), int(rewrite.arg("cols")), str(rewrite.arg("order"))
+
+
+def test_simd_kernels_are_proposed_only_for_an_isa_the_cpu_has(small):
+    root = build_proc(small)
+    assert simd(root, ExpandOptions()) == []
+    shapes = {shape(r) for r in simd(root)}
+    # 4x24 needs 24 | 32; every other shape's columns divide 32
+    assert {(r, c) for r, c, _ in shapes} == {(6, 16), (8, 8), (4, 16), (3, 32)}
+    assert {o for _, _, o in shapes} == {"rows", "cols"}
+    no_tails = {shape(r)[:2] for r in simd(root, ExpandOptions(isa=("avx2",), allow_tails=False))}
+    assert no_tails == {(4, 16)}  # the only row count dividing 20
+
+
+@pytest.mark.parametrize("proc_name", ["matmul_i8"])
+def test_no_simd_kernel_for_integer_or_widened_nests(proc_name):
+    workload = load_workload(MATMUL, proc_name)
+    assert simd(build_proc(workload)) == []
+
+
+def test_the_kernel_is_avx2_instructions_with_a_tail_kernel(small):
+    root = build_proc(small)
+    step = next(r for r in simd(root) if shape(r) == (6, 16, "cols"))
+    proc = try_apply(root, step)
+    assert proc is not None
+    c = kernel_c(proc)
+    # main kernel: 6 rows x 2 vectors; tail kernel: 2 rows x 2 vectors, one k step each
+    assert "__m256 C_reg[6][2];" in c and "__m256 C_reg_t[2][2];" in c
+    # (Exo's C also quotes each instruction's template once in a comment)
+    assert c.count("] = _mm256_fmadd_ps(") == 6 * 2 + 2 * 2
+    assert c.count("= _mm256_broadcast_ss(&A[") == 6 + 2
+    # the column vectors are loaded once per k step, not once per row
+    assert c.count("= _mm256_loadu_ps(&B[") == 2 + 2
+    assert "_mm256_storeu_ps(&C[" in c
+    # the tail starts right after the 3 whole tiles: rows 18 and 19
+    assert "18 +" in str(proc) and "3 * 6" not in str(proc)
+
+
+def test_instruction_operands_count_as_reads_and_writes(small):
+    proc = try_apply(build_proc(small), next(r for r in simd(build_proc(small)) if shape(r) == (6, 16, "cols")))
+    assert {"A", "B"}.isdisjoint(written_buffers(proc))
+    assert "C" in written_buffers(proc)
+    packs = {(r.target, r.arg("window")) for r in propose(proc, AVX2) if r.kind is RewriteKind.PACK}
+    # B's column panel is re-read by every row tile of a column of tiles: packable
+    assert ("io #0", "B[0:8, 16 * jo:16 * jo + 16]") in packs
+
+
+def test_simd_schedule_exports_as_a_script_with_the_same_c(small, tmp_path):
+    root = build_proc(small)
+    step = next(r for r in simd(root) if shape(r) == (6, 16, "cols"))
+    proc = try_apply(root, step)
+    pack = next(r for r in propose(proc, AVX2) if r.kind is RewriteKind.PACK and r.target == "io #0")
+    schedule = Schedule((step, pack))
+    script = schedule_script(small, schedule, os.path.relpath(MATMUL, tmp_path))
+    assert "from exo.platforms.x86 import mm256_broadcast_ss, mm256_fmadd_ps" in script
+    assert "def find_in(p, loop, pattern):" in script
+    path = tmp_path / "schedule.py"
+    path.write_text(script)
+    result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    exported = re.sub(r"\bsgemm\b", KERNEL_SYMBOL, result.stdout.removesuffix("\n"))
+    assert fingerprint(exported) == fingerprint(kernel_c(build_proc(small, schedule)))
