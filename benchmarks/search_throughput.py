@@ -78,8 +78,10 @@ def search(n: int, workers: int, seconds: float, db: str) -> tuple[dict, float, 
     workload = load_workload(MATMUL, "sgemm", {"M": n, "N": n, "K": n})
     # the rewrite space `schedsearch run` uses on this CPU (--isa auto)
     config = SearchConfig(max_seconds=seconds, workers=workers, finalists=3, expand=ExpandOptions(isa=cpu_isa()))
-    inner = (LocalExecutor(Expander, config.expand, config.bench) if workers == 0
-             else RayExecutor(Expander, config.expand, config.bench, workers=workers))
+    # A fresh build cache per run: kernels compiled by an earlier run would be free here.
+    cache = Path(db).with_suffix(".cache")
+    inner = (LocalExecutor(Expander, config.expand, config.bench, cache_dir=cache) if workers == 0
+             else RayExecutor(Expander, config.expand, config.bench, workers=workers, cache_dir=cache))
     executor = TimedExecutor(inner)
     store = open_store(db)
     started = time.perf_counter()

@@ -5,7 +5,9 @@ Run: ``python benchmarks/sgemm_baselines.py [--sizes 256 512] [--repeats 5]``
 For each size it measures, side by side in one driver process (``remeasure``):
 the unscheduled Exo SGEMM, the i,k,j reorder, an 8x32 tile with the C tile staged into a
 stack buffer (``stage_mem`` + ``DRAM_STACK``), the same with the tile's rows unrolled, and a
-4x32 tile staged and unrolled (its accumulators fit the 16 AVX2 registers better).
+4x32 tile staged and unrolled (its accumulators fit the 16 AVX2 registers better), and the
+best schedules of schedsearch's own rewrites: an 8x8 micro_kernel left to gcc's vectoriser,
+and a 6x16 simd_kernel in AVX2 instructions, each with the B panel packed.
 numpy's ``A @ B`` (OpenBLAS, one thread) is timed in this process, pinned to the same CPU, with the same statistics
 (median of samples that each repeat the call for at least ``min_sample_seconds``). Numpy
 computes ``C = A @ B`` while the Exo kernels compute ``C += A @ B``; the extra n^2 adds are
@@ -98,11 +100,12 @@ def schedules(sgemm, n: int) -> dict[str, Candidate]:
         "exo tile 8x32 + stage C + unroll": candidate(tile_and_stage(base, 8, 32, unroll=True)),
         BEST: candidate(tile_and_stage(base, 4, 32, unroll=True)),
         "micro_kernel 8x8 + pack B + split k": candidate(micro_kernel_path(n)),
+        "simd_kernel 6x16 (AVX2) + pack B": candidate(simd_kernel_path(n)),
     }
 
 
 def micro_kernel_path(n: int):
-    """The best schedule the rewrite space holds on AVX2: three schedsearch rewrites."""
+    """The best schedule of gcc-vectorised rewrites on AVX2: three schedsearch rewrites."""
     from schedsearch.core import Rewrite, RewriteKind
     from schedsearch.transforms import build_proc, load_workload
 
@@ -114,6 +117,22 @@ def micro_kernel_path(n: int):
         Rewrite.make(RewriteKind.SPLIT, "k #0", factor=2, outer="ko", inner="ki", tail="perfect"),
     )
     return build_proc(load_workload(EXAMPLE, "sgemm", {"M": n, "N": n, "K": n}), Schedule(steps))
+
+
+def simd_kernel_path(n: int):
+    """Two schedsearch rewrites: a 6x16 AVX2 register tile (a cut tail for the rows 6 does
+    not divide) with the columns of tiles outermost, then B's column panel packed."""
+    from schedsearch.core import ExpandOptions, RewriteKind
+    from schedsearch.transforms import build_proc, load_workload, propose, try_apply
+
+    options = ExpandOptions(isa=("avx2",))
+    proc = build_proc(load_workload(EXAMPLE, "sgemm", {"M": n, "N": n, "K": n}))
+    simd = next(r for r in propose(proc, options) if r.kind is RewriteKind.SIMD_KERNEL
+                and (r.arg("rows"), r.arg("cols"), r.arg("order")) == (6, 16, "cols"))
+    proc = try_apply(proc, simd)
+    pack = next(r for r in propose(proc, options) if r.kind is RewriteKind.PACK
+                and r.target == "io #0" and r.arg("buffer") == "B")
+    return try_apply(proc, pack)
 
 
 def workload(n: int) -> Workload:

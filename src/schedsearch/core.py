@@ -359,6 +359,38 @@ class Expansion(JsonRecord):
     duplicates: int = 0  # legal but same C as an earlier sibling or the parent
     seconds: float = 0.0
     error: str = ""  # set when the parent itself could not be replayed
+    order: tuple[int, ...] = ()  # each child's position among the parent's proposals (shards)
+
+    @staticmethod
+    def merge(parts: Sequence[Expansion]) -> Expansion:
+        """One parent's expansion from shards that each tried a share of its rewrites.
+
+        Children come out in proposal order, exactly as one unsharded expansion lists them;
+        a child whose C an earlier child already has counts as a duplicate. Seconds add up
+        (worker time, not wall time); any shard's error is the merged error.
+        """
+        ranked = sorted(
+            ((pos, child) for part in parts for pos, child in zip(part.order, part.children, strict=True)),
+            key=lambda item: item[0],
+        )
+        seen: set[str] = set()
+        children, order = [], []
+        for pos, child in ranked:
+            if child.fingerprint not in seen:
+                seen.add(child.fingerprint)
+                children.append(child)
+                order.append(pos)
+        kept_before = sum(len(part.children) for part in parts)
+        return Expansion(
+            parent=parts[0].parent,
+            children=tuple(children),
+            attempted=sum(part.attempted for part in parts),
+            illegal=sum(part.illegal for part in parts),
+            duplicates=sum(part.duplicates for part in parts) + kept_before - len(children),
+            seconds=sum(part.seconds for part in parts),
+            error="; ".join(part.error for part in parts if part.error),
+            order=tuple(order),
+        )
 
 
 # --------------------------------------------------------------------------- measurement

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,14 @@ def test_malformed_schedule_file(tmp_path: Path) -> None:
 def test_every_command_has_help(command: str) -> None:
     r = run_cli(command, "--help")
     assert r.returncode == 0 and "Usage:" in r.stdout
+
+
+def test_isa_choice_decides_whether_simd_kernels_are_offered():
+    def kinds(*extra: str) -> set[str]:
+        r = run_cli("explain", str(EXAMPLES / "matmul.py"), "--size", "M=24,N=16,K=8", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return {step["kind"] for step in json.loads(r.stdout)["legal"]}
+
+    assert "simd_kernel" in kinds("--isa", "avx2")
+    assert "simd_kernel" not in kinds("--isa", "none")
+    assert_one_line_error(run_cli("explain", str(EXAMPLES / "matmul.py"), "--isa", "sse9"), "--isa")

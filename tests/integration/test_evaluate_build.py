@@ -120,3 +120,31 @@ def test_concurrent_builds_of_the_same_c_agree(tmp_path: Path) -> None:
     assert all(r.ok for r in results) and len({r.path for r in results}) == 1
     assert [p for p in tmp_path.rglob(".*") if p.is_file()] == []
     assert build_kernel(c, BenchConfig(), tmp_path).cached
+
+
+def simd_c(value: str) -> str:
+    return (
+        "#include <stdint.h>\n#include <immintrin.h>\n"
+        f"void {KERNEL_SYMBOL}(void *ctxt, float *x) {{\n"
+        f"  __m256 v = _mm256_loadu_ps(x);\n  _mm256_storeu_ps(x, _mm256_add_ps(v, _mm256_set1_ps({value})));\n}}\n"
+    )
+
+
+def test_intrinsics_kernels_share_one_precompiled_immintrin(tmp_path: Path) -> None:
+    # A wrapper that logs each compile's arguments and gcc's -H header trace
+    # ("! file.gch" when a precompiled header is used, "x file.gch" when it does not fit).
+    log = tmp_path / "log"
+    script = tmp_path / "cc.sh"
+    script.write_text(f'#!/bin/sh\n[ "$1" = --version ] && exec gcc "$@"\necho "ARGS $*" >> "{log}"\n'
+                      f'exec gcc -H "$@" 2>> "{log}"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    cfg = BenchConfig(cc=f"sh {script}")
+    assert build_kernel(simd_c("1.0f"), cfg, tmp_path / "cache").ok
+    assert build_kernel(simd_c("2.0f"), cfg, tmp_path / "cache").ok
+    assert build_kernel(C_OK, cfg, tmp_path / "cache").ok
+    calls = [line for line in log.read_text().splitlines() if line.startswith("ARGS")]
+    assert len(calls) == 4  # the header once, then the three kernels
+    assert "c-header" in calls[0]
+    assert all("-include" in c for c in calls[1:3]) and "-include" not in calls[3]
+    trace = log.read_text()
+    assert trace.count(".h.gch") == 2 and "\n! " in trace and "\nx " not in trace

@@ -11,6 +11,7 @@ from schedsearch.core import (
     KERNEL_SYMBOL,
     Candidate,
     ExpandOptions,
+    Expansion,
     Rewrite,
     RewriteKind,
     Schedule,
@@ -146,3 +147,18 @@ def test_expander_generates_the_fast_path(small):
         parent = children[step]
     assert parent.depth == len(PATH_8X8)
     assert "float C_stage[8 * 8];" in parent.c_source
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+def test_shards_of_one_expansion_merge_into_the_unsharded_one(small, shards):
+    root = root_candidate(small)
+    # a node whose rewrites include duplicates across shards: two reorders of a tiled nest
+    # can give the same C as a split elsewhere
+    parent = Expander(small).expand(root).children[0]
+    alone = Expander(small).expand(parent)
+    parts = [Expander(small).expand(parent, shard, shards) for shard in range(shards)]
+    assert all(len(part.children) < len(alone.children) for part in parts)
+    merged = Expansion.merge(parts)
+    assert [c.fingerprint for c in merged.children] == [c.fingerprint for c in alone.children]
+    assert merged.order == alone.order
+    assert (merged.attempted, merged.illegal, merged.duplicates) == (alone.attempted, alone.illegal, alone.duplicates)

@@ -92,3 +92,18 @@ def test_simd_schedule_exports_as_a_script_with_the_same_c(small, tmp_path):
     assert result.returncode == 0, result.stderr
     exported = re.sub(r"\bsgemm\b", KERNEL_SYMBOL, result.stdout.removesuffix("\n"))
     assert fingerprint(exported) == fingerprint(kernel_c(build_proc(small, schedule)))
+
+
+@pytest.mark.parametrize(
+    "flags,expected",
+    [(["sse2", "avx", "avx2", "fma"], ("avx2",)), (["sse2", "avx", "avx2"], ()), (["neon", "asimd"], ()), ([], ())],
+)
+def test_isa_auto_offers_avx2_kernels_only_with_avx2_and_fma(monkeypatch, flags, expected):
+    from schedsearch.cli.wiring import expand_options
+    from schedsearch.evaluate import machine
+
+    monkeypatch.setattr(machine, "_cpu_model_and_flags", lambda: ("some cpu", sorted(flags)))
+    assert machine.cpu_isa() == expected
+    assert expand_options(False, "auto").isa == expected
+    assert expand_options(False, "none").isa == ()
+    assert expand_options(True, "avx2") == ExpandOptions(allow_parallel=True, isa=("avx2",))

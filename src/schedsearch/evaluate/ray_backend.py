@@ -146,12 +146,12 @@ class _ExpanderHost:
         self._options = options
         self._expanders: dict[str, Any] = {}
 
-    def expand(self, workload: Workload, parent: Candidate) -> Expansion:
+    def expand(self, workload: Workload, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
         expander = self._expanders.get(workload.key)
         if expander is None:
             expander = self._expanders[workload.key] = self._factory(workload, self._options)
         try:
-            return expander.expand(parent)
+            return expander.expand(parent) if shards == 1 else expander.expand(parent, shard, shards)
         except Exception as e:  # noqa: BLE001 - one parent's failure is data, not a crash
             return Expansion(parent.fingerprint, (), error=f"{type(e).__name__}: {e}")
 
@@ -355,22 +355,36 @@ class RayExecutor:
                     ray.cancel(ref)
 
     def expand(self, workload: Workload, parents: Sequence[Candidate]) -> Iterator[Expansion]:
-        """One Expansion per parent, in completion order (parents spread over the actors)."""
+        """One Expansion per parent, in completion order (parents spread over the actors).
+
+        With fewer parents than actors each parent's rewrites are shared out among several
+        actors (a search's first round expands the root alone, and a SIMD kernel node can
+        take seconds) and the shards are merged into one Expansion in proposal order.
+        """
         wref = self._workload_ref(workload)
+        shards = max(1, len(self._actors) // max(1, len(parents)))
         refs = {}
         for parent in parents:
-            actor = self._actors[self._next_actor % len(self._actors)]
-            self._next_actor += 1
-            refs[actor.expand.remote(wref, parent)] = parent
+            for shard in range(shards):
+                actor = self._actors[self._next_actor % len(self._actors)]
+                self._next_actor += 1
+                args = (wref, parent) if shards == 1 else (wref, parent, shard, shards)
+                refs[actor.expand.remote(*args)] = parent
+        parts: dict[str, list[Expansion]] = {}
         for parent, expansion, error in self._stream(refs):
             if error is not None:
-                yield Expansion(
+                expansion = Expansion(
                     parent.fingerprint,
                     (),
                     error=f"expansion worker failed: {type(error).__name__}: {_first_line(error)}",
                 )
-            else:
+            if shards == 1:
                 yield expansion
+                continue
+            done = parts.setdefault(parent.fingerprint, [])
+            done.append(expansion)
+            if len(done) == shards:
+                yield Expansion.merge(done)
 
     def evaluate(
         self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]

@@ -78,9 +78,11 @@ class Expander:
             self._remember(steps[: index + 1], proc)
         return proc
 
-    def expand(self, parent: Candidate) -> Expansion:
+    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
         """Children of ``parent`` whose C differs from the parent's and each other's.
 
+        With ``shards`` > 1 only every ``shards``-th rewrite from ``shard`` on is tried, so
+        several workers can share one parent; ``Expansion.merge`` puts the shards together.
         Never raises for a bad parent: the Expansion then carries ``error``.
         """
         started = time.perf_counter()
@@ -96,8 +98,10 @@ class Expander:
             )
         seen = {parent.fingerprint}
         children: list[Candidate] = []
+        order: list[int] = []
         illegal = duplicates = 0
-        for rewrite in rewrites:
+        for position in range(shard, len(rewrites), shards):
+            rewrite = rewrites[position]
             child = try_apply(proc, rewrite)
             c_source = None
             if child is not None:
@@ -115,6 +119,7 @@ class Expander:
             seen.add(fp)
             schedule = parent.schedule.then(rewrite)
             self._remember(schedule.steps, child)
+            order.append(position)
             children.append(
                 Candidate(
                     schedule=schedule,
@@ -128,8 +133,9 @@ class Expander:
         return Expansion(
             parent=parent.fingerprint,
             children=tuple(children),
-            attempted=len(rewrites),
+            attempted=len(order) + illegal + duplicates,
             illegal=illegal,
             duplicates=duplicates,
             seconds=time.perf_counter() - started,
+            order=tuple(order),
         )
