@@ -107,3 +107,22 @@ def test_isa_auto_offers_avx2_kernels_only_with_avx2_and_fma(monkeypatch, flags,
     assert expand_options(False, "auto").isa == expected
     assert expand_options(False, "none").isa == ()
     assert expand_options(True, "avx2") == ExpandOptions(allow_parallel=True, isa=("avx2",))
+
+
+def test_loops_doing_under_one_percent_of_the_work_get_no_proposals():
+    from schedsearch.transforms.walk import loop_work
+
+    workload = load_workload(MATMUL, "sgemm", {"M": 20, "N": 32, "K": 256})
+    root = build_proc(workload)
+    work, total = loop_work(root)
+    assert total == work["i #0"] == work["j #0"] == work["k #0"] == 20 * 32 * 256
+    step = next(r for r in simd(root) if shape(r) == (6, 16, "cols"))
+    proc = try_apply(root, step)
+    work, total = loop_work(proc)
+    # per 6x16 tile: 12 vector loads and 12 stores of C against 256 k steps of (one
+    # allocation each) 2 loads of B, and per row a broadcast and 2 fmadds
+    assert work["i0 #0"] == work["i0 #1"] == 2 * 3 * 6 * 2
+    assert work["k #0"] == 2 * 3 * 256 * (1 + 2 + 6 * (1 + 1 + 2))
+    targets = {r.target.split()[0] for r in propose(proc, AVX2)}
+    assert "i0" not in targets and "jv" not in targets  # the tile's copy loops: 0.4%
+    assert {"jo", "io", "k", "j_to"} <= targets  # the kernel and its 2-row tail (11%)

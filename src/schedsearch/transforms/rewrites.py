@@ -15,7 +15,7 @@ from schedsearch.transforms.calls import ExoCall, Loop, Memory, Nest
 from schedsearch.transforms.kernels import MicroKernel, Pack
 from schedsearch.transforms.simd import SimdKernel
 from schedsearch.transforms.staging import windows_for_loop
-from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loops
+from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loop_work, loops
 
 #: Preferred (rows, columns) factors of a 2-D tile: few rows, columns a multiple of the
 #: SIMD width so the inner loop vectorises.
@@ -25,6 +25,9 @@ TILE_COLS = (8, 16, 32)
 MAX_UNROLLED_STATEMENTS = 256
 #: Tail strategy of splits that do not divide the trip count.
 TAIL = "cut_and_guard"
+#: Loops doing less than this share of the proc's work get no proposals: rewriting them
+#: can gain at most that share (the copy-in/out loops of a staged tile, a packing copy).
+COLD_SHARE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,12 +368,15 @@ def rule_for(kind: RewriteKind):
 def propose_all(proc, options: ExpandOptions) -> list[Rewrite]:
     """Every plausible rewrite of ``proc``, in a deterministic order.
 
-    Loops that are copies of each other (after an unroll, or the copy-in and copy-out loops
-    of staging) would each get the same proposals; only the first copy keeps them, since
+    Loops doing less than ``COLD_SHARE`` of the work get none. Loops that are copies of
+    each other (after an unroll, or the copy-in and copy-out loops of staging) would each
+    get the same proposals; only the first copy keeps them, since
     rewriting one copy of many rarely pays and the proposals would multiply per copy
     (one unrolled SGEMM node had 354 proposals, 241 of them splits of copies).
     """
     view = ProcView.of(proc)
+    work, total = loop_work(proc)
+    cold = {p for p, w in work.items() if w is not None and total and w < COLD_SHARE * total}
     by_pattern = {info.pattern: info for info in view.loops}
     for info in view.loops:  # reorder targets name a pair of loops: key them by the outer one
         pair = _pair_target(view, info) if info.only_child is not None else None
@@ -381,6 +387,8 @@ def propose_all(proc, options: ExpandOptions) -> list[Rewrite]:
     for rule in RULES:
         for rw in rule.propose(view, options):
             info = by_pattern.get(rw.target)
+            if info is not None and info.pattern in cold:
+                continue
             if info is not None:
                 # the arguments that shape the result, not the names or loop patterns it uses
                 shaping = tuple((k, v) for k, v in rw.args if k not in NAMING_ARGS and "#" not in str(v))

@@ -171,6 +171,28 @@ def loops(proc) -> list[LoopInfo]:
     return result
 
 
+def loop_work(proc) -> tuple[dict[str, int | None], int | None]:
+    """Executed leaf statements inside each loop (by pattern), and in the whole proc.
+
+    A leaf statement (not a loop or an ``if``) counts once per iteration of every loop
+    around it; ``None`` where a trip count is not a literal (the work cannot be known).
+    """
+    work: dict[str, int | None] = {}
+    total: int | None = 0
+    for stmt, enclosing in statements(proc):
+        if isinstance(stmt, (ForCursor, IfCursor)):
+            continue
+        count: int | None = 1
+        for loop, _ in enclosing:
+            lo, hi = literal(loop.lo()), literal(loop.hi())
+            count = None if count is None or lo is None or hi is None else count * max(0, hi - lo)
+        total = None if total is None or count is None else total + count
+        for _, pattern in enclosing:
+            before = work.get(pattern, 0)
+            work[pattern] = None if before is None or count is None else before + count
+    return work, total
+
+
 def _next_stmt(stmt):
     nxt = stmt.next()  # an InvalidCursor (falsy) after the last statement of a block
     return nxt if nxt else None
