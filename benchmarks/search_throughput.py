@@ -8,7 +8,8 @@
 
     .venv/bin/python benchmarks/search_throughput.py [--quick] [--skip-quality]
 
-``--quick`` shortens every budget (for a smoke run).
+``--quick`` shortens every budget (for a smoke run); ``--isa none`` leaves SIMD kernels out
+of the rewrite space. Each run starts with an empty build cache.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import numpy as np
-
-from schedsearch.core import Candidate, Executor, ExpandOptions, Expansion, Measurement, SearchConfig, Workload
+from schedsearch.core import BenchConfig, Candidate, Executor, ExpandOptions, Expansion, Measurement, SearchConfig, Workload
 from schedsearch.evaluate import LocalExecutor, cpu_isa
 from schedsearch.evaluate.ray_backend import RayExecutor
 from schedsearch.search import make_strategy, run_search
@@ -73,11 +72,10 @@ class TimedExecutor:
         self.inner.close()
 
 
-def search(n: int, workers: int, seconds: float, db: str) -> tuple[dict, float, float]:
+def search(n: int, workers: int, seconds: float, db: str, isa: tuple[str, ...]) -> tuple[dict, float, float]:
     """Run one search; return (outcome facts, wall seconds, driver share)."""
     workload = load_workload(MATMUL, "sgemm", {"M": n, "N": n, "K": n})
-    # the rewrite space `schedsearch run` uses on this CPU (--isa auto)
-    config = SearchConfig(max_seconds=seconds, workers=workers, finalists=3, expand=ExpandOptions(isa=cpu_isa()))
+    config = SearchConfig(max_seconds=seconds, workers=workers, finalists=3, expand=ExpandOptions(isa=isa))
     # A fresh build cache per run: kernels compiled by an earlier run would be free here.
     cache = Path(db).with_suffix(".cache")
     inner = (LocalExecutor(Expander, config.expand, config.bench, cache_dir=cache) if workers == 0
@@ -103,28 +101,29 @@ def search(n: int, workers: int, seconds: float, db: str) -> tuple[dict, float, 
     return facts, wall, max(0.0, 1 - executor.waiting / wall)
 
 
-def openblas_gflops(n: int, repeats: int = 20) -> float:
-    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
-    b = np.random.default_rng(1).random((n, n), dtype=np.float32)
-    a @ b
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t)
-    return 2 * n**3 / float(np.median(times)) / 1e9
+def openblas_gflops(n: int) -> float:
+    """numpy's A @ B (OpenBLAS, one thread), timed as sgemm_baselines does: pinned to the
+    benchmark CPU, median of samples that each last at least 20 ms."""
+    from sgemm_baselines import time_numpy  # the sibling benchmark script
+
+    config = BenchConfig(samples=9, min_sample_seconds=0.02, warmup_seconds=0.05)
+    return 2 * n**3 / time_numpy(n, config) / 1e9
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--isa", choices=["auto", "none"], default="auto",
+                        help="SIMD kernels as `schedsearch run --isa` offers them (auto: this CPU's)")
     args = parser.parse_args()
+    isa = cpu_isa() if args.isa == "auto" else ()
+    print(f"# rewrite space: isa={','.join(isa) or 'none'}")
     budget = 30.0 if args.quick else 90.0
     tmp = tempfile.mkdtemp(prefix="schedsearch-bench-")
     print(f"# throughput on SGEMM 256, {budget:.0f} s per run")
     for workers in (0, 1, 2):
-        facts, wall, driver = search(256, workers, budget, f"{tmp}/t{workers}.db")
+        facts, wall, driver = search(256, workers, budget, f"{tmp}/t{workers}.db", isa)
         rate = facts["evaluated"] / wall
         print(f"workers={workers}: {facts['evaluated']} evaluated in {wall:.0f} s = {rate:.2f}/s "
               f"({rate * 60:.0f}/min); driver outside workers {driver:.0%}; best {facts['best_gflops']:.1f} GFLOP/s")
@@ -134,7 +133,7 @@ def main() -> None:
     print(f"\n# quality on SGEMM 512; OpenBLAS (1 thread) {blas:.1f} GFLOP/s")
     # One search of the longer budget; the shorter budget's best is read off its progress.
     short, long = (60.0, 120.0) if args.quick else (300.0, 600.0)
-    facts, wall, _ = search(512, 2, long, f"{tmp}/quality.db")
+    facts, wall, _ = search(512, 2, long, f"{tmp}/quality.db", isa)
     flops = 2 * 512**3
     early = [p for p in facts["progress"] if p.elapsed <= short]
     if early:

@@ -126,3 +126,14 @@ def test_loops_doing_under_one_percent_of_the_work_get_no_proposals():
     targets = {r.target.split()[0] for r in propose(proc, AVX2)}
     assert "i0" not in targets and "jv" not in targets  # the tile's copy loops: 0.4%
     assert {"jo", "io", "k", "j_to"} <= targets  # the kernel and its 2-row tail (11%)
+
+
+def test_a_split_with_a_tail_leaves_no_float_index_in_instruction_operands(small):
+    from schedsearch.core import Rewrite
+
+    root = build_proc(small)
+    proc = try_apply(root, next(r for r in simd(root) if shape(r) == (6, 16, "cols")))
+    split = Rewrite.make(RewriteKind.SPLIT, "io #0", factor=2, outer="ioo", inner="ioi", tail="cut_and_guard")
+    c = kernel_c(try_apply(proc, split))
+    # Exo 1.0.0 prints an unfolded "3 / 2 * 2" inside a window argument as "2.0"
+    assert "ioi" in c and not re.search(r"\b\d+\.0\b", c.split("schedsearch_kernel", 1)[1])

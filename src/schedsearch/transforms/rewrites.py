@@ -143,8 +143,12 @@ class Split:
     def lower(self, rewrite: Rewrite) -> list[ExoCall]:
         names = (str(rewrite.arg("outer")), str(rewrite.arg("inner")))
         tail = rewrite.arg("tail")
-        kwargs = (("perfect", True),) if tail == "perfect" else (("tail", str(tail)),)
-        return [ExoCall("divide_loop", (rewrite.target, int(rewrite.arg("factor")), names), kwargs)]
+        if tail == "perfect":
+            return [ExoCall("divide_loop", (rewrite.target, int(rewrite.arg("factor")), names), (("perfect", True),))]
+        # A tail leaves "n / f * f" in indices; Exo 1.0.0 prints it as a float ("42.0")
+        # inside an instruction's window argument, which gcc rejects: fold it.
+        return [ExoCall("divide_loop", (rewrite.target, int(rewrite.arg("factor")), names), (("tail", str(tail)),)),
+                ExoCall("simplify")]
 
 
 class Tile:
