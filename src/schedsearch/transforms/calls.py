@@ -7,9 +7,9 @@ script and the search apply identical operations by construction.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
-from exo import SchedulingError
 from exo.libs import memories
 from exo.platforms import x86
 from exo.stdlib import scheduling
@@ -37,20 +37,6 @@ OPS = frozenset(
     }
 )
 
-#: Helper the exported script defines when a call needs ``Within`` (Exo has no "find
-#: inside this loop"); ``_find_in`` below is the same search.
-FIND_IN_SOURCE = '''\
-def find_in(p, loop, pattern):
-    """The first match of pattern inside the loop found by the loop pattern."""
-    scope = p.find_loop(loop)
-    for match in p.find(pattern, many=True):
-        cursor = match
-        while cursor:
-            if cursor == scope:
-                return match
-            cursor = cursor.parent()
-    raise ValueError(f"no {pattern} inside loop {loop}")
-'''
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,15 +112,20 @@ class ExoCall:
     kwargs: tuple[tuple[str, ArgData], ...] = ()
 
 
-def _find_in(proc, loop: str, pattern: str):
-    scope = proc.find_loop(loop)
-    for match in proc.find(pattern, many=True):
+def find_in(p, loop, pattern):
+    """The first match of pattern inside the loop found by the loop pattern."""
+    scope = p.find_loop(loop)
+    for match in p.find(pattern, many=True):
         cursor = match
         while cursor:  # an InvalidCursor (falsy) above the top-level statements
             if cursor == scope:
                 return match
             cursor = cursor.parent()
-    raise SchedulingError(f"no {pattern} inside loop {loop}")
+    raise ValueError(f"no {pattern} inside loop {loop}")
+
+
+#: The exported script defines the same helper (Exo has no "find inside this loop").
+FIND_IN_SOURCE = inspect.getsource(find_in)
 
 
 def _step(cursor, step: str | int):
@@ -161,7 +152,7 @@ def _resolve(proc, value):
             cursor = _step(cursor, step)
         return cursor
     if isinstance(value, Within):
-        return _find_in(proc, value.loop, value.pattern)
+        return find_in(proc, value.loop, value.pattern)
     if isinstance(value, After):
         return proc.find(value.pattern).after()
     if isinstance(value, Instr):

@@ -10,12 +10,14 @@ shows every step.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from exo.API_cursors import ReduceCursor
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall, Loop, Memory, Nest
 from schedsearch.transforms.staging import read_windows_for_loop
-from schedsearch.transforms.walk import affine, fresh_name, written_buffers
+from schedsearch.transforms.walk import LoopInfo, affine, fresh_name, written_buffers
 
 #: (rows, columns, rows per group) of the register tile. Columns are one or two AVX2
 #: vectors of f32; rows are unrolled in groups so that gcc keeps the accumulators plus
@@ -29,7 +31,7 @@ MIN_PACK_ELEMENTS = 64
 MAX_PACK_ELEMENTS = 16384
 
 
-def _names(view, *bases: str) -> list[str]:
+def fresh_names(view, *bases: str) -> list[str]:
     used = set(view.names)
     out = []
     for base in bases:
@@ -37,6 +39,20 @@ def _names(view, *bases: str) -> list[str]:
         used.add(name)
         out.append(name)
     return out
+
+
+def reduction_nests(view) -> Iterator[tuple[LoopInfo, LoopInfo, LoopInfo]]:
+    """Loops ``(a, b, k)``: a perfect nest of constant loops, ``a`` and ``b`` from 0, whose
+    innermost ``k`` holds a single statement (the candidates for a register tile)."""
+    for a in view.loops:
+        if not a.only_child or a.trip is None or a.lo != 0:
+            continue
+        b = view.loop(a.child)
+        if not b.only_child or b.trip is None or b.lo != 0:
+            continue
+        k = view.loop(b.child)
+        if k.trip is not None and k.statements == 1:
+            yield a, b, k
 
 
 def _reduction_dims(view, k_info) -> tuple[str, tuple[str, ...]] | None:
@@ -88,21 +104,13 @@ class MicroKernel:
 
     def propose(self, view, options: ExpandOptions) -> list[Rewrite]:
         out = []
-        for a in view.loops:
-            if not a.only_child or a.trip is None or a.lo != 0:
-                continue
-            b = view.loop(a.child)
-            if not b.only_child or b.trip is None or b.lo != 0:
-                continue
-            k = view.loop(b.child)
-            if k.trip is None or k.statements != 1:
-                continue
+        for a, b, k in reduction_nests(view):
             found = _reduction_dims(view, k)
             if found is None or sorted(found[1]) != sorted((a.name, b.name)):
                 continue
             buffer, dims = found
             bases = (f"{a.name}o", f"{a.name}i", f"{b.name}o", f"{b.name}i", f"{a.name}io", f"{a.name}ii")
-            ao, ai, bo, bi, aio, aii, stage = _names(view, *bases, f"{buffer}_stage")
+            ao, ai, bo, bi, aio, aii, stage = fresh_names(view, *bases, f"{buffer}_stage")
             names = {"ao": ao, "ai": ai, "bo": bo, "bi": bi, "aio": aio, "aii": aii, "name": stage}
             for rows, cols, group in MICRO_SHAPES:
                 if a.trip % rows or b.trip % cols or rows >= a.trip or cols >= b.trip or rows % group:

@@ -20,7 +20,8 @@ from exo.API_cursors import BinaryOpCursor, ExoType, ReadCursor, ReduceCursor
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import After, ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
-from schedsearch.transforms.walk import affine, fresh_name
+from schedsearch.transforms.kernels import fresh_names, reduction_nests
+from schedsearch.transforms.walk import affine
 
 #: Lanes of one AVX2 register of f32.
 LANES = 8
@@ -102,21 +103,12 @@ class SimdKernel:
         if "avx2" not in options.isa:
             return []
         out = []
-        for a in view.loops:
-            if not a.only_child or a.trip is None or a.lo != 0:
-                continue
-            b = view.loop(a.child)
-            if not b.only_child or b.trip is None or b.lo != 0:
-                continue
-            k = view.loop(b.child)
-            if k.trip is None or k.statements != 1:
-                continue
+        for a, b, k in reduction_nests(view):
             nest = _nest(view, a, b, k)
             if nest is None:
                 continue
-            used = set(view.names)
-            names = _fresh(used, a.name, b.name, nest)
-            tail_names = _fresh(used, a.name + "_t", b.name + "_t", nest, suffix="_t")
+            fresh = fresh_names(view, *_bases(a.name, b.name, nest), *_bases(a.name + "_t", b.name + "_t", nest, "_t"))
+            names, tail_names = fresh[: len(fresh) // 2], fresh[len(fresh) // 2 :]
             for rows, cols in SIMD_SHAPES:
                 if cols % LANES or b.trip % cols or rows > a.trip:
                     continue
@@ -150,15 +142,10 @@ class SimdKernel:
         return calls
 
 
-def _fresh(used: set[str], a: str, b: str, nest: _Nest, suffix: str = "") -> list[str]:
+def _bases(a: str, b: str, nest: _Nest, suffix: str = "") -> list[str]:
+    """The names one kernel introduces, before making them fresh."""
     bases = [a + NAME_BASES[0], a + NAME_BASES[1]] + [b + x for x in NAME_BASES[2:]]
-    bases += [f"{nest.out}_reg{suffix}", f"{nest.vec}_vec{suffix}", f"{nest.bcast}_vec{suffix}"]
-    out = []
-    for base in bases:
-        name = fresh_name(used, base)
-        used.add(name)
-        out.append(name)
-    return out
+    return bases + [f"{nest.out}_reg{suffix}", f"{nest.vec}_vec{suffix}", f"{nest.bcast}_vec{suffix}"]
 
 
 def _kernel(rewrite: Rewrite, rows_loop: str, red: str, rows: int, names: list[str], base: int | None) -> list[ExoCall]:
