@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import sys
 from typing import Any
 
@@ -170,6 +171,8 @@ def regress(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: usage errors become one line on stderr and exit code 2."""
+    # Exo's checks run native code (z3) in this process: if that ever crashes, say where.
+    faulthandler.enable()
     try:
         cli.main(args=argv, prog_name="schedsearch", standalone_mode=False)
     except click.UsageError as e:

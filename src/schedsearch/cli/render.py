@@ -135,21 +135,24 @@ class ProgressView:
 
     def __enter__(self) -> ProgressView:
         if self.console.is_terminal:
-            self.live = Live(Text("starting ..."), console=self.console, refresh_per_second=4, transient=False)
+            # Redrawn on each event, never from a refresh thread: with --workers 0, Exo's SMT
+            # checks (z3 through ctypes, which releases the GIL) run in this process, and a
+            # second Python thread could then drop z3 objects concurrently.
+            self.live = Live(Text("starting ..."), console=self.console, auto_refresh=False, transient=False)
             self.live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.live is not None:
             if self._last is not None:
-                self.live.update(self._panel(self._last))
+                self.live.update(self._panel(self._last), refresh=True)
             self.live.__exit__(None, None, None)
             self.live = None
 
     def __call__(self, event: SearchEvent) -> None:
         self._last = event
         if self.live is not None:
-            self.live.update(self._panel(event))
+            self.live.update(self._panel(event), refresh=True)
             return
         now = time.monotonic()
         if event.kind in (EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS, EventKind.FINISHED):
