@@ -131,7 +131,7 @@ class SimdKernel:
         rows, trip = int(rewrite.arg("rows")), int(rewrite.arg("trip", 0))
         red = arg("red")
         name, _, count = red.partition("#")
-        calls = _kernel(rewrite, rewrite.target, red, rows, arg("names").split(), base=None)
+        calls = _kernel(rewrite, rewrite.target, red, rows, arg("names").split(), base=None, cut=bool(trip % rows))
         if trip % rows:
             # The cut tail's rows loop is the only one left with the main kernel's row
             # name; its reduction loop is the next one named like the main one.
@@ -148,16 +148,18 @@ def _bases(a: str, b: str, nest: _Nest, suffix: str = "") -> list[str]:
     return bases + [f"{nest.out}_reg{suffix}", f"{nest.vec}_vec{suffix}", f"{nest.bcast}_vec{suffix}"]
 
 
-def _kernel(rewrite: Rewrite, rows_loop: str, red: str, rows: int, names: list[str], base: int | None) -> list[ExoCall]:
+def _kernel(
+    rewrite: Rewrite, rows_loop: str, red: str, rows: int, names: list[str], base: int | None, cut: bool = False
+) -> list[ExoCall]:
     """The calls for one kernel on the nest whose rows loop is ``rows_loop``; ``base`` is the
-    first row of a tail nest (None for the main nest, whose rows start at 0)."""
+    first row of a tail nest (None for the main nest, whose rows start at 0); ``cut`` splits
+    the rows with a cut tail left for a second kernel."""
     ao, ai, bo, bi, bv, bl, reg, vec, bcast = names
     cols, order = int(rewrite.arg("cols")), str(rewrite.arg("order"))
     out, vec_buf, bcast_buf = str(rewrite.arg("out")), str(rewrite.arg("vec")), str(rewrite.arg("bcast"))
-    trip = int(rewrite.arg("trip", 0))
     vectors = cols // LANES
     calls = []
-    if base is None and trip % rows:
+    if cut:
         calls += [ExoCall("divide_loop", (rows_loop, rows, (ao, ai)), (("tail", "cut"),)), ExoCall("simplify")]
     else:
         calls.append(ExoCall("divide_loop", (rows_loop, rows, (ao, ai)), (("perfect", True),)))
