@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -127,20 +126,21 @@ def test_segfault_is_run_error(ref: Candidate, cache: Path) -> None:
 def test_endless_loop_is_timeout_within_limit(ref: Candidate, cache: Path) -> None:
     cfg = BenchConfig(run_timeout=1.0, samples=3)
     evaluate_candidate(SGEMM, ref, ref, cfg, cache)  # reference outputs cached first
-    start = time.perf_counter()
     m = evaluate_candidate(SGEMM, ref, hand("volatile int go = 1; while (go) {}"), cfg, cache)
-    elapsed = time.perf_counter() - start
     assert m.status is Status.TIMEOUT, m.error
-    assert elapsed < 1.0 + 1.5  # the limit plus compile and process start
+    # The loop never ends: the run ended only because it was killed at the limit. Killing
+    # and reaping take well under a second; the margin only absorbs a busy machine.
+    assert cfg.run_timeout <= m.run_seconds < cfg.run_timeout + 10
 
 
 def test_very_slow_kernel_stops_early_as_timeout(ref: Candidate, cache: Path) -> None:
-    # 0.4 s per call: right answer, but timing it needs more than the 1 s limit allows.
-    cfg = BenchConfig(run_timeout=1.0, samples=3)
+    # 1.2 s per call: right answer, but timing it needs more than the 4 s limit allows
+    # (the driver may spend half of it timing, and wants at least two calls).
+    cfg = BenchConfig(run_timeout=4.0, samples=3)
     evaluate_candidate(SGEMM, ref, ref, cfg, cache)
     slow = hand(
         f"""
-    struct timespec ts = {{0, 400000000}};
+    struct timespec ts = {{1, 200000000}};
     nanosleep(&ts, 0);
     for (int i = 0; i < {N}; i++)
       for (int j = 0; j < {N}; j++)
@@ -148,10 +148,10 @@ def test_very_slow_kernel_stops_early_as_timeout(ref: Candidate, cache: Path) ->
           C[i * {N} + j] += A[i * {N} + k] * B[k * {N} + j];
     """
     ).c_source.replace("#include <stdint.h>", "#define _POSIX_C_SOURCE 199309L\n#include <time.h>")
-    start = time.perf_counter()
     m = evaluate_candidate(SGEMM, ref, candidate_from_c(slow), cfg, cache)
-    assert m.status is Status.TIMEOUT and "too slow" in m.error
-    assert time.perf_counter() - start < 1.0  # it did not wait for the kill
+    # "too slow" comes only from the driver's own early stop, never from the kill.
+    assert m.status is Status.TIMEOUT and "too slow" in m.error, m.error
+    assert m.run_seconds < cfg.run_timeout  # it did not wait for the kill
 
 
 def test_kernel_that_skips_its_work_is_wrong_result(ref: Candidate, cache: Path) -> None:

@@ -145,7 +145,7 @@ def test_unreachable_address_is_a_quick_cluster_error(ray_executor) -> None:
     started = time.monotonic()
     with pytest.raises(ClusterError, match="127.0.0.1:1"):
         RayExecutor(Expander, ExpandOptions(), BenchConfig(), address="127.0.0.1:1")
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # minutes when it hangs; seconds when it refuses
 
 
 def test_a_malformed_address_is_a_cluster_error() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -206,77 +205,118 @@ def test_unknown_search_names_the_file(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- concurrent reader
 
+#: Rows the writer commits per step, and the number of steps. Each step is paced by the
+#: reader's signals, never by a sleep: the test holds on a fast or a slow, busy or quiet machine.
+BATCH, ROUNDS = 20, 6
+#: How long either side waits for the other's signal before calling the run broken. Only a
+#: hung or blocked peer reaches it; a healthy run never waits on it.
+SIGNAL_TIMEOUT = 120.0
 
-def _reader(path: str, expected: int, hold: float, out: multiprocessing.Queue) -> None:
-    """Read from another process until the writer is done, like a notebook would.
 
-    Alternates store queries with a raw read transaction held for ``hold`` seconds (a slow
-    pandas query); inside it the snapshot must not move.
+def _reader(path: str, conn) -> None:
+    """Read from another process while the writer commits, like a notebook would.
+
+    Each round: the writer has committed up to ``n`` rows; this side checks that a store
+    read sees exactly ``n``, opens a raw read transaction (a slow pandas query), and tells
+    the writer it holds the snapshot. The writer commits another batch *while* the snapshot
+    is held and reports the new total; inside the transaction the count must not have moved,
+    and after it ends the new rows must be visible. Then it tells the writer to go on. The
+    report (or the first error) is sent back to the parent.
     """
     errors: list[str] = []
     seen: list[int] = []
-    deadline = time.monotonic() + 60
     try:
         store = open_store(path, create=False)
-        out.put("ready")
         raw = sqlite3.connect(path, isolation_level=None)
-        while time.monotonic() < deadline:
-            try:
-                n = len(store.candidates(1))
-                store.top_candidates(1, 5)
-                store.progress(1)
-                raw.execute("BEGIN")
-                first = raw.execute("SELECT count(*) FROM candidates").fetchone()[0]
-                time.sleep(hold)
-                second = raw.execute("SELECT count(*) FROM candidates").fetchone()[0]
-                raw.execute("COMMIT")
-                if first != second:
-                    errors.append(f"snapshot moved from {first} to {second}")
-            except Exception as exc:  # noqa: BLE001 - report everything, the parent asserts
-                errors.append(f"{type(exc).__name__}: {exc}")
-                continue
-            seen.append(n)
-            if n >= expected:
+        conn.send("ready")
+        for _ in range(ROUNDS):
+            if not conn.poll(SIGNAL_TIMEOUT):
+                errors.append("the writer sent nothing")
                 break
+            committed = conn.recv()
+            n = len(store.candidates(1))
+            store.top_candidates(1, 5)
+            store.progress(1)
+            seen.append(n)
+            if n != committed:
+                errors.append(f"a store read saw {n} rows after the writer committed {committed}")
+            raw.execute("BEGIN")
+            first = raw.execute("SELECT count(*) FROM candidates").fetchone()[0]
+            conn.send("holding")
+            # The writer commits its next batch now. If a commit had to wait for this
+            # snapshot to end, it would never arrive: we release only after it reports.
+            if not conn.poll(SIGNAL_TIMEOUT):
+                errors.append("the writer could not commit while a reader held a snapshot")
+                raw.execute("COMMIT")
+                break
+            during = conn.recv()
+            second = raw.execute("SELECT count(*) FROM candidates").fetchone()[0]
+            raw.execute("COMMIT")
+            after = raw.execute("SELECT count(*) FROM candidates").fetchone()[0]
+            if first != second:
+                errors.append(f"the snapshot moved from {first} to {second} while held")
+            if after != during:
+                errors.append(f"after the snapshot a read saw {after} rows, the writer had committed {during}")
+            seen.append(after)
+            conn.send("released")
         raw.close()
         store.close()
     except Exception as exc:  # noqa: BLE001 - the parent asserts on errors
         errors.append(f"{type(exc).__name__}: {exc}")
-    out.put((seen, errors))
+    conn.send((seen, errors))
 
 
 @pytest.mark.slow
 def test_second_process_reads_while_this_one_writes(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.db")
-    total, hold = 400, 1.0
     store = open_store(path)
     sid = store.create_search(make_workload(), make_config(), make_machine())
     root = make_candidate("root")
     store.add_candidate(sid, root)
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    reader = ctx.Process(target=_reader, args=(path, total, hold, out))
+    here, there = ctx.Pipe()
+    reader = ctx.Process(target=_reader, args=(path, there))
     reader.start()
-    assert out.get(timeout=60) == "ready"
-    write_errors, latencies = [], []
-    for i in range(1, total):
-        cand = make_candidate(f"n{i}", root)
-        t0 = time.perf_counter()
-        try:
-            store.add_candidate(sid, cand)
-            store.record_measurement(sid, make_measurement(cand, 1.0 / i), None, None)
-        except Exception as exc:  # noqa: BLE001 - collected and asserted empty
-            write_errors.append(f"{type(exc).__name__}: {exc}")
-        latencies.append(time.perf_counter() - t0)
-    seen, read_errors = out.get(timeout=90)
+    assert here.poll(SIGNAL_TIMEOUT) and here.recv() == "ready"
+    write_errors: list[str] = []
+    written = 1
+
+    def write_batch() -> None:
+        nonlocal written
+        for _ in range(BATCH):
+            cand = make_candidate(f"n{written}", root)
+            try:
+                store.add_candidate(sid, cand)
+                store.record_measurement(sid, make_measurement(cand, 1.0 / written), None, None)
+            except Exception as exc:  # noqa: BLE001 - collected and asserted empty
+                write_errors.append(f"{type(exc).__name__}: {exc}")
+            written += 1
+
+    def answer() -> object:
+        assert here.poll(SIGNAL_TIMEOUT), "the reader stopped answering"
+        return here.recv()
+
+    report = None
+    for _ in range(ROUNDS):
+        write_batch()
+        here.send(written)
+        if (reply := answer()) != "holding":  # the reader failed and sent its report early
+            report = reply
+            break
+        write_batch()  # commits while the reader's snapshot is open
+        here.send(written)
+        if (reply := answer()) != "released":
+            report = reply
+            break
+    seen, read_errors = report if report is not None else answer()
     reader.join(timeout=30)
     store.close()
+    # With WAL every commit above went through while a reader held a snapshot; with a
+    # rollback journal the first such commit waits for the reader, which waits for it, and
+    # the busy timeout turns that into "database is locked" in write_errors.
     assert write_errors == [] and read_errors == []
-    assert seen[-1] == total
-    assert len(seen) > 2 and seen == sorted(seen)  # it saw the table grow, never shrink
-    # With WAL the writer never waits for the reader's open snapshot; with a rollback
-    # journal each commit would stall until the reader's transaction ends.
-    assert max(latencies) < hold / 2, f"a write waited {max(latencies):.3f}s for the reader"
+    expected = [1 + BATCH * step for step in range(1, 2 * ROUNDS + 1)]
+    assert seen == expected  # it saw every commit, in order: the table grew and never shrank
 
 
 def test_generic_insert_path(tmp_path: Path) -> None:
