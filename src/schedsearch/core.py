@@ -114,7 +114,8 @@ class RewriteKind(StrEnum):
     PARALLELIZE = "parallelize"
     MICRO_KERNEL = "micro_kernel"  # tile + stage the output tile + unroll rows, in one step
     PACK = "pack"  # copy a re-read input panel into a contiguous buffer
-    SIMD_KERNEL = "simd_kernel"  # a register tile written in AVX2 instructions, in one step
+    REGISTER_TILE = "register_tile"  # a register tile in the target's vector instructions, in one step
+    SIMD_KERNEL = "simd_kernel"  # older schedule files' name for an AVX2 register_tile
 
 
 class Status(StrEnum):
@@ -481,7 +482,7 @@ class ExpandOptions(JsonRecord):
     max_split_factors: int = 6  # per loop
     allow_parallel: bool = False  # parallelize_loop: needs -fopenmp and several threads
     allow_tails: bool = True  # splits that do not divide (guard / cut tails)
-    isa: tuple[str, ...] = ()  # vector instruction sets the target CPU has ("avx2"): SIMD kernels
+    target: str = "scalar"  # the instruction set rewrites may emit (transforms.targets): "avx512", ...
 
 
 @dataclass(frozen=True, slots=True)

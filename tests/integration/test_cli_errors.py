@@ -96,12 +96,13 @@ def test_every_command_has_help(command: str) -> None:
     assert r.returncode == 0 and "Usage:" in r.stdout
 
 
-def test_isa_choice_decides_whether_simd_kernels_are_offered():
+def test_target_choice_decides_which_register_tiles_are_offered():
     def kinds(*extra: str) -> set[str]:
         r = run_cli("explain", str(EXAMPLES / "matmul.py"), "--size", "M=24,N=16,K=8", "--json", *extra)
         assert r.returncode == 0, r.stderr
-        return {step["kind"] for step in json.loads(r.stdout)["legal"]}
+        return {(step["kind"], step["args"].get("isa")) for step in json.loads(r.stdout)["legal"]}
 
-    assert "simd_kernel" in kinds("--isa", "avx2")
-    assert "simd_kernel" not in kinds("--isa", "none")
-    assert_one_line_error(run_cli("explain", str(EXAMPLES / "matmul.py"), "--isa", "sse9"), "--isa")
+    assert ("register_tile", "avx2") in kinds("--target", "avx2")
+    assert ("register_tile", "avx512") not in kinds("--target", "avx2")
+    assert "register_tile" not in {k for k, _ in kinds("--target", "scalar")}
+    assert_one_line_error(run_cli("explain", str(EXAMPLES / "matmul.py"), "--target", "sse9"), "--target")

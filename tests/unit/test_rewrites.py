@@ -166,7 +166,7 @@ def test_parallelize_only_when_allowed():
 
 @pytest.mark.parametrize("path,proc", [(MATMUL, "sgemm"), (MATMUL, "matmul_i8"), (DATA / "fusable.py", None)])
 def test_autofission_is_never_proposed(path, proc):
-    options = ExpandOptions(allow_parallel=True, max_unroll=64, isa=("avx2",))
+    options = ExpandOptions(allow_parallel=True, max_unroll=64, target="avx2")
     current = build_proc(load_workload(path, proc, {"M": 16, "N": 16, "K": 16} if proc == "sgemm" else None))
     assert "autofission" not in OPS
     for _ in range(3):  # a few levels deep, always taking the first legal proposal
@@ -174,8 +174,8 @@ def test_autofission_is_never_proposed(path, proc):
         for rw in proposals:
             assert "fission" not in rw.describe()
             assert all(call.op in OPS for call in lower(rw))
-            # Exo's checked fission only splits the broadcast/vector loads off a SIMD kernel
-            if rw.kind is not RewriteKind.SIMD_KERNEL:
+            # Exo's checked fission only splits the broadcast/vector loads off a register tile
+            if rw.kind is not RewriteKind.REGISTER_TILE:
                 assert all(call.op != "fission" for call in lower(rw))
         current = next(p for p in (try_apply(current, rw) for rw in proposals) if p is not None)
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "schedsearch" / "transforms"
-ALLOWED_SCHEDSEARCH = {"schedsearch.core", "schedsearch.errors"}
+ALLOWED_SCHEDSEARCH = {"schedsearch.core", "schedsearch.errors", "schedsearch.targets"}
 OWN = "schedsearch.transforms"
 
 

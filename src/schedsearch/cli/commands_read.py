@@ -195,14 +195,14 @@ def _warn_if_workload_changed(path: str, sha: str) -> None:
         stderr_console().print(f"[yellow]warning[/yellow]: {path} changed since the search; the schedule may not apply")
 
 
-def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel: bool, isa: str,
+def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel: bool, target: str,
                     as_json: bool) -> None:
     """Loop nest and every legal rewrite at the root, one per line, with a count."""
     from schedsearch.transforms import build_proc, load_workload, loop_nest_text, propose, try_apply
 
     workload = load_workload(file, proc, sizes)
     p = build_proc(workload)
-    options = expand_options(parallel, isa)
+    options = expand_options(parallel, target)
     proposals = propose(p, options)
     legal = [r for r in proposals if try_apply(p, r) is not None]
     if as_json:

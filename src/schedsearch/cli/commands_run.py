@@ -43,7 +43,7 @@ EXIT_INTERRUPTED = 130
 def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: float | None,
                 max_candidates: int | None, workers: int | None, address: str | None, db: str | None,
                 as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
-                cflags: str | None, parallel: bool, isa: str) -> None:
+                cflags: str | None, parallel: bool, target: str) -> None:
     """Load the workload, check the compiler, open the store, search, report."""
     from schedsearch.evaluate import check_toolchain
     from schedsearch.transforms import load_workload, root_candidate
@@ -59,7 +59,7 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
         max_depth=max_depth,
         workers=DEFAULT_WORKERS if workers is None else workers,
         bench=bench,
-        expand=expand_options(parallel, isa),
+        expand=expand_options(parallel, target),
     )
     store = open_db(db, create=True)
     try:

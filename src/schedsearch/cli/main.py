@@ -10,7 +10,9 @@ import click
 
 from schedsearch.cli import commands_read, commands_run
 from schedsearch.cli.wiring import handle_errors, parse_sizes
+from schedsearch.targets import TARGETS
 
+TARGET_CHOICES = ["auto", *(t.name.value for t in TARGETS)]
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
@@ -75,8 +77,8 @@ def cli() -> None:
 @click.option("--cc", default=None, metavar="PATH", help="C compiler command taking gcc's arguments [default: gcc].")
 @click.option("--cflags", default=None, metavar="STR", help='Compiler flags [default: "-O3 -march=native"].')
 @click.option("--parallel", is_flag=True, help="Also try OpenMP parallel loops (benchmarks then use every core).")
-@click.option("--isa", type=click.Choice(["auto", "avx2", "none"]), default="auto", show_default=True,
-              help="Vector instructions for SIMD kernels: auto = what this CPU has.")
+@click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
+              help="Instruction set rewrites may emit: auto = the widest this CPU has.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)
@@ -145,12 +147,12 @@ def export(search_id: int | None, candidate_id: int | None, fmt: str, output: st
 @click.argument("file", type=click.Path(dir_okay=False))
 @workload_options
 @click.option("--parallel", is_flag=True, help="Include OpenMP parallel loops.")
-@click.option("--isa", type=click.Choice(["auto", "avx2", "none"]), default="auto", show_default=True,
-              help="Vector instructions for SIMD kernels: auto = what this CPU has.")
+@click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
+              help="Instruction set rewrites may emit: auto = the widest this CPU has.")
 @json_option
-def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool, isa: str, as_json: bool) -> None:
+def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool, target: str, as_json: bool) -> None:
     """Show the loop nest and every legal rewrite at the root."""
-    handle_errors(commands_read.explain_command)(file, proc, parse_sizes(sizes), parallel, isa, as_json)
+    handle_errors(commands_read.explain_command)(file, proc, parse_sizes(sizes), parallel, target, as_json)
 
 
 @cli.command(context_settings=CONTEXT)

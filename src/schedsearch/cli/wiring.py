@@ -110,13 +110,13 @@ def bench_config(cc: str | None, cflags: str | None, seed: int) -> BenchConfig:
     )
 
 
-def expand_options(parallel: bool, isa: str) -> ExpandOptions:
-    """ExpandOptions from --parallel and --isa (``auto``: the vector instructions this CPU
-    has; a kernel for instructions the benchmarking nodes lack fails and is recorded)."""
-    from schedsearch.evaluate import cpu_isa
+def expand_options(parallel: bool, target: str) -> ExpandOptions:
+    """ExpandOptions from --parallel and --target (``auto``: the widest instruction set this
+    CPU has; a kernel for instructions the benchmarking nodes lack fails and is recorded)."""
+    from schedsearch.evaluate import cpu_flags
+    from schedsearch.targets import resolve
 
-    chosen = cpu_isa() if isa == "auto" else () if isa == "none" else (isa,)
-    return ExpandOptions(allow_parallel=parallel, isa=chosen)
+    return ExpandOptions(allow_parallel=parallel, target=resolve(target, cpu_flags()).name.value)
 
 
 def open_db(url: str | None, *, create: bool) -> Store:

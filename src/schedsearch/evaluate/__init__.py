@@ -1,19 +1,19 @@
 """Build, verify and benchmark candidates: the only package that runs a C compiler.
 
-Public API: ``evaluate_candidate``, ``remeasure``, ``machine_info``, ``cpu_isa``, ``check_toolchain``,
+Public API: ``evaluate_candidate``, ``remeasure``, ``machine_info``, ``cpu_flags``, ``check_toolchain``,
 ``default_cache_dir`` and ``LocalExecutor``. The module-level functions take plain records
 and paths so they can run inside Ray workers (see ``ray_backend``).
 """
 
 from schedsearch.evaluate.local import LocalExecutor
-from schedsearch.evaluate.machine import check_toolchain, cpu_isa, default_cache_dir, machine_info
+from schedsearch.evaluate.machine import check_toolchain, cpu_flags, default_cache_dir, machine_info
 from schedsearch.evaluate.pipeline import KernelIO, evaluate_candidate, remeasure, run_once
 
 __all__ = [
     "KernelIO",
     "LocalExecutor",
     "check_toolchain",
-    "cpu_isa",
+    "cpu_flags",
     "default_cache_dir",
     "evaluate_candidate",
     "machine_info",

@@ -73,14 +73,9 @@ def _cpuinfo() -> tuple[str, str]:
     return model, hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
 
 
-#: Vector instruction sets the rewrite space has kernels for, and the CPU flags each needs.
-ISA_FLAGS = {"avx2": frozenset({"avx2", "fma"})}
-
-
-def cpu_isa() -> tuple[str, ...]:
-    """The vector instruction sets of ``ISA_FLAGS`` this CPU supports (e.g. ``("avx2",)``)."""
-    flags = set(_cpu_model_and_flags()[1])
-    return tuple(name for name, needs in ISA_FLAGS.items() if needs <= flags)
+def cpu_flags() -> tuple[str, ...]:
+    """This CPU's feature flags (``/proc/cpuinfo``'s ``flags``, or ``Features`` on ARM), sorted."""
+    return tuple(_cpu_model_and_flags()[1])
 
 
 def _exo_version() -> str:

@@ -7,11 +7,10 @@ script and the search apply identical operations by construction.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from dataclasses import dataclass
 
-from exo.libs import memories
-from exo.platforms import x86
 from exo.stdlib import scheduling
 
 ArgData = int | str | bool | tuple[str, ...]
@@ -91,16 +90,31 @@ class After:
 
 @dataclass(frozen=True, slots=True)
 class Instr:
-    """An instruction proc of ``exo.platforms.x86`` by name (e.g. ``mm256_fmadd_ps``)."""
+    """An Exo instruction proc by module and name (e.g. ``mm256_fmadd_ps`` of ``exo.platforms.x86``)."""
 
     name: str
+    module: str = "exo.platforms.x86"
 
 
 @dataclass(frozen=True, slots=True)
 class Memory:
-    """A memory class from ``exo.libs.memories`` by name (e.g. ``DRAM_STACK``)."""
+    """An Exo memory class by module and name (e.g. ``DRAM_STACK`` of ``exo.libs.memories``)."""
 
     name: str
+    module: str = "exo.libs.memories"
+
+
+#: Only Exo's own modules may be named: a schedule step is data and must not import code.
+EXO_MODULES = frozenset({"exo.libs.memories", "exo.platforms.x86", "exo.platforms.neon"})
+
+
+def _exo_object(module: str, name: str):
+    if module not in EXO_MODULES:
+        raise ValueError(f"{module!r} is not an Exo module that instructions or memories may come from")
+    value = getattr(importlib.import_module(module), name, None)
+    if value is None:
+        raise ValueError(f"{module} has no {name!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,10 +169,8 @@ def _resolve(proc, value):
         return find_in(proc, value.loop, value.pattern)
     if isinstance(value, After):
         return proc.find(value.pattern).after()
-    if isinstance(value, Instr):
-        return getattr(x86, value.name)
-    if isinstance(value, Memory):
-        return getattr(memories, value.name)
+    if isinstance(value, (Instr, Memory)):
+        return _exo_object(value.module, value.name)
     if isinstance(value, tuple):
         return [_resolve(proc, v) for v in value]
     return value
@@ -219,14 +231,13 @@ def _values(calls: list[ExoCall]):
             yield from value if isinstance(value, tuple) else (value,)
 
 
-def memories_used(calls: list[ExoCall]) -> list[str]:
-    """Names of memory classes the rendered calls need imported, sorted."""
-    return sorted({v.name for v in _values(calls) if isinstance(v, Memory)})
-
-
-def instrs_used(calls: list[ExoCall]) -> list[str]:
-    """Names of ``exo.platforms.x86`` instructions the rendered calls need imported, sorted."""
-    return sorted({v.name for v in _values(calls) if isinstance(v, Instr)})
+def imports_needed(calls: list[ExoCall]) -> dict[str, list[str]]:
+    """Module -> sorted names of the memories and instructions the rendered calls use."""
+    out: dict[str, set[str]] = {}
+    for v in _values(calls):
+        if isinstance(v, (Instr, Memory)):
+            out.setdefault(v.module, set()).add(v.name)
+    return {module: sorted(names) for module, names in sorted(out.items())}
 
 
 def needs_find_in(calls: list[ExoCall]) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from schedsearch.core import NAMING_ARGS, ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall, Loop, Memory, Nest
 from schedsearch.transforms.kernels import MicroKernel, Pack
-from schedsearch.transforms.simd import SimdKernel
+from schedsearch.transforms.register_tile import RegisterTile
 from schedsearch.transforms.staging import windows_for_loop
 from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loop_work, loops
 
@@ -349,7 +349,7 @@ RULES = (
     Reorder(),
     Tile(),
     MicroKernel(),
-    SimdKernel(),
+    RegisterTile(),
     Hoist(),
     StageMem(),
     Pack(),
@@ -364,7 +364,7 @@ RULES = (
 def rule_for(kind: RewriteKind):
     """The rule implementing ``kind``."""
     for rule in RULES:
-        if rule.kind == kind:
+        if rule.kind == kind or kind in getattr(rule, "aliases", ()):
             return rule
     raise KeyError(f"no rule for rewrite kind {kind!r}")
 

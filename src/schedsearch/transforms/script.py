@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schedsearch.core import Schedule, Workload
-from schedsearch.transforms.calls import FIND_IN_SOURCE, OPS, instrs_used, memories_used, needs_find_in, render
+from schedsearch.transforms.calls import FIND_IN_SOURCE, OPS, imports_needed, needs_find_in, render
 from schedsearch.transforms.rewrites import lower
 
 _TEMPLATE = '''\
@@ -16,7 +16,7 @@ Run it with Python; the workload file is found relative to this script.
 import importlib.util
 import os
 
-{memories_import}{instrs_import}from exo.stdlib.scheduling import {ops}
+{imports}from exo.stdlib.scheduling import {ops}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, {workload_path!r})
@@ -44,10 +44,7 @@ def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) 
         lines.append(f"# step {index}: {step.describe()}")
         lines.extend(render(call) for call in calls)
     used_ops = sorted({call.op for call in all_calls} & OPS) or ["simplify"]
-    mems = memories_used(all_calls)
-    memories_import = f"from exo.libs.memories import {', '.join(mems)}\n" if mems else ""
-    instrs = instrs_used(all_calls)
-    instrs_import = f"from exo.platforms.x86 import {', '.join(instrs)}\n" if instrs else ""
+    imports = "".join(f"from {module} import {', '.join(names)}\n" for module, names in imports_needed(all_calls).items())
     helpers = f"\n\n{FIND_IN_SOURCE}\n" if needs_find_in(all_calls) else ""
     bind = ""
     if workload.sizes:
@@ -56,8 +53,7 @@ def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) 
         label=workload.label,
         count=len(schedule),
         ops=", ".join(used_ops),
-        memories_import=memories_import,
-        instrs_import=instrs_import,
+        imports=imports,
         helpers=helpers,
         workload_path=workload_path,
         proc=workload.proc,

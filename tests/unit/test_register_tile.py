@@ -1,4 +1,4 @@
-"""simd_kernel: AVX2 register tiles as one rewrite (real Exo, no compiler)."""
+"""register_tile: vector register tiles of each target as one rewrite (real Exo, no compiler)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from schedsearch.core import KERNEL_SYMBOL, ExpandOptions, RewriteKind, Schedule
+from schedsearch.core import KERNEL_SYMBOL, ExpandOptions, Rewrite, RewriteKind, Schedule
 from schedsearch.transforms import build_proc, fingerprint, kernel_c, load_workload, propose, schedule_script, try_apply
 from schedsearch.transforms.walk import written_buffers
 
 ROOT = Path(__file__).resolve().parents[2]
 MATMUL = ROOT / "examples" / "matmul.py"
-AVX2 = ExpandOptions(isa=("avx2",))
+AVX2 = ExpandOptions(target="avx2")
+AVX512 = ExpandOptions(target="avx512")
 
 
 @pytest.fixture(scope="module")
@@ -26,22 +27,60 @@ def small():
 
 
 def simd(proc, options=AVX2):
-    return [r for r in propose(proc, options) if r.kind is RewriteKind.SIMD_KERNEL]
+    return [r for r in propose(proc, options) if r.kind is RewriteKind.REGISTER_TILE]
 
 
 def shape(rewrite) -> tuple[int, int, str]:
     return int(rewrite.arg("rows")), int(rewrite.arg("cols")), str(rewrite.arg("order"))
 
 
-def test_simd_kernels_are_proposed_only_for_an_isa_the_cpu_has(small):
+def test_register_tiles_follow_the_target_and_its_registers(small):
     root = build_proc(small)
-    assert simd(root, ExpandOptions()) == []
+    assert simd(root, ExpandOptions()) == []  # scalar: gcc's vectoriser decides
+    assert simd(root, ExpandOptions(target="scalar")) == []
     shapes = {shape(r) for r in simd(root)}
-    # 4x24 needs 24 | 32; every other shape's columns divide 32
-    assert {(r, c) for r, c, _ in shapes} == {(6, 16), (8, 8), (4, 16), (3, 32)}
+    # AVX2: 16 ymm registers, 8 f32 lanes; columns must divide 32
+    assert {(r, c) for r, c, _ in shapes} == {(6, 16), (5, 16), (4, 16), (2, 32), (3, 16)}
     assert {o for _, _, o in shapes} == {"rows", "cols"}
-    no_tails = {shape(r)[:2] for r in simd(root, ExpandOptions(isa=("avx2",), allow_tails=False))}
-    assert no_tails == {(4, 16)}  # the only row count dividing 20
+    assert all(r.arg("isa") == "avx2" for r in simd(root))
+    no_tails = {shape(r)[:2] for r in simd(root, ExpandOptions(target="avx2", allow_tails=False))}
+    assert {(4, 16), (5, 16), (2, 32)} <= no_tails and all(20 % r == 0 for r, _ in no_tails)
+    wide = load_workload(MATMUL, "sgemm", {"M": 20, "N": 64, "K": 8})
+    big = {shape(r)[:2] for r in simd(build_proc(wide), AVX512)}
+    # AVX-512: 32 zmm registers, 16 lanes: 6 rows x 4 vectors = 24 accumulators
+    assert (6, 64) in big and all(c % 16 == 0 for _, c in big)
+    assert all(r * (c // 16) + c // 16 + 1 <= 32 for r, c in big)
+
+
+def test_tile_shapes_fit_every_targets_registers():
+    from schedsearch.targets import TARGETS
+    from schedsearch.transforms.register_tile import tile_shapes
+
+    for t in TARGETS:
+        shapes = tile_shapes(t)
+        assert shapes and all(r * v + v + 1 <= t.registers for r, v in shapes)
+    from schedsearch.targets import AVX2 as AVX2_TARGET, AVX512 as AVX512_TARGET
+
+    assert tile_shapes(AVX512_TARGET)[0] == (6, 4)  # Exo's own AVX-512 SGEMM tile
+    assert (6, 2) in tile_shapes(AVX2_TARGET)[:2]  # the classic AVX2 6x16
+
+
+def test_a_simd_kernel_step_of_an_older_schedule_file_replays_as_an_avx2_tile(small):
+    root = build_proc(small)
+    step = next(r for r in simd(root) if shape(r) == (6, 16, "cols"))
+    legacy = Rewrite(RewriteKind.SIMD_KERNEL, step.target, tuple((k, v) for k, v in step.args if k != "isa"))
+    assert kernel_c(try_apply(root, legacy)) == kernel_c(try_apply(root, step))
+
+
+def test_an_avx512_tile_is_avx512_instructions(small):
+    wide = load_workload(MATMUL, "sgemm", {"M": 20, "N": 64, "K": 8})
+    root = build_proc(wide)
+    step = next(r for r in simd(root, AVX512) if shape(r) == (6, 64, "cols"))
+    c = kernel_c(try_apply(root, step))
+    assert "__m512 C_reg[6][4];" in c and "__m512 C_reg_t[2][4];" in c
+    assert c.count("] = _mm512_fmadd_ps(") == 6 * 4 + 2 * 4
+    assert c.count("= _mm512_loadu_ps(&B[") == 4 + 4
+    assert "_mm256" not in c
 
 
 @pytest.mark.parametrize("proc_name", ["matmul_i8"])
@@ -96,17 +135,25 @@ def test_simd_schedule_exports_as_a_script_with_the_same_c(small, tmp_path):
 
 @pytest.mark.parametrize(
     "flags,expected",
-    [(["sse2", "avx", "avx2", "fma"], ("avx2",)), (["sse2", "avx", "avx2"], ()), (["neon", "asimd"], ()), ([], ())],
+    [
+        (["sse2", "avx", "avx2", "fma", "avx512f", "avx512bw"], "avx512"),
+        (["sse2", "avx", "avx2", "fma"], "avx2"),
+        (["sse2", "avx", "avx2"], "scalar"),  # AVX2 without FMA: no fused multiply-add
+        (["fp", "asimd"], "neon"),
+        ([], "scalar"),
+    ],
 )
-def test_isa_auto_offers_avx2_kernels_only_with_avx2_and_fma(monkeypatch, flags, expected):
+def test_target_auto_is_the_widest_the_cpu_flags_allow(monkeypatch, flags, expected):
     from schedsearch.cli.wiring import expand_options
     from schedsearch.evaluate import machine
+    from schedsearch.targets import detect
 
+    assert detect(flags).name == expected
     monkeypatch.setattr(machine, "_cpu_model_and_flags", lambda: ("some cpu", sorted(flags)))
-    assert machine.cpu_isa() == expected
-    assert expand_options(False, "auto").isa == expected
-    assert expand_options(False, "none").isa == ()
-    assert expand_options(True, "avx2") == ExpandOptions(allow_parallel=True, isa=("avx2",))
+    assert expand_options(False, "auto").target == expected
+    # an explicit target is taken whatever the CPU: its kernels then fail and are recorded
+    assert expand_options(False, "scalar").target == "scalar"
+    assert expand_options(True, "avx2") == ExpandOptions(allow_parallel=True, target="avx2")
 
 
 def test_loops_doing_under_one_percent_of_the_work_get_no_proposals():
