@@ -11,11 +11,13 @@ A schedule file is JSON::
       "speedup": 41.3,             # over the unscheduled proc, measured side by side
       "seconds": 1.2e-05,          # the schedule's median time when recorded
       "machine": {...},            # core.MachineInfo: CPU, compiler, flags, exo version
+      "target": "avx512",          # the instruction set its steps emit (targets.py)
       "origin": {"db": "...", "search_id": 3, "candidate_id": 57}
     }
 
 The workload path is stored relative to the schedule file, so a repository can move.
-Standard library only.
+Files written before targets existed have no ``target``: it is derived from their steps.
+Standard library and schedsearch's own records only.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedsearch.core import MachineInfo, Rewrite, Schedule
+from schedsearch.core import MachineInfo, Rewrite, RewriteKind, Schedule
 from schedsearch.errors import ScheduleFileError
+from schedsearch.targets import TARGETS, TargetName
 
 FORMAT = "schedsearch-schedule"
 VERSION = 1
@@ -47,6 +50,12 @@ class ScheduleFile:
     seconds: float | None
     machine: MachineInfo
     origin: dict[str, Any] = field(default_factory=dict)
+    target: str = ""  # the instruction set the steps emit; "" = derived from the steps
+
+    @property
+    def needs_target(self) -> str:
+        """The instruction set a machine must have to run this schedule."""
+        return self.target or schedule_target(self.schedule)
 
     def workload_path(self, schedule_path: str | os.PathLike) -> Path:
         """Absolute path of the workload file, resolved against the schedule file."""
@@ -69,8 +78,20 @@ class ScheduleFile:
             "speedup": self.speedup,
             "seconds": self.seconds,
             "machine": self.machine.to_json(),
+            "target": self.needs_target,
             "origin": self.origin,
         }
+
+
+def schedule_target(schedule: Schedule) -> str:
+    """The instruction set a schedule's steps emit: the widest ``isa`` any step names, else
+    ``scalar``. Steps written before targets existed (``simd_kernel``) emit AVX2."""
+    names = {str(s.arg("isa")) for s in schedule.steps if s.arg("isa") is not None}
+    names |= {TargetName.AVX2.value for s in schedule.steps if s.kind is RewriteKind.SIMD_KERNEL}
+    order = [t.name.value for t in TARGETS]  # widest first
+    known = [n for n in order if n in names]
+    unknown = sorted(names - set(order))
+    return (unknown or known or [TargetName.SCALAR.value])[0]
 
 
 def _step_json(step: Rewrite) -> dict[str, Any]:
@@ -124,6 +145,7 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
             seconds=None if raw.get("seconds") is None else float(raw["seconds"]),
             machine=MachineInfo.from_json(raw.get("machine") or {}),
             origin=dict(raw.get("origin") or {}),
+            target=str(raw.get("target") or ""),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ScheduleFileError(f"{p} is malformed: {type(e).__name__}: {e}") from None

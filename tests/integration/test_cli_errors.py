@@ -84,10 +84,15 @@ def test_bad_compiler(tmp_path: Path) -> None:
     assert_one_line_error(r, "no-such-cc")
 
 
-def test_malformed_schedule_file(tmp_path: Path) -> None:
+def test_malformed_schedule_file_is_one_failed_case_with_a_junit_report(tmp_path: Path) -> None:
     f = tmp_path / "s.json"
     f.write_text("{not json")
-    assert_one_line_error(run_cli("regress", str(f)), "s.json")
+    junit = tmp_path / "out.xml"
+    r = run_cli("regress", str(f), "--json", "--junit", str(junit))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    (case,) = json.loads(r.stdout)["results"]
+    assert case["passed"] is False and "s.json is not valid JSON" in case["reason"]
+    assert 'failures="1"' in junit.read_text()
 
 
 @pytest.mark.parametrize("command", ["run", "resume", "list", "show", "tree", "best", "export", "explain", "regress"])

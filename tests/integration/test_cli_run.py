@@ -117,6 +117,8 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     assert json.loads(ok.stdout)["passed"] is True
     assert 'failures="0"' in junit.read_text()
 
+    assert data["target"] in ("avx512", "avx2", "neon", "scalar")
+
     # A schedule recorded on another machine is still checked, and the report says so.
     other = dict(data, machine=dict(data["machine"], cpu_model="Some Other CPU"))
     elsewhere = sched.parent / "elsewhere.json"
@@ -124,8 +126,24 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     r = run_cli("regress", str(elsewhere), "--tolerance", "0.9", "--json")
     result = json.loads(r.stdout)["results"][0]
     assert r.returncode == 0 and result["machine_differs"] is True
-    assert any("different machine" in n for n in result["notes"]), result["notes"]
+    assert any("Some Other CPU" in n for n in result["notes"]), result["notes"]
+    # Falling short of a timing recorded elsewhere warns; --strict-machine makes it fail.
+    elsewhere.write_text(json.dumps(dict(other, speedup=data["speedup"] * 1000)))
+    r = run_cli("regress", str(elsewhere), "--json")
+    result = json.loads(r.stdout)["results"][0]
+    assert r.returncode == 0 and result["passed"] and "another machine" in result["warning"], result
+    r = run_cli("regress", str(elsewhere), "--json", "--strict-machine")
+    assert r.returncode == 1 and "slower" in json.loads(r.stdout)["results"][0]["reason"]
     elsewhere.unlink()
+
+    # A schedule for instructions this CPU lacks is skipped with the reason, not run or passed.
+    foreign = sched.parent / "foreign.json"
+    foreign.write_text(json.dumps(dict(data, target="neon")))
+    r = run_cli("regress", str(foreign), "--json", "--junit", str(junit))
+    result = json.loads(r.stdout)["results"][0]
+    assert r.returncode == 0 and result["skipped"] and not result["passed"], result
+    assert "neon" in result["reason"] and 'skipped="1"' in junit.read_text() and "<skipped" in junit.read_text()
+    foreign.unlink()
 
     # A recorded speedup far above what the schedule reaches is a regression.
     data["speedup"] = data["speedup"] * 1000

@@ -210,4 +210,5 @@ def run_json(search: SearchRecord, best: CandidateRecord | None, db: str | None)
             "depth": best.depth,
         },
         "machine": search.machine.to_json(),
+        "target": search.config.expand.target,
     }

@@ -162,12 +162,15 @@ def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool,
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Write a JUnit XML report here.")
 @click.option("--cc", default=None, metavar="PATH", help="C compiler command [default: gcc].")
 @click.option("--cflags", default=None, metavar="STR", help='Compiler flags [default: "-O3 -march=native"].')
+@click.option("--strict-machine", is_flag=True,
+              help="Also fail on a slowdown against a timing recorded on another machine (default: a warning).")
 @json_option
-def regress(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str | None, cflags: str | None, as_json: bool) -> None:
+def regress(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str | None, cflags: str | None,
+            as_json: bool, strict_machine: bool) -> None:
     """Replay schedule files; fail when one no longer applies, is wrong, or got slower."""
     from schedsearch.cli import regress as regress_mod
 
-    code = handle_errors(regress_mod.regress_command)(paths, tolerance, junit, cc, cflags, as_json)
+    code = handle_errors(regress_mod.regress_command)(paths, tolerance, junit, cc, cflags, as_json, strict_machine)
     sys.exit(code)
 
 
