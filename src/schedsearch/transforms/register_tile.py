@@ -26,7 +26,7 @@ from exo.API_cursors import BinaryOpCursor, ReadCursor, ReduceCursor
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import After, ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
-from schedsearch.transforms.kernels import fresh_names, reduction_nests
+from schedsearch.transforms.kernels import fresh_names
 from schedsearch.targets import AVX2, Role, Target, target
 from schedsearch.transforms.walk import affine
 
@@ -63,12 +63,20 @@ def step_target(rewrite: Rewrite) -> Target:
 
 @dataclass(frozen=True, slots=True)
 class _Nest:
-    """A reduction nest ``a, b, k`` whose body is ``out[a, b] += bcast[.., ..] * vec[k, b]``."""
+    """A reduction nest ``a, b, k1..kn`` whose body is ``out[.., a, b] += bcast[..] * vec[..]``.
+
+    ``out`` is indexed by ``b`` last, by ``a`` in one other dimension, and in any others by
+    variables of enclosing loops (a batch, an image row: ``y[o, h, i]``); ``vec`` is contiguous along ``b`` (its last index is ``b`` plus
+    reduction variables, as in a convolution's ``x[c, i + r]``) and does not depend on
+    ``a``; ``bcast`` does not depend on ``b``: one element per row and reduction step.
+    """
 
     out: str
-    bcast: str  # indexed by the rows and the reduction variable: one element per row
-    vec: str  # indexed by [reduction, columns]: contiguous along the columns
+    bcast: str
+    vec: str
     dtype: str  # Exo's spelling of the element type shared by all three
+    index: tuple[str, ...]  # the output's index variables, in order (``a`` and ``b`` among them)
+    reductions: tuple[str, ...]  # patterns of k1..kn, outermost first
 
 
 def _plain(expr) -> str | None:
@@ -79,21 +87,72 @@ def _plain(expr) -> str | None:
     return terms[0][0] if len(terms) == 1 and terms[0][1] == 1 else None
 
 
-def _nest(view, a, b, k) -> _Nest | None:
-    body = list(view.proc.find_loop(k.pattern).body())
+def _vars(expr) -> set[str] | None:
+    form = affine(expr)
+    return None if form is None else {k for k in form if k}
+
+
+def _is_vec(read, a: str, b: str, ks: set[str]) -> bool:
+    """Contiguous along ``b``: the last index is ``b`` (coefficient 1) plus reduction
+    variables and constants; no index mentions ``a``; only the last mentions ``b``."""
+    *lead, last = read.idx()
+    form = affine(last)
+    if form is None or form.get(b) != 1 or not {k for k in form if k} - {b} <= ks:
+        return False
+    for e in lead:
+        names = _vars(e)
+        if names is None or a in names or b in names:
+            return False
+    return True
+
+
+def _is_bcast(read, a: str, b: str) -> bool:
+    """One element per row: affine indices that never mention ``b``."""
+    for e in read.idx():
+        names = _vars(e)
+        if names is None or b in names:
+            return False
+    return True
+
+
+def _reduction_chain(view, b) -> list | None:
+    """Loops k1..kn under ``b``: a perfect chain of constant loops ending in one statement."""
+    chain = []
+    info = view.loop(b.child) if b.child else None
+    while info is not None:
+        if info.trip is None or info.lo != 0:
+            return None
+        chain.append(info)
+        if info.statements == 1 and info.only_child is None:
+            return chain
+        info = view.loop(info.child) if info.only_child and info.child else None
+    return None
+
+
+def _nest(view, a, b) -> _Nest | None:
+    chain = _reduction_chain(view, b)
+    if not chain:
+        return None
+    body = list(view.proc.find_loop(chain[-1].pattern).body())
     if len(body) != 1 or not isinstance(body[0], ReduceCursor):
         return None
     stmt = body[0]
-    if [_plain(e) for e in stmt.idx()] != [a.name, b.name]:
+    ks = {k.name for k in chain}
+    idx = [_plain(e) for e in stmt.idx()]
+    # b indexes the last (contiguous) dimension, a exactly one other; the rest are fixed by
+    # enclosing loops (a batch, an image row)
+    if len(idx) < 2 or idx[-1] != b.name or idx.count(a.name) != 1 or b.name in idx[:-1]:
+        return None
+    if any(v is None or v in ks for v in idx):
         return None
     rhs = stmt.rhs()
     if not isinstance(rhs, BinaryOpCursor) or rhs.op() != "*":
         return None
     reads = [rhs.lhs(), rhs.rhs()]
-    if not all(isinstance(r, ReadCursor) and len(r.idx()) == 2 for r in reads):
+    if not all(isinstance(r, ReadCursor) and len(r.idx()) >= 1 for r in reads):
         return None
-    vec = next((r for r in reads if [_plain(e) for e in r.idx()] == [k.name, b.name]), None)
-    bcast = next((r for r in reads if sorted(_plain(e) or "" for e in r.idx()) == sorted((a.name, k.name))), None)
+    vec = next((r for r in reads if _is_vec(r, a.name, b.name, ks)), None)
+    bcast = next((r for r in reads if r is not vec and _is_bcast(r, a.name, b.name)), None)
     if vec is None or bcast is None:
         return None
     names = (stmt.name(), bcast.name(), vec.name())
@@ -104,7 +163,17 @@ def _nest(view, a, b, k) -> _Nest | None:
     # One element type throughout: a widening product (i8 * i8 -> i32) has no FMA.
     if len(kinds) != 1:
         return None
-    return _Nest(*names, dtype=kinds.pop().name.lower())
+    return _Nest(*names, dtype=kinds.pop().name.lower(), index=tuple(idx), reductions=tuple(k.pattern for k in chain))
+
+
+def _tile_nests(view):
+    """Loops ``(a, b)``: ``a`` and ``b`` from 0, constant, ``b`` the whole body of ``a``."""
+    for a in view.loops:
+        if not a.only_child or a.trip is None or a.lo != 0:
+            continue
+        b = view.loop(a.child)
+        if b.only_child and b.trip is not None and b.lo == 0:
+            yield a, b
 
 
 class RegisterTile:
@@ -135,8 +204,8 @@ class RegisterTile:
         if not t.is_vector:
             return []
         out = []
-        for a, b, k in reduction_nests(view):
-            nest = _nest(view, a, b, k)
+        for a, b in _tile_nests(view):
+            nest = _nest(view, a, b)
             ops = t.vector(nest.dtype) if nest is not None else None
             if nest is None or ops is None or not ops.has(*ROLES):
                 continue
@@ -150,9 +219,10 @@ class RegisterTile:
                 for order in ORDERS:
                     out.append(
                         Rewrite.make(
-                            self.kind, a.pattern, isa=t.name.value, inner=b.pattern, red=k.pattern, rows=rows,
-                            cols=cols, order=order, trip=a.trip, out=nest.out, bcast=nest.bcast, vec=nest.vec,
-                            dtype=nest.dtype, names=" ".join(names), tail_names=" ".join(tail_names),
+                            self.kind, a.pattern, isa=t.name.value, inner=b.pattern, red=nest.reductions[0],
+                            rows=rows, cols=cols, order=order, trip=a.trip, out=nest.out, bcast=nest.bcast,
+                            vec=nest.vec, dtype=nest.dtype, names=" ".join(names), tail_names=" ".join(tail_names),
+                            **_shape_args(nest),
                         )
                     )
         return out
@@ -162,17 +232,36 @@ class RegisterTile:
             return str(rewrite.arg(name))
 
         rows, trip = int(rewrite.arg("rows")), int(rewrite.arg("trip", 0))
-        red = arg("red")
-        name, _, count = red.partition("#")
-        calls = _kernel(rewrite, rewrite.target, red, rows, arg("names").split(), base=None, cut=bool(trip % rows))
+        reds = [arg("red")] + _patterns(str(rewrite.arg("reds", "")))
+        calls = _kernel(rewrite, rewrite.target, reds, rows, arg("names").split(), base=None, cut=bool(trip % rows))
         if trip % rows:
             # The cut tail's rows loop is the only one left with the main kernel's row
-            # name; its reduction loop is the next one named like the main one.
+            # name; its reduction loops are the next ones named like the main kernel's.
             ai = arg("names").split()[1]
-            tail_red = f"{name.strip()} #{int(count or 0) + 1}"
             start = trip // rows * rows
-            calls += _kernel(rewrite, f"{ai} #0", tail_red, trip % rows, arg("tail_names").split(), base=start)
+            tail = [_next_pattern(r) for r in reds]
+            calls += _kernel(rewrite, f"{ai} #0", tail, trip % rows, arg("tail_names").split(), base=start)
         return calls
+
+
+def _shape_args(nest: _Nest) -> dict[str, str]:
+    """Arguments only nests other than a plain ``C[a, b] += A * B`` need (older files lack them)."""
+    extra = {}
+    if len(nest.reductions) > 1:
+        extra["reds"] = " ".join(nest.reductions[1:])  # the inner reduction loops, outermost first
+    if len(nest.index) > 2:
+        extra["index"] = " ".join(nest.index)  # the output's index variables, in order
+    return extra
+
+
+def _loop_name(pattern: str) -> str:
+    return pattern.split()[0]
+
+
+def _next_pattern(pattern: str) -> str:
+    """The same loop name's next occurrence: the cut tail's copy of a loop."""
+    name, _, count = pattern.partition("#")
+    return f"{name.strip()} #{int(count or 0) + 1}"
 
 
 def _bases(a: str, b: str, nest: _Nest, suffix: str = "") -> list[str]:
@@ -181,13 +270,22 @@ def _bases(a: str, b: str, nest: _Nest, suffix: str = "") -> list[str]:
     return bases + [f"{nest.out}_reg{suffix}", f"{nest.vec}_vec{suffix}", f"{nest.bcast}_vec{suffix}"]
 
 
+def _patterns(text: str) -> list[str]:
+    """``"c #0 r #0"`` -> ``["c #0", "r #0"]``."""
+    words = text.split()
+    return [f"{words[i]} {words[i + 1]}" for i in range(0, len(words) - 1, 2)]
+
+
 def _kernel(
-    rewrite: Rewrite, rows_loop: str, red: str, rows: int, names: list[str], base: int | None, cut: bool = False
+    rewrite: Rewrite, rows_loop: str, reds: list[str], rows: int, names: list[str], base: int | None, cut: bool = False
 ) -> list[ExoCall]:
-    """The calls for one kernel on the nest whose rows loop is ``rows_loop``; ``base`` is the
-    first row of a tail nest (None for the main nest, whose rows start at 0); ``cut`` splits
-    the rows with a cut tail left for a second kernel."""
+    """The calls for one kernel on the nest whose rows loop is ``rows_loop`` and whose
+    reduction loops are ``reds`` (outermost first); ``base`` is the first row of a tail nest
+    (None for the main nest, whose rows start at 0); ``cut`` splits the rows with a cut tail
+    left for a second kernel. The output tile is staged around the outermost reduction loop;
+    the vectors and broadcasts are loaded in the innermost."""
     ao, ai, bo, bi, bv, bl, reg, vec, bcast = names
+    red, inner = reds[0], reds[-1]
     t = step_target(rewrite)
     ops = t.vector(str(rewrite.arg("dtype", "f32")))
     if ops is None or t.memory is None or t.module is None:
@@ -205,13 +303,16 @@ def _kernel(
     calls += [
         ExoCall("divide_loop", (str(rewrite.arg("inner")), cols, (bo, bi)), (("perfect", True),)),
         ExoCall("reorder_loops", (Nest(f"{ai} {bo}"),)),
-        ExoCall("reorder_loops", (Loop(red, up=1),)),
-        ExoCall("reorder_loops", (Loop(red, up=1),)),
     ]
+    for k in reds:  # each reduction loop moves above the tile's rows and columns
+        calls += [ExoCall("reorder_loops", (Loop(k, up=1),)), ExoCall("reorder_loops", (Loop(k, up=1),))]
     if order == "cols":
         calls.append(ExoCall("reorder_loops", (Nest(f"{ao} {bo}"),)))
     first = f"{rows} * {ao}" if base is None else f"{base} + {rows} * {ao}"
-    window = f"{out}[{first}:{first} + {rows}, {cols} * {bo}:{cols} * {bo} + {cols}]"
+    a_name, b_name = _loop_name(str(rewrite.target)), _loop_name(str(rewrite.arg("inner")))
+    dims = {a_name: f"{first}:{first} + {rows}", b_name: f"{cols} * {bo}:{cols} * {bo} + {cols}"}
+    index = str(rewrite.arg("index", f"{a_name} {b_name}")).split()
+    window = f"{out}[{', '.join(dims.get(v, v) for v in index)}]"
     calls += [
         ExoCall("stage_mem", (Loop(red), window, reg)),
         ExoCall("simplify"),
@@ -223,26 +324,26 @@ def _kernel(
         ExoCall("simplify"),
         ExoCall("set_memory", (reg, memory)),
         # the column vectors of the streamed operand: loaded once per reduction step
-        ExoCall("bind_expr", (Within(red, f"{vec_buf}[_]"), vec)),
+        ExoCall("bind_expr", (Within(inner, f"{vec_buf}[_]"), vec)),
         ExoCall("expand_dim", (vec, lanes, bl)),
         ExoCall("expand_dim", (vec, vectors, bv)),
         ExoCall("lift_alloc", (vec,), (("n_lifts", 3),)),
         ExoCall("fission", (After(f"{vec} = _"),), (("n_lifts", 3),)),
-        ExoCall("remove_loop", (Stmt(red, (1,)),)),
+        ExoCall("remove_loop", (Stmt(inner, (1,)),)),
         ExoCall("set_memory", (vec, memory)),
         # one broadcast element per row
-        ExoCall("bind_expr", (Within(red, f"{bcast_buf}[_]"), bcast)),
+        ExoCall("bind_expr", (Within(inner, f"{bcast_buf}[_]"), bcast)),
         ExoCall("expand_dim", (bcast, lanes, bl)),
         ExoCall("lift_alloc", (bcast,), (("n_lifts", 2),)),
         ExoCall("fission", (After(f"{bcast} = _"),), (("n_lifts", 2),)),
-        ExoCall("remove_loop", (Stmt(red, (2, 1)),)),
+        ExoCall("remove_loop", (Stmt(inner, (2, 1)),)),
         ExoCall("set_memory", (bcast, memory)),
         ExoCall("simplify"),
         ExoCall("replace_all", (tuple(Instr(str(ops.get(r)), t.module) for r in ROLES),)),
         # straight-line code: the vector loads, the FMAs of a row, then the rows
-        ExoCall("unroll_loop", (Stmt(red, (1,)),)),
-        ExoCall("unroll_loop", (Stmt(red, (1 + vectors, 2)),)),
-        ExoCall("unroll_loop", (Stmt(red, (1 + vectors,)),)),
+        ExoCall("unroll_loop", (Stmt(inner, (1,)),)),
+        ExoCall("unroll_loop", (Stmt(inner, (1 + vectors, 2)),)),
+        ExoCall("unroll_loop", (Stmt(inner, (1 + vectors,)),)),
         ExoCall("simplify"),
     ]
     return calls
