@@ -145,17 +145,23 @@ NEON = Target(
     memory="Neon",
     module="exo.platforms.neon",
     ops=(
+        # Exo 1.0.0's only lane-by-lane "acc += x * y" for f32 and f64 is neon_vfmadd_*, which
+        # emits vmlaq_f32/vmlaq_f64, the unfused multiply-accumulate: AArch64 gcc compiles it
+        # to an fmul and an fadd. Exo's fused form, neon_vfmla_4xf32_4xf32 (vfmaq_laneq_f32),
+        # multiplies by one lane of a register, which is not this role.
         _ops("f32", 4, load="neon_vld_4xf32", store="neon_vst_4xf32", broadcast="neon_broadcast_4xf32",
              fma="neon_vfmadd_4xf32_4xf32", add="neon_vadd_4xf32", mul="neon_vmul_4xf32",
              zero="neon_zero_4xf32"),
         _ops("f64", 2, load="neon_vld_2xf64", store="neon_vst_2xf64", broadcast="neon_broadcast_2xf64",
              fma="neon_vfmadd_2xf64_2xf64", add="neon_vadd_2xf64", mul="neon_vmul_2xf64",
              zero="neon_zero_2xf64"),
+        # f16 arithmetic (vfmaq_f16, vaddq_f16, vmulq_f16) is ARMv8.2-A FP16 ("asimdhp", gcc
+        # -march=armv8.2-a+fp16), not baseline asimd: gcc refuses it otherwise. Only the
+        # moves are offered, as for AVX2's ui16.
         _ops("f16", 8, load="neon_vld_8xf16", store="neon_vst_8xf16", broadcast="neon_broadcast_8xf16",
-             fma="neon_vfmadd_8xf16_8xf16", add="neon_vadd_8xf16", mul="neon_vmul_8xf16",
              zero="neon_zero_8xf16"),
     ),
-    header="arm_neon.h",
+    header="arm_neon.h",  # NEON is part of every AArch64 CPU: no flags needed to enable it
     arch="aarch64",
     memory_module="exo.platforms.neon",
 )

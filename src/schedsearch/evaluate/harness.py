@@ -3,7 +3,10 @@
 One driver executable serves every candidate of a workload signature (the argument names,
 types and shapes): it ``dlopen``s kernel shared objects given on its command line. That way
 a candidate's build is a single small ``gcc -shared`` of Exo's C, and finalists can be timed
-side by side in one process (``remeasure``) by loading several kernels at once.
+side by side in one process (``remeasure``) by loading several kernels at once. A *linked*
+driver (``driver_source(args, linked=True)``) is compiled together with one kernel instead,
+for kernels of another architecture: cross-compiled ``-static`` and run under an emulator,
+it verifies them against reference outputs computed on this machine.
 
 What the driver does:
 
@@ -58,8 +61,15 @@ def _fill_expr(dtype: DType) -> str:
     return f"({dtype.c_type})((int)(r % 7u) - 3)"
 
 
-def driver_source(args: Sequence[ArgSpec]) -> str:
-    """C source of the driver for kernels taking ``args`` (after ``ctxt``), in C order."""
+def driver_source(args: Sequence[ArgSpec], linked: bool = False) -> str:
+    """C source of the driver for kernels taking ``args`` (after ``ctxt``), in C order.
+
+    By default the driver ``dlopen``s the kernel shared objects named on its command line.
+    With ``linked`` it calls the kernel it is linked with instead (compile it together with
+    one kernel's C) and ignores the kernel paths: that driver can be linked ``-static``, which
+    a cross-compiled kernel run under a user-mode emulator needs, since the emulator then
+    needs no target sysroot and no dynamic loader.
+    """
     n = len(args)
     params = ", ".join(["void *"] + [f"{a.dtype.c_type} *" for a in args])
     decls: list[str] = []
@@ -115,7 +125,6 @@ def driver_source(args: Sequence[ArgSpec]) -> str:
     names = ", ".join(f'"{a.name}"' for a in args) or '""'
     return _TEMPLATE.format(
         harness_version=HARNESS_VERSION,
-        symbol=KERNEL_SYMBOL,
         params=params,
         decls="\n".join(decls),
         setup="\n".join(setup),
@@ -126,14 +135,41 @@ def driver_source(args: Sequence[ArgSpec]) -> str:
         call_args=call_args,
         out_bytes=out_bytes,
         names=names,
+        dl_include="" if linked else "#include <dlfcn.h>\n",
+        loader=_loader(linked, params),
     )
+
+
+def _loader(linked: bool, params: str) -> str:
+    """The driver's ``load(path)``: C text free of str.format braces, so not in the template."""
+    text = _LINKED_LOADER if linked else _DLOPEN_LOADER
+    return text.replace("@SYMBOL@", KERNEL_SYMBOL).replace("@PARAMS@", params)
+
+
+#: The kernel from a shared object named on the command line (the default driver).
+_DLOPEN_LOADER = r"""static kernel_fn load(const char *path) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "cannot load %s: %s\n", path, dlerror()); exit(4); }
+  kernel_fn k = (kernel_fn)dlsym(h, "@SYMBOL@");
+  if (!k) { fprintf(stderr, "no symbol @SYMBOL@ in %s\n", path); exit(4); }
+  return k;
+}
+"""
+
+#: The one kernel compiled into the driver; the path argument is only a placeholder.
+_LINKED_LOADER = r"""void @SYMBOL@(@PARAMS@);
+
+static kernel_fn load(const char *path) {
+  (void)path;
+  return @SYMBOL@;
+}
+"""
 
 
 # Braces that belong to C are doubled for str.format.
 _TEMPLATE = r"""/* schedsearch driver, harness version {harness_version}. Generated; do not edit. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <math.h>
+{dl_include}#include <math.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -187,14 +223,7 @@ static double timed_call(kernel_fn k) {{
   return now() - t0;
 }}
 
-static kernel_fn load(const char *path) {{
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {{ fprintf(stderr, "cannot load %s: %s\n", path, dlerror()); exit(4); }}
-  kernel_fn k = (kernel_fn)dlsym(h, "{symbol}");
-  if (!k) {{ fprintf(stderr, "no symbol {symbol} in %s\n", path); exit(4); }}
-  return k;
-}}
-
+{loader}
 /* Returns 1 when the outputs match the reference; prints the verdict either way. */
 static int verify(int idx, const unsigned char *refdata, double rtol) {{
   size_t off = 0;

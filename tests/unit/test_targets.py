@@ -1,0 +1,52 @@
+"""Target detection from CPU flags: tables and flag lists only (no Exo, no compiler)."""
+
+from __future__ import annotations
+
+import pytest
+
+from schedsearch.targets import NEON, Role, TargetName, detect, resolve, target
+
+#: ``Features`` lines of /proc/cpuinfo on AArch64 machines.
+ARM_FEATURES = {
+    # Cortex-A72 (Raspberry Pi 4): ARMv8.0, no half-precision arithmetic
+    "cortex-a72": "fp asimd evtstrm crc32 cpuid",
+    # Neoverse N1 (AWS Graviton2): ARMv8.2 with FP16 ("asimdhp") and dot products
+    "neoverse-n1": "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc "
+    "dcpop asimddp ssbs",
+    # Neoverse V1 (AWS Graviton3): SVE as well; NEON is still the target schedsearch knows
+    "neoverse-v1": "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt "
+    "fcma lrcpc dcpop sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs paca pacg dcpodp "
+    "svei8mm svebf16 i8mm bf16 dgh rng",
+}
+
+
+@pytest.mark.parametrize("cpu", sorted(ARM_FEATURES))
+def test_an_arm_cpu_with_asimd_gets_neon(cpu):
+    flags = ARM_FEATURES[cpu].split()
+    assert detect(flags) is NEON
+    assert resolve("auto", flags) is NEON
+    assert NEON.supported_by(flags)
+
+
+def test_without_asimd_an_arm_cpu_gets_scalar_code():
+    assert detect(["fp", "evtstrm", "crc32", "cpuid"]).name is TargetName.SCALAR
+
+
+def test_an_x86_cpu_never_gets_neon():
+    zen4 = "fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma avx512f avx512bw avx512vl".split()
+    assert detect(zen4).name is TargetName.AVX512
+    assert not NEON.supported_by(zen4)
+    # an explicit choice is taken whatever the CPU (its kernels then fail to build or run)
+    assert resolve("neon", zen4) is NEON
+
+
+def test_the_neon_table():
+    assert target("neon") is NEON
+    assert (NEON.arch, NEON.registers, NEON.vector_bits, NEON.memory) == ("aarch64", 32, 128, "Neon")
+    assert NEON.memory_module == NEON.module == "exo.platforms.neon"
+    assert NEON.lanes("f32") == 4 and NEON.lanes("f64") == 2
+    tile_roles = (Role.LOAD, Role.STORE, Role.BROADCAST, Role.FMA)
+    assert NEON.vector("f32").has(*tile_roles) and NEON.vector("f64").has(*tile_roles)
+    # f16 arithmetic is not in baseline asimd: moves only, so no f16 register tiles
+    f16 = NEON.vector("f16")
+    assert f16 is not None and f16.has(Role.LOAD, Role.STORE) and not f16.has(Role.FMA)
