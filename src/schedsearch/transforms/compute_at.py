@@ -179,12 +179,14 @@ class ComputeAt:
 
         tmp: f32[514, 512] @ DRAM              for yo in seq(0, 64):
         for y in seq(0, 514):                      tmp: f32[10, 512] @ DRAM_STACK
-            for x in seq(0, 512):                  for yi in seq(0, 10):
+            for x in seq(0, 512):                  for yp in seq(0, 10):
                 tmp[y, x] = ...inp[y, ...]   ->        for x in seq(0, 512):
-        for y in seq(0, 512):                              tmp[yi, x] = ...inp[yi + 8 * yo, ...]
+        for y in seq(0, 512):                              tmp[yp, x] = ...inp[yp + 8 * yo, ...]
             for x in seq(0, 512):                  for yi in seq(0, 8):
                 out[y, x] = ...tmp[y + 2, x]           for x in seq(0, 512):
-                                                           out[yi + 8 * yo, x] = ...tmp[yi + 2, x]
+                                                           out[yi + 8 * yo, x] = ...tmp[2 + yi, x]
+
+    The strip's first 2 rows of ``tmp`` are the previous strip's last 2, computed again.
 
     ``compute_at y #1 producer=y #0 buffer=tmp mode=slide lead=2 fold=3``::
 
