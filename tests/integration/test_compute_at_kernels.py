@@ -69,3 +69,14 @@ def test_every_compute_at_of_a_stencil_with_reductions_matches_the_reference(tmp
         result = evaluate_candidate(workload, root, candidate, CONFIG, tmp_path)
         assert result.status is Status.OK, (candidate.schedule.steps[-1].describe(), result.error)
         assert result.max_error is not None and result.max_error <= 1e-5
+
+
+def test_a_sliding_window_inside_strips_matches_the_reference(tmp_path):
+    workload = load_workload(BLUR, "blur2_local", {"H": 37, "W": 12})
+    root, children = compute_at_children(workload)
+    strips = next(c for c in children if c.schedule.steps[-1].arg("mode") == "strip")
+    inner = [c for c in Expander(workload).expand(strips).children if c.schedule.steps[-1].kind is RewriteKind.COMPUTE_AT]
+    assert {c.schedule.steps[-1].arg("mode") for c in inner} >= {"slide"}
+    for candidate in inner:
+        result = evaluate_candidate(workload, root, candidate, CONFIG, tmp_path)
+        assert result.status is Status.OK, ([s.describe() for s in candidate.schedule.steps], result.error)

@@ -173,3 +173,20 @@ def test_compute_at_exports_as_a_script_with_the_same_c(tmp_path):
         assert result.returncode == 0, result.stderr
         exported = re.sub(r"\bblur2_local\b", KERNEL_SYMBOL, result.stdout.removesuffix("\n"))
         assert fingerprint(exported) == fingerprint(kernel_c(build_proc(workload, schedule)))
+
+
+def test_a_sliding_window_inside_each_strip_composes_from_two_steps():
+    root = build_proc(load_workload(BLUR, "blur2_local", SIZES))
+    strips = try_apply(root, by_mode(compute_at(root))[8])
+    inner = by_mode(compute_at(strips))
+    # Halide's store_at(strip) + compute_at(row): each strip slides through 3 rows of tmp
+    assert inner["slide"].target == "yi #0" and inner["slide"].arg("producer") == "yp #0"
+    proc = try_apply(strips, inner["slide"])
+    assert shape(alloc(proc)) == [3, 16] and alloc(proc).parent().name() == "yo"
+
+
+def test_loops_without_a_halo_or_a_buffer_to_shrink_get_no_strips():
+    root = build_proc(load_workload(BLUR, "blur2", SIZES))
+    slid = try_apply(root, by_mode(compute_at(root))["slide"])
+    # inside the slide, the producer's and the consumer's x loops: a plain fuse would do
+    assert compute_at(slid) == []

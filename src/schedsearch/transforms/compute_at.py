@@ -211,6 +211,8 @@ class ComputeAt:
                 fold = s.lead - s.low + 1 if s.local else 0
                 out.append(Rewrite.make(self.kind, s.consumer.pattern, **base, mode="slide", lead=s.lead,
                                         fold=fold, stack=s.on_stack(fold)))
+            if s.lead == 0 and not s.local:
+                continue  # no halo and no buffer to shrink: strips are a fuse and a split
             outer, c_inner, p_inner = fresh_names(view, f"{s.consumer.name}o", f"{s.consumer.name}i",
                                                   f"{s.producer.name}p")
             for rows in strip_rows(s, options.allow_tails):
