@@ -75,7 +75,8 @@ def test_a_sliding_window_inside_strips_matches_the_reference(tmp_path):
     workload = load_workload(BLUR, "blur2_local", {"H": 37, "W": 12})
     root, children = compute_at_children(workload)
     strips = next(c for c in children if c.schedule.steps[-1].arg("mode") == "strip")
-    inner = [c for c in Expander(workload).expand(strips).children if c.schedule.steps[-1].kind is RewriteKind.COMPUTE_AT]
+    grandchildren = Expander(workload).expand(strips).children
+    inner = [c for c in grandchildren if c.schedule.steps[-1].kind is RewriteKind.COMPUTE_AT]
     assert {c.schedule.steps[-1].arg("mode") for c in inner} >= {"slide"}
     for candidate in inner:
         result = evaluate_candidate(workload, root, candidate, CONFIG, tmp_path)
