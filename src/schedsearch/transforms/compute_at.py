@@ -14,8 +14,14 @@ stack. Two forms, after ``exo.stdlib.halide_scheduling_ops``:
 
 Both lower to ordinary Exo scheduling calls (``divide_with_recompute``, ``cut_loop``,
 ``shift_loop``, ``fuse``, ``sink_alloc``, ``resize_dim``), so an exported schedule shows
-every step. The consumer's outputs are recomputed too when the strips do not divide its
-rows, so the rule needs both stages to be idempotent (plain assignments; Exo checks).
+every step. Applied twice (strips, then a sliding window inside each strip) they give
+Halide's ``store_at(strip)`` + ``compute_at(row)``.
+
+Strips that do not divide the consumer's rows: ``divide_with_recompute`` makes every strip
+taller by the remainder (some output rows are computed twice too, so both stages must be
+idempotent; Exo checks). A cut tail would need the producer's rows twice, once in the last
+strip's buffer and once for the tail, and Exo 1.0.0 has no operation that copies a loop;
+heights whose remainder costs too much are not offered (``MAX_RECOMPUTE``).
 """
 
 from __future__ import annotations
