@@ -33,9 +33,13 @@ OPS = frozenset(
         "fission",
         "remove_loop",
         "replace_all",
+        "divide_with_recompute",
+        "cut_loop",
+        "shift_loop",
+        "sink_alloc",
+        "resize_dim",
     }
 )
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from schedsearch.core import NAMING_ARGS, ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall, Loop, Memory, Nest
+from schedsearch.transforms.compute_at import ComputeAt
 from schedsearch.transforms.kernels import MicroKernel, Pack
 from schedsearch.transforms.register_tile import RegisterTile
 from schedsearch.transforms.staging import windows_for_loop
@@ -353,6 +354,7 @@ RULES = (
     Hoist(),
     StageMem(),
     Pack(),
+    ComputeAt(),
     Unroll(),
     Split(),
     Fuse(),
