@@ -8,8 +8,8 @@
 
     .venv/bin/python benchmarks/search_throughput.py [--quick] [--skip-quality]
 
-``--quick`` shortens every budget (for a smoke run); ``--isa none`` leaves SIMD kernels out
-of the rewrite space. Each run starts with an empty build cache.
+``--quick`` shortens every budget (for a smoke run); ``--target`` picks the instruction set
+as ``schedsearch run --target`` does. Each run starts with an empty build cache.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from schedsearch.core import BenchConfig, Candidate, Executor, ExpandOptions, Expansion, Measurement, SearchConfig, Workload
-from schedsearch.evaluate import LocalExecutor, cpu_isa
+from schedsearch.evaluate import LocalExecutor, cpu_flags
 from schedsearch.evaluate.ray_backend import RayExecutor
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import open_store
+from schedsearch.targets import TARGETS, resolve
 from schedsearch.transforms import Expander, load_workload, root_candidate
 
 MATMUL = Path(__file__).resolve().parents[1] / "examples" / "matmul.py"
@@ -72,10 +73,10 @@ class TimedExecutor:
         self.inner.close()
 
 
-def search(n: int, workers: int, seconds: float, db: str, isa: tuple[str, ...]) -> tuple[dict, float, float]:
+def search(n: int, workers: int, seconds: float, db: str, isa: str) -> tuple[dict, float, float]:
     """Run one search; return (outcome facts, wall seconds, driver share)."""
     workload = load_workload(MATMUL, "sgemm", {"M": n, "N": n, "K": n})
-    config = SearchConfig(max_seconds=seconds, workers=workers, finalists=3, expand=ExpandOptions(isa=isa))
+    config = SearchConfig(max_seconds=seconds, workers=workers, finalists=3, expand=ExpandOptions(target=isa))
     # A fresh build cache per run: kernels compiled by an earlier run would be free here.
     cache = Path(db).with_suffix(".cache")
     inner = (LocalExecutor(Expander, config.expand, config.bench, cache_dir=cache) if workers == 0
@@ -114,11 +115,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
-    parser.add_argument("--isa", choices=["auto", "none"], default="auto",
-                        help="SIMD kernels as `schedsearch run --isa` offers them (auto: this CPU's)")
+    parser.add_argument("--target", choices=["auto", *(t.name.value for t in TARGETS)], default="auto",
+                        help="the instruction set, as `schedsearch run --target` takes it (auto: this CPU's widest)")
     args = parser.parse_args()
-    isa = cpu_isa() if args.isa == "auto" else ()
-    print(f"# rewrite space: isa={','.join(isa) or 'none'}")
+    isa = resolve(args.target, cpu_flags()).name.value
+    print(f"# rewrite space: target={isa}")
     budget = 30.0 if args.quick else 90.0
     tmp = tempfile.mkdtemp(prefix="schedsearch-bench-")
     print(f"# throughput on SGEMM 256, {budget:.0f} s per run")

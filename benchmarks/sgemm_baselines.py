@@ -100,7 +100,9 @@ def schedules(sgemm, n: int) -> dict[str, Candidate]:
         "exo tile 8x32 + stage C + unroll": candidate(tile_and_stage(base, 8, 32, unroll=True)),
         BEST: candidate(tile_and_stage(base, 4, 32, unroll=True)),
         "micro_kernel 8x8 + pack B + split k": candidate(micro_kernel_path(n)),
-        "simd_kernel 6x16 (AVX2) + pack B": candidate(simd_kernel_path(n)),
+        "register_tile 6x16 (AVX2) + pack B": candidate(simd_kernel_path(n)),
+        **({"register_tile 6x64 (AVX-512) + pack B": candidate(simd_kernel_path(n, "avx512", 64))}
+           if n % 64 == 0 else {}),
     }
 
 
@@ -119,16 +121,17 @@ def micro_kernel_path(n: int):
     return build_proc(load_workload(EXAMPLE, "sgemm", {"M": n, "N": n, "K": n}), Schedule(steps))
 
 
-def simd_kernel_path(n: int):
-    """Two schedsearch rewrites: a 6x16 AVX2 register tile (a cut tail for the rows 6 does
-    not divide) with the columns of tiles outermost, then B's column panel packed."""
+def simd_kernel_path(n: int, isa: str = "avx2", cols: int = 16):
+    """Two schedsearch rewrites: a 6-row register tile of the target (6x16 on AVX2, 6x64 on
+    AVX-512; a cut tail for the rows 6 does not divide) with the columns of tiles outermost,
+    then B's column panel packed."""
     from schedsearch.core import ExpandOptions, RewriteKind
     from schedsearch.transforms import build_proc, load_workload, propose, try_apply
 
-    options = ExpandOptions(isa=("avx2",))
+    options = ExpandOptions(target=isa)
     proc = build_proc(load_workload(EXAMPLE, "sgemm", {"M": n, "N": n, "K": n}))
-    simd = next(r for r in propose(proc, options) if r.kind is RewriteKind.SIMD_KERNEL
-                and (r.arg("rows"), r.arg("cols"), r.arg("order")) == (6, 16, "cols"))
+    simd = next(r for r in propose(proc, options) if r.kind is RewriteKind.REGISTER_TILE
+                and (r.arg("rows"), r.arg("cols"), r.arg("order")) == (6, cols, "cols"))
     proc = try_apply(proc, simd)
     pack = next(r for r in propose(proc, options) if r.kind is RewriteKind.PACK
                 and r.target == "io #0" and r.arg("buffer") == "B")

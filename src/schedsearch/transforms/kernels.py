@@ -26,9 +26,10 @@ MICRO_SHAPES = ((8, 8, 4), (8, 8, 8), (4, 16, 4))
 #: Output-tile loop orders: rows of tiles outermost, or columns of tiles outermost (the
 #: latter lets ``Pack`` copy the input column panel once per column of tiles).
 MICRO_ORDERS = ("rows", "cols")
-#: Panels smaller than this are not worth a copy; larger ones leave L1/L2.
+#: Panels smaller than this are not worth a copy; larger ones (256 KiB of f32: a 512 x 64
+#: AVX-512 column panel) would not stay in L2.
 MIN_PACK_ELEMENTS = 64
-MAX_PACK_ELEMENTS = 16384
+MAX_PACK_ELEMENTS = 65536
 
 
 def fresh_names(view, *bases: str) -> list[str]:

@@ -1,0 +1,211 @@
+"""What a search finds per kernel and target, next to a reference measured in the same run.
+
+Each case runs one search from the unscheduled proc (2 Ray workers, the given budget,
+finalists re-measured) and compares the best schedule's GFLOP/s or time with its reference:
+
+- ``sgemm512``: SGEMM 512 f32 against OpenBLAS SGEMM (numpy, one thread, pinned to the
+  benchmark core); ``sgemm512-avx2`` the same with ``--target avx2`` against OpenBLAS held to
+  its AVX2 kernels (``OPENBLAS_CORETYPE=Haswell``, timed in a child process).
+- ``quickstart``: the README's quick start, SGEMM 256 for 2 minutes, against OpenBLAS.
+- ``conv1d_mc`` and ``conv1d``: against OpenBLAS SGEMM 512's GFLOP/s (a convolution should
+  reach a good share of the machine's matmul speed).
+- ``gemv``, ``gemv_t``, ``dgemv``, ``dgemv_t`` (1024^2): against numpy's ``A @ x`` / ``x @ A``.
+- ``blur2`` (512^2): against Halide's Adams2019 autoscheduler on the same blur
+  (``benchmarks/halide_blur.py``; needs ``pip install halide``).
+
+    .venv/bin/python benchmarks/targets.py [CASE ...] [--budget-scale 0.1]
+
+Run one benchmark at a time on a quiet machine; every number names the CPU it ran on.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported anywhere
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schedsearch.core import BenchConfig, ExpandOptions, SearchConfig
+from schedsearch.evaluate import cpu_flags, machine_info
+from schedsearch.evaluate.bench import bench_cpu
+from schedsearch.evaluate.ray_backend import RayExecutor
+from schedsearch.search import make_strategy, run_search
+from schedsearch.store import open_store
+from schedsearch.targets import resolve
+from schedsearch.transforms import Expander, load_workload, root_candidate
+
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parent / "examples"
+REF = BenchConfig(samples=9, min_sample_seconds=0.02, warmup_seconds=0.05)
+
+
+def pinned_median(fn: Callable[[], object], config: BenchConfig = REF) -> float:
+    """Median seconds per call of ``fn`` on the core the C driver pins kernels to."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {bench_cpu(True)})
+    try:
+        end = time.perf_counter() + config.warmup_seconds
+        while time.perf_counter() < end:
+            fn()
+        t0 = time.perf_counter()
+        fn()
+        inner = max(1, int(config.min_sample_seconds / max(time.perf_counter() - t0, 1e-9)) + 1)
+        samples = []
+        for _ in range(config.samples):
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            samples.append((time.perf_counter() - t0) / inner)
+        return statistics.median(samples)
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def sgemm_seconds(n: int) -> float:
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2))
+    out = np.empty((n, n), np.float32)
+    return pinned_median(lambda: np.matmul(a, b, out=out))
+
+
+def sgemm_haswell_seconds(n: int) -> float:
+    """OpenBLAS held to its AVX2 (Haswell) kernels: the core type is read when OpenBLAS loads."""
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import targets; print(targets.sgemm_seconds({n}))"
+    env = {**os.environ, "OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def gemv_seconds(n: int, dtype: str, transposed: bool) -> float:
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (n, n)).astype(dtype)
+    x = rng.uniform(-1, 1, n).astype(dtype)
+    y = np.empty(n, dtype)
+    if transposed:
+        return pinned_median(lambda: np.matmul(x, a, out=y))
+    return pinned_median(lambda: np.matmul(a, x, out=y))
+
+
+def halide_seconds(h: int, w: int) -> float:
+    sys.path.insert(0, str(HERE))
+    from halide_blur import halide_blur_seconds  # the sibling benchmark script
+
+    return halide_blur_seconds(h, w, "Adams2019", cpu=bench_cpu(True))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel to tune and how to judge it."""
+
+    file: str
+    proc: str
+    sizes: dict[str, int]
+    budget: float  # seconds of search
+    target: str = "auto"
+    # "gflops:<what>" compares GFLOP/s with a reference's; "time:<what>" compares times
+    reference: str = "gflops:sgemm512"
+
+
+CASES = {
+    "sgemm512": Case("matmul.py", "sgemm", {"M": 512, "N": 512, "K": 512}, 600),
+    "sgemm512-avx2": Case("matmul.py", "sgemm", {"M": 512, "N": 512, "K": 512}, 600, "avx2",
+                          "gflops:sgemm512-haswell"),
+    "quickstart": Case("matmul.py", "sgemm", {"M": 256, "N": 256, "K": 256}, 120, reference="gflops:sgemm256"),
+    "conv1d_mc": Case("conv1d_mc.py", "conv1d_mc", {"C": 32, "O": 64, "N": 1024, "R": 5}, 180),
+    "conv1d": Case("conv1d.py", "conv1d", {"N": 4096, "R": 16}, 180),
+    "gemv": Case("gemv.py", "gemv", {"M": 1024, "N": 1024}, 180, reference="time:gemv"),
+    "gemv_t": Case("gemv.py", "gemv_t", {"M": 1024, "N": 1024}, 180, reference="time:gemv_t"),
+    "dgemv": Case("gemv.py", "dgemv", {"M": 1024, "N": 1024}, 180, reference="time:dgemv"),
+    "dgemv_t": Case("gemv.py", "dgemv_t", {"M": 1024, "N": 1024}, 180, reference="time:dgemv_t"),
+    "blur2": Case("blur.py", "blur2", {"H": 512, "W": 512}, 180, reference="time:halide"),
+    "blur2_local": Case("blur.py", "blur2_local", {"H": 512, "W": 512}, 180, reference="time:halide"),
+}
+
+
+def reference_seconds(name: str, case: Case) -> tuple[str, float, float]:
+    """(label, seconds per call of the reference, its FLOP count or 0 when compared by time)."""
+    kind, what = case.reference.split(":")
+    if what.startswith("sgemm"):
+        n = 256 if what == "sgemm256" else 512
+        if what.endswith("haswell"):
+            return "OpenBLAS SGEMM 512, AVX2 kernels (OPENBLAS_CORETYPE=Haswell)", sgemm_haswell_seconds(n), 2 * n**3
+        return f"OpenBLAS SGEMM {n} (numpy, 1 thread)", sgemm_seconds(n), 2 * n**3
+    if what == "halide":
+        return "Halide Adams2019 (1 thread)", halide_seconds(case.sizes["H"], case.sizes["W"]), 0
+    dtype = "float64" if what.startswith("d") else "float32"
+    transposed = what.endswith("_t")
+    label = f"numpy {'x @ A' if transposed else 'A @ x'} {dtype} (OpenBLAS, 1 thread)"
+    return label, gemv_seconds(case.sizes["M"], dtype, transposed), 0
+
+
+def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
+    """One search of ``case``; the best's re-measured seconds and GFLOP/s."""
+    workload = load_workload(EXAMPLES / case.file, case.proc, case.sizes)
+    target = resolve(case.target, cpu_flags()).name.value
+    config = SearchConfig(max_seconds=budget, workers=2, finalists=3, expand=ExpandOptions(target=target))
+    cache = Path(tmp) / f"{name}.cache"  # a fresh build cache: nothing compiled before is free
+    executor = RayExecutor(Expander, config.expand, config.bench, workers=2, cache_dir=cache)
+    store = open_store(f"{tmp}/{name}.db")
+    started = time.perf_counter()
+    try:
+        outcome = run_search(workload, root_candidate(workload), make_strategy(config), executor, store, config)
+    finally:
+        executor.close()
+    record = store.get_search(outcome.search_id)
+    best = store.get_candidate(record.best_candidate_id) if record.best_candidate_id else None
+    store.close()
+    return {
+        "target": target, "wall": time.perf_counter() - started, "evaluated": record.counters.evaluated,
+        "seconds": record.best_seconds, "baseline": record.baseline_seconds, "flops": workload.flops,
+        "schedule": [s.describe() for s in best.schedule.steps] if best else [],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases", nargs="*", metavar="CASE", help=f"some of {', '.join(CASES)} (default: all)")
+    ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every budget (0.1 for a smoke run)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args()
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        ap.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    info = machine_info(BenchConfig())
+    print(f"# {info.cpu_model}, {info.cores} cores, {info.compiler_version}, target auto = "
+          f"{resolve('auto', cpu_flags()).name}", flush=True)
+    tmp = tempfile.mkdtemp(prefix="schedsearch-targets-")
+    results = {}
+    for name in args.cases or list(CASES):
+        case = CASES[name]
+        found = tune(case, case.budget * args.budget_scale, tmp, name)
+        label, ref, ref_flops = reference_seconds(name, case)
+        seconds = found["seconds"]
+        if ref_flops:
+            gflops, ref_gflops = found["flops"] / seconds / 1e9, ref_flops / ref / 1e9
+            ratio = gflops / ref_gflops
+            line = f"{gflops:.1f} GFLOP/s vs {ref_gflops:.1f} GFLOP/s of {label}: {ratio:.2f}x"
+        else:
+            ratio = ref / seconds
+            line = f"{seconds * 1e6:.1f} us vs {ref * 1e6:.1f} us of {label}: {ratio:.2f}x"
+        print(f"{name:14s} [{found['target']}, {case.budget * args.budget_scale:.0f} s, {found['evaluated']} evaluated, "
+              f"{found['baseline'] / seconds:.1f}x over unscheduled] {line}", flush=True)
+        print(f"{'':14s} schedule: {'; '.join(found['schedule'])}", flush=True)
+        results[name] = {**found, "reference": label, "reference_seconds": ref, "ratio": ratio}
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": info.cpu_model, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
