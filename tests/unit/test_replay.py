@@ -124,3 +124,24 @@ def test_schedule_script_reproduces_the_candidate_c(workload, tmp_path):
     printed = result.stdout.removesuffix("\n")  # print() adds one newline
     exported = re.sub(r"\bsgemm\b", KERNEL_SYMBOL, printed)
     assert fingerprint(exported) == fingerprint(kernel_c(build_proc(workload, SCHEDULE)))
+
+
+def test_a_fault_in_lowering_is_never_counted_as_illegal(monkeypatch) -> None:
+    """Exo's errors mean "illegal"; an error in our own lowering is a bug that surfaces."""
+    from schedsearch.transforms import replay as replay_mod
+    from schedsearch.transforms import try_apply
+
+    workload = load_workload(MATMUL, "sgemm", {"M": 8, "N": 8, "K": 8})
+    proc = build_proc(workload)
+    broken = Rewrite.make(RewriteKind.SPLIT, "i #0", factor="eight", outer="io", inner="ii", tail="perfect")
+
+    def bad_lower(rewrite):
+        raise ValueError("a bug in a rule")
+
+    monkeypatch.setattr(replay_mod, "lower", bad_lower)
+    with pytest.raises(ValueError, match="a bug in a rule"):
+        try_apply(proc, broken)
+    monkeypatch.undo()
+    # From a schedule file, the same kind of fault is a malformed step, named as such.
+    with pytest.raises(ReplayError, match="step 0 .* is malformed"):
+        build_proc(workload, Schedule((broken,)))

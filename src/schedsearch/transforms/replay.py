@@ -26,14 +26,20 @@ EXO_ERRORS = (
 
 
 def apply_rewrite(proc, rewrite: Rewrite):
-    """Apply one rewrite; raises one of EXO_ERRORS when Exo rejects it."""
-    return run_all(proc, lower(rewrite))
+    """Apply one rewrite; raises one of EXO_ERRORS when Exo rejects it.
+
+    The rewrite is lowered to Exo calls first, outside any handler: a fault in our own
+    lowering is a bug that surfaces, never a rewrite silently counted as illegal.
+    """
+    calls = lower(rewrite)
+    return run_all(proc, calls)
 
 
 def try_apply(proc, rewrite: Rewrite):
     """The rewritten proc, or None when Exo rejects the rewrite."""
+    calls = lower(rewrite)
     try:
-        return apply_rewrite(proc, rewrite)
+        return run_all(proc, calls)
     except EXO_ERRORS:
         return None
 
@@ -43,7 +49,14 @@ def replay(proc, steps, first_index: int = 0):
     for offset, step in enumerate(steps):
         index = first_index + offset
         try:
-            proc = apply_rewrite(proc, step)
+            # A step read from a file or a database may carry arguments its kind cannot
+            # take: that is a malformed schedule, said as such, not "does not apply".
+            calls = lower(step)
+        except (KeyError, TypeError, ValueError) as exc:
+            reason = f"malformed arguments: {type(exc).__name__}: {exc}"
+            raise ReplayError(f"step {index} ({step.describe()}) is malformed: {exc}", step=index, reason=reason) from None
+        try:
+            proc = run_all(proc, calls)
         except EXO_ERRORS as exc:
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise ReplayError(
