@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedsearch.core import MachineInfo, Rewrite, RewriteKind, Schedule
+from schedsearch.core import MachineInfo, Rewrite, Schedule
 from schedsearch.errors import ScheduleFileError
-from schedsearch.targets import TARGETS, TargetName
+from schedsearch.targets import schedule_target
 
 FORMAT = "schedsearch-schedule"
 VERSION = 1
@@ -81,17 +81,6 @@ class ScheduleFile:
             "target": self.needs_target,
             "origin": self.origin,
         }
-
-
-def schedule_target(schedule: Schedule) -> str:
-    """The instruction set a schedule's steps emit: the widest ``isa`` any step names, else
-    ``scalar``. Steps written before targets existed (``simd_kernel``) emit AVX2."""
-    names = {str(s.arg("isa")) for s in schedule.steps if s.arg("isa") is not None}
-    names |= {TargetName.AVX2.value for s in schedule.steps if s.kind is RewriteKind.SIMD_KERNEL}
-    order = [t.name.value for t in TARGETS]  # widest first
-    known = [n for n in order if n in names]
-    unknown = sorted(names - set(order))
-    return (unknown or known or [TargetName.SCALAR.value])[0]
 
 
 def _step_json(step: Rewrite) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from schedsearch.core import RewriteKind, Schedule
 from schedsearch.errors import WorkloadError
 
 
@@ -191,3 +192,14 @@ def detect(flags: Iterable[str]) -> Target:
 def resolve(name: str, flags: Iterable[str]) -> Target:
     """``auto`` -> ``detect(flags)``; any other name -> that target, whatever the CPU."""
     return detect(flags) if name == "auto" else target(name)
+
+
+def schedule_target(schedule: Schedule) -> str:
+    """The instruction set a schedule's steps emit: the widest ``isa`` any step names, else
+    ``scalar``. Steps written before targets existed (``simd_kernel``) emit AVX2."""
+    names = {str(s.arg("isa")) for s in schedule.steps if s.arg("isa") is not None}
+    names |= {TargetName.AVX2.value for s in schedule.steps if s.kind is RewriteKind.SIMD_KERNEL}
+    order = [t.name.value for t in TARGETS]  # widest first
+    known = [n for n in order if n in names]
+    unknown = sorted(names - set(order))
+    return (unknown or known or [TargetName.SCALAR.value])[0]

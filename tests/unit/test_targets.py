@@ -50,3 +50,17 @@ def test_the_neon_table():
     # f16 arithmetic is not in baseline asimd: moves only, so no f16 register tiles
     f16 = NEON.vector("f16")
     assert f16 is not None and f16.has(Role.LOAD, Role.STORE) and not f16.has(Role.FMA)
+
+
+def test_a_schedule_names_the_target_its_steps_emit() -> None:
+    from schedsearch.core import Rewrite, RewriteKind, Schedule
+    from schedsearch.targets import schedule_target
+
+    split = Rewrite.make(RewriteKind.SPLIT, "i #0", factor=8)
+    assert schedule_target(Schedule()) == "scalar"
+    assert schedule_target(Schedule((split,))) == "scalar"
+    assert schedule_target(Schedule((split, Rewrite.make(RewriteKind.REGISTER_TILE, "i #0", isa="avx512")))) == "avx512"
+    # older schedule files: simd_kernel steps were AVX2 tiles and name no isa
+    assert schedule_target(Schedule((Rewrite.make(RewriteKind.SIMD_KERNEL, "i #0", rows=6),))) == "avx2"
+    # a target this version does not know is named, so regress can say so
+    assert schedule_target(Schedule((Rewrite.make(RewriteKind.REGISTER_TILE, "i #0", isa="sve2"),))) == "sve2"

@@ -68,7 +68,7 @@ def search_summary(search: SearchRecord, db: str) -> Table:
         ("search", f"{search.id}  ({db})"),
         ("workload", f"{search.workload.label}  from {search.workload.path}"),
         ("status", search.status.value),
-        ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}"),
+        ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}"),
         ("elapsed", f"{search.elapsed_seconds:.1f} s"),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
                        f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"),

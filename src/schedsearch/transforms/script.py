@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from schedsearch.core import Schedule, Workload
+from schedsearch.targets import schedule_target
 from schedsearch.transforms.calls import FIND_IN_SOURCE, OPS, imports_needed, needs_find_in, render
 from schedsearch.transforms.rewrites import lower
 
 _TEMPLATE = '''\
-"""Schedule for {label}, {count} step(s).
+"""Schedule for {label}, {count} step(s), for the {target} target.
 
 Re-applies the schedule with Exo's own scheduling operations and prints the C code.
 Run it with Python; the workload file is found relative to this script.
@@ -52,6 +53,7 @@ def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) 
     return _TEMPLATE.format(
         label=workload.label,
         count=len(schedule),
+        target=schedule_target(schedule),
         ops=", ".join(used_ops),
         imports=imports,
         helpers=helpers,
