@@ -116,6 +116,7 @@ class RewriteKind(StrEnum):
     PACK = "pack"  # copy a re-read input panel into a contiguous buffer
     REGISTER_TILE = "register_tile"  # a register tile in the target's vector instructions, in one step
     SIMD_KERNEL = "simd_kernel"  # older schedule files' name for an AVX2 register_tile
+    VECTORIZE = "vectorize"  # a loop in the target's vector instructions, tails cut or masked
 
 
 class Status(StrEnum):

@@ -15,6 +15,7 @@ from schedsearch.transforms.calls import ExoCall, Loop, Memory, Nest
 from schedsearch.transforms.kernels import MicroKernel, Pack
 from schedsearch.transforms.register_tile import RegisterTile
 from schedsearch.transforms.staging import windows_for_loop
+from schedsearch.transforms.vectorize import Vectorize
 from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loop_work, loops
 
 #: Preferred (rows, columns) factors of a 2-D tile: few rows, columns a multiple of the
@@ -350,6 +351,7 @@ RULES = (
     Tile(),
     MicroKernel(),
     RegisterTile(),
+    Vectorize(),
     Hoist(),
     StageMem(),
     Pack(),

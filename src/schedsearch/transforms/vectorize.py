@@ -1,0 +1,230 @@
+"""Vectorise a loop with the target's instructions, as one rewrite.
+
+gcc vectorises simple loops by itself, but not a reduction it may not reassociate (matvec's
+``y[i] += A[i, j] * x[j]`` over ``j``), nor a loop whose lanes must stay in registers across
+an inner loop (conv1d's output vector across ``r``). ``Vectorize`` writes such loops in the
+target's own instructions (``targets.Target``): the loop is divided by the number of lanes,
+every operand becomes a vector (a contiguous load, or a broadcast of an element the loop
+does not move), every output a register stored once, every operation one instruction.
+Which loops qualify and what becomes what is the plan (``vector_plan.py``); the steps here
+are Exo's own scheduling operations, so an exported schedule shows every one.
+
+Tails: a trip count that is not a multiple of the lanes leaves a scalar remainder loop
+(``tail=cut``) or, where the target has masked instructions for every operation, one
+masked vector step (``tail=masked``: AVX-512 masks, AVX2 prefix loads and stores).
+"""
+
+from __future__ import annotations
+
+from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
+from schedsearch.targets import Role, target
+from schedsearch.transforms.calls import ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
+from schedsearch.transforms.vector_plan import Plan, plan_loop
+from schedsearch.transforms.walk import fresh_name
+
+#: Where a constant lives before it is broadcast: on the stack, not malloc'd per iteration.
+STACK = Memory("DRAM_STACK")
+
+
+class Vectorize:
+    """Turn a loop into vector instructions of the search's target.
+
+    ``vectorize i #0 isa=avx512 mode=map lanes=16 tail=perfect ...`` on conv1d::
+
+        for i in seq(0, 64):                      for io in seq(0, 4):
+            y[i] = 0.0                                y_vec: f32[16] @ AVX512
+            for r in seq(0, 5):             ->        (mm512_setzero_ps y_vec)
+                y[i] += w[r] * x[i + r]               for r in seq(0, 5):
+                                                          mm512_set1_ps(w_vec, w[r:r + 1])
+                                                          mm512_loadu_ps(x_vec, x[r + 16 * io:...])
+                                                          mm512_fmadd_ps(w_vec, x_vec, y_vec)
+                                                      mm512_storeu_ps(y[16 * io:16 * io + 16], y_vec)
+
+    ``vectorize j #0 isa=avx2 mode=reduce lanes=8 ...`` on matvec keeps 8 partial sums of
+    ``y[i] += A[i, j] * x[j]`` in one register (``mm256_fmadd_ps``) and adds them into
+    ``y[i]`` once, after the ``j`` loop (``avx2_assoc_reduce_add_ps``).
+    """
+
+    kind = RewriteKind.VECTORIZE
+
+    def propose(self, view, options: ExpandOptions) -> list[Rewrite]:
+        t = target(options.target)
+        if not t.is_vector:
+            return []
+        out = []
+        for info in view.loops:
+            if info.trip is None or info.lo != 0:
+                continue
+            loop_names = _fresh(set(view.names), *(info.name + s for s in "oitm"))
+            used = set(view.names) | set(loop_names)
+            plan = plan_loop(view.proc, info.pattern, t, masked=False, used=used)
+            lanes = t.lanes(plan.dtype) if plan is not None else 0
+            if plan is None or info.trip < lanes:
+                continue
+            variants = [("perfect", plan)]
+            if info.trip % lanes:
+                if not options.allow_tails:
+                    continue
+                masked = plan_loop(view.proc, info.pattern, t, masked=True, used=used)
+                variants = [("cut", plan)] + ([("masked", masked)] if masked is not None else [])
+            for tail, p in variants:
+                names = loop_names
+                if p.mode == "reduce":
+                    names = loop_names[:2] + _fresh(used | _plan_names(p), f"{p.stages[0][1]}_sum")
+                args = dict(isa=t.name.value, lanes=lanes, tail=tail, trip=info.trip, names=" ".join(names))
+                out.append(Rewrite.make(self.kind, info.pattern, **args, **p.args()))
+        return out
+
+    def lower(self, rewrite: Rewrite) -> list[ExoCall]:
+        plan = Plan.from_args(rewrite.arg)
+        t = target(str(rewrite.arg("isa")))
+        ops = t.vector(plan.dtype)
+        if ops is None or t.memory is None or t.module is None:
+            raise ValueError(f"target {t.name} has no {plan.dtype} vector instructions")
+        lanes, tail = int(rewrite.arg("lanes")), str(rewrite.arg("tail"))
+        vector = Memory(t.memory, t.memory_module)
+        names = str(rewrite.arg("names")).split()
+        loop, vo, vi = rewrite.target, names[0], names[1]
+        calls = _binds(loop, plan)
+        if plan.mode == "map":
+            calls += [ExoCall("stage_mem", (Stmt(loop, ("body",)), window, name)) for window, name in plan.stages]
+        if tail == "perfect":
+            calls.append(ExoCall("divide_loop", (loop, lanes, (vo, vi)), (("perfect", True),)))
+        else:
+            # simplify folds the "n / f * f" a cut leaves in indices (see rewrites.Split)
+            calls += [ExoCall("divide_loop", (loop, lanes, (vo, vi)), (("tail", "cut"),)), ExoCall("simplify")]
+        if plan.mode == "reduce":
+            calls += _partial_sums(plan, vi, vo, lanes, vector, names[2], spill=Role.STORE in plan.roles)
+            calls += _lane_loop(plan, vi, 1, lanes, vector, guarded=False)
+        else:
+            if tail == "masked":
+                calls += _masked_tail(f"{vi} #1", lanes, names[2], names[3])
+            calls += _lane_loop(plan, vi, 0, lanes, vector, guarded=False)
+            if tail == "masked":
+                calls += _lane_loop(plan, names[3], 0, lanes, vector, guarded=True)
+        instructions = tuple(Instr(str(ops.get(r)), t.module) for r in plan.roles)
+        return calls + [ExoCall("replace_all", (instructions,)), ExoCall("simplify")]
+
+
+def _fresh(used: set[str], *bases: str) -> list[str]:
+    out = []
+    for base in bases:
+        out.append(fresh_name(used | set(out), base))
+    return out
+
+
+def _plan_names(plan: Plan) -> set[str]:
+    return {b.name for b in plan.binds} | {name for _, name in plan.stages}
+
+
+def _binds(loop: str, plan: Plan) -> list[ExoCall]:
+    """Bind every operand (and inner operation) to a buffer of its own, still scalar."""
+    calls = []
+    for b in plan.binds:
+        steps = b.leaf + ("rhs",) + tuple("lhs" if c == "l" else "rhs" for c in b.expr)
+        calls.append(ExoCall("bind_expr", (Stmt(loop, steps), b.name)))
+        if b.const:  # a bound literal has Exo's generic type R, which C cannot allocate
+            calls.append(ExoCall("set_precision", (b.name, plan.dtype)))
+    return calls
+
+
+def _masked_tail(cut: str, lanes: int, outer: str, inner: str) -> list[ExoCall]:
+    """The cut remainder loop as one full-width step whose lanes past the end are guarded:
+    ``for vm in seq(0, lanes): if vm < rem: ...``, the form of Exo's masked instructions."""
+    return [
+        ExoCall("divide_loop", (cut, lanes, (outer, inner)), (("tail", "guard"),)),
+        ExoCall("simplify"),
+        ExoCall("unroll_loop", (outer,)),  # one iteration
+        ExoCall("simplify"),
+    ]
+
+
+def _partial_sums(plan: Plan, vi: str, vo: str, lanes: int, vector: Memory, total: str, spill: bool) -> list[ExoCall]:
+    """Accumulate the reduction in a vector of ``lanes`` partial sums (Exo's stdlib
+    ``parallelize_reduction``, step by step) and add them into the target once, through the
+    buffer ``total``.
+
+    ``for vo: for vi: y += e``  ->  ``acc = 0; for vo: for vi: acc[vi] += e; y += acc[0..lanes]``
+    """
+    window, acc = plan.stages[0]
+    calls = [
+        ExoCall("reorder_loops", (Nest(f"{vo} {vi}"),)),
+        ExoCall("stage_mem", (Loop(vo), window, acc), (("accum", True),)),
+        ExoCall("expand_dim", (acc, lanes, vi)),
+        ExoCall("set_memory", (acc, vector)),
+        ExoCall("lift_alloc", (acc,)),
+        ExoCall("fission", (Stmt(vi, (0, "after")),)),  # the zeroing ...
+        ExoCall("fission", (Stmt(f"{vi} #1", (0, "after")),)),  # ... the sums, and the final add
+        ExoCall("reorder_loops", (Loop(f"{vi} #1"),)),
+    ]
+    if not spill:
+        # the horizontal add's result is a scalar parameter: it takes a scalar, not y[i]
+        return calls + [ExoCall("stage_mem", (Loop(f"{vi} #2"), window, total))]
+    # no horizontal-add instruction: store the partial sums on the stack, add them in C
+    return calls + [
+        ExoCall("bind_expr", (Within(f"{vi} #2", f"{acc}[_]"), total)),
+        ExoCall("expand_dim", (total, lanes, vi)),
+        ExoCall("set_memory", (total, STACK)),
+        ExoCall("lift_alloc", (total,)),
+        ExoCall("fission", (Stmt(f"{vi} #2", (0, "after")),)),
+    ]
+
+
+def _lane_loop(plan: Plan, name: str, k: int, lanes: int, vector: Memory, guarded: bool) -> list[ExoCall]:
+    """Make lane loop ``name #k`` (its body inside an ``if`` when ``guarded``) vector code:
+    each bound scalar becomes a vector lifted out of it, then every statement gets a lane
+    loop of its own, innermost, which is the shape of one instruction."""
+    loop = f"{name} #{k}"
+    allocs = [(n, 1, False) for _, n in plan.stages] if plan.mode == "map" else []
+    allocs += [(b.name, len(b.leaf), b.const) for b in plan.binds]
+    calls = []
+    for buffer, depth, const in allocs:
+        alloc = Within(loop, f"{buffer} : _")
+        if const and not guarded:
+            # one element, broadcast; a guarded tail cannot share it (Exo's fission check
+            # rejects a shared scalar written under a lane-dependent guard), so it keeps a
+            # copy per lane and loads it with a masked load instead
+            calls += [ExoCall("expand_dim", (alloc, 1, "0")), ExoCall("set_memory", (alloc, STACK))]
+        else:
+            calls += [ExoCall("expand_dim", (alloc, lanes, name)),
+                      ExoCall("set_memory", (alloc, STACK if const else vector))]
+        calls.append(ExoCall("lift_alloc", (alloc,), (("n_lifts", depth + guarded),)))
+    return calls + _split(name, k, _parse(plan.body), guarded)
+
+
+def _parse(shape: str) -> list:
+    """``"s(ss)s"`` -> ``["s", ["s", "s"], "s"]``."""
+    stack: list[list] = [[]]
+    for ch in shape:
+        if ch == "(":
+            stack.append([])
+        elif ch == ")":
+            done = stack.pop()
+            stack[-1].append(done)
+        else:
+            stack[-1].append(ch)
+    return stack[0]
+
+
+def _split(name: str, k: int, nodes: list, guarded: bool) -> list[ExoCall]:
+    """Give each statement of lane loop ``name #k`` its own lane loop, moved inside inner
+    loops. Statements are split off one at a time from the front: Exo accepts splitting off
+    a write of a shared constant only when it is alone (it does not depend on the lane).
+    Inner loops are then handled from the last one back, so the lane loops still to be
+    handled keep their numbers (``name #k``, ``#k+1``, ... in Exo's pre-order)."""
+    inside = (0,) if guarded else ()
+    calls = [
+        ExoCall("fission", (Stmt(f"{name} #{k + j}", inside + (0, "after")),), (("n_lifts", 1 + guarded),))
+        for j in range(len(nodes) - 1)
+    ]
+    for j in reversed(range(len(nodes))):
+        if nodes[j] == "c" and not guarded:
+            # the constant is the same in every lane: set it once (a tail sets it per lane)
+            calls.append(ExoCall("remove_loop", (Loop(f"{name} #{k + j}"),)))
+        elif isinstance(nodes[j], list):
+            here = f"{name} #{k + j}"
+            if guarded:  # the inner loop goes above the guard first: for r: if vm < n: ...
+                calls.append(ExoCall("lift_scope", (Stmt(here, (0, 0)),)))
+            calls.append(ExoCall("reorder_loops", (Loop(here),)))
+            calls += _split(name, k + j, nodes[j], guarded)
+    return calls
