@@ -35,6 +35,8 @@ OPS = frozenset(
         "replace_all",
         "set_precision",
         "lift_scope",
+        "commute_expr",
+        "fold_into_reduce",
     }
 )
 

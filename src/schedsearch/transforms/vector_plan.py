@@ -54,23 +54,28 @@ class Unsupported(Exception):
 class Bind:
     """One ``bind_expr``: the expression at ``expr`` ("" the right-hand side, then "l"/"r"
     into binary operations) of the statement at ``leaf`` (indices from the loop's body, as
-    they are when this bind runs) becomes the new buffer ``name``. A ``const`` buffer holds a
-    constant (a literal or a scalar) to broadcast, not a vector."""
+    they are when this bind runs) becomes the new buffer ``name``. ``kind`` is ``v`` for a
+    vector read from memory, ``o`` for an operation's result, ``c`` for a one-element buffer
+    holding a constant (a literal or a scalar) to broadcast."""
 
     leaf: tuple[int, ...]
     expr: str
     name: str
-    const: bool = False
+    kind: str = "v"
+
+    @property
+    def const(self) -> bool:
+        return self.kind == "c"
 
     def encode(self) -> str:
-        return f"{'.'.join(map(str, self.leaf))}/{self.expr}={self.name}" + (":c" if self.const else "")
+        return f"{'.'.join(map(str, self.leaf))}/{self.expr}={self.name}" + ("" if self.kind == "v" else f":{self.kind}")
 
     @staticmethod
     def decode(token: str) -> Bind:
         where, _, rest = token.partition("=")
         leaf, _, expr = where.partition("/")
-        name, _, flag = rest.partition(":")
-        return Bind(tuple(int(i) for i in leaf.split(".")), expr, name, flag == "c")
+        name, _, kind = rest.partition(":")
+        return Bind(tuple(int(i) for i in leaf.split(".")), expr, name, kind or "v")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +85,10 @@ class Plan:
     ``stages`` are (window, buffer) pairs: each output element staged in a vector around the
     loop body (map), or the reduction target accumulated in a vector (reduce). ``body`` is
     the shape of the lane loop's body after binding and staging, allocations left out: ``s``
-    a statement, ``c`` one setting a constant, ``(...)`` a loop and its body. ``roles`` are the instructions used, masked
-    ones included for a masked tail.
+    a statement, ``c`` one setting a constant, ``(...)`` a loop and its body. ``roles`` are
+    the instructions used, masked ones included for a masked tail. ``folds`` are statements
+    ``s = s + e`` (``s = e + s`` if marked commuted) first rewritten as ``s += e``, so that
+    no instruction writes an operand it reads.
     """
 
     mode: str
@@ -90,6 +97,7 @@ class Plan:
     stages: tuple[tuple[str, str], ...]
     body: str
     roles: tuple[Role, ...]
+    folds: tuple[tuple[tuple[int, ...], bool], ...] = ()
 
     def args(self) -> dict[str, str]:
         """The plan as rewrite arguments (no ``#`` in them: they shape the result)."""
@@ -100,6 +108,7 @@ class Plan:
             "stages": ";".join(f"{w}>{n}" for w, n in self.stages),
             "body": self.body,
             "ops": ",".join(r.value for r in self.roles),
+            "folds": " ".join(".".join(map(str, leaf)) + ("/c" if commuted else "") for leaf, commuted in self.folds),
         }
 
     @staticmethod
@@ -108,7 +117,10 @@ class Plan:
         binds = tuple(Bind.decode(t) for t in str(arg("binds", "")).split())
         stages = tuple((s.partition(">")[0], s.partition(">")[2]) for s in str(arg("stages", "")).split(";") if s)
         roles = tuple(Role(r) for r in str(arg("ops")).split(","))
-        return Plan(str(arg("mode")), str(arg("dtype")), binds, stages, str(arg("body")), roles)
+        folds = tuple(
+            (tuple(int(i) for i in t.partition("/")[0].split(".")), t.endswith("/c")) for t in str(arg("folds", "")).split()
+        )
+        return Plan(str(arg("mode")), str(arg("dtype")), binds, stages, str(arg("body")), roles, folds)
 
 
 def index_text(form: Form) -> str:
@@ -139,7 +151,8 @@ class _Planner:
     used: set[str]
     staged: dict[str, list[Form]] = field(default_factory=dict)
     roles: list[tuple[Role, Role | None]] = field(default_factory=list)
-    pending: list[tuple[str, str, bool]] = field(default_factory=list)  # the current leaf's binds
+    pending: list[tuple[str, str, str]] = field(default_factory=list)  # the current leaf's binds
+    fold: bool | None = None  # the current leaf is folded into a reduction (True: commuted first)
     contiguous: bool = False
 
     def fresh(self, base: str) -> str:
@@ -166,13 +179,13 @@ class _Planner:
             return "vec"
         raise Unsupported("stride")
 
-    def bind(self, path: str, base: str, const: bool = False) -> None:
-        self.pending.append((path, self.fresh(base), const))
+    def bind(self, path: str, base: str, kind: str = "v") -> None:
+        self.pending.append((path, self.fresh(base), kind))
 
     def const(self, path: str, operand: bool) -> None:
         """A literal or scalar: bound into a one-element buffer and broadcast from there (a
         masked tail loads it per lane instead), then bound as a vector if it is an operand."""
-        self.bind(path, "c", const=True)
+        self.bind(path, "c", "c")
         if operand:
             self.bind(path, "c_vec")
         self.use(Role.BROADCAST, Role.MASKED_LOAD)
@@ -193,7 +206,7 @@ class _Planner:
         elif isinstance(expr, BinaryOpCursor) and expr.op() in OP_ROLES:
             self.operand(expr.lhs(), path + "l")
             self.operand(expr.rhs(), path + "r")
-            self.bind(path, "t_vec")
+            self.bind(path, "t_vec", "o")
             self.use(OP_ROLES[expr.op()])
         else:
             raise Unsupported("expression")
@@ -215,9 +228,21 @@ class _Planner:
             self.operand(rhs, "")
         self.use(Role.ACC)
 
+    def own(self, expr, stmt) -> bool:
+        """Whether ``expr`` reads the very element ``stmt`` writes."""
+        return isinstance(expr, ReadCursor) and expr.name() == stmt.name() and _forms(expr) == _forms(stmt)
+
     def leaf(self, stmt) -> None:
         """Plan one statement ``s = e`` / ``s += e`` of a map body (``s`` is staged)."""
         rhs = stmt.rhs()
+        if isinstance(stmt, AssignCursor) and isinstance(rhs, BinaryOpCursor) and rhs.op() == "+":
+            for side, other, commuted in ((rhs.lhs(), rhs.rhs(), False), (rhs.rhs(), rhs.lhs(), True)):
+                if self.own(side, stmt) and not self.own(other, stmt):
+                    self.fold = commuted  # s = s + e -> s += e
+                    self.reduction(other)
+                    return
+        if isinstance(rhs, BinaryOpCursor) and any(self.own(e, stmt) for e in (rhs.lhs(), rhs.rhs())):
+            raise Unsupported("an instruction writing an operand it reads")
         if isinstance(stmt, ReduceCursor):
             self.reduction(rhs)
         elif isinstance(rhs, ReadCursor) and rhs.name() not in self.staged and len(rhs.idx()):
@@ -350,15 +375,15 @@ def _bind_list(planned: list[tuple[tuple[int, ...], list]]) -> tuple[Bind, ...]:
     inserts before its leaf never move a leaf still to be bound."""
     binds = []
     for path, pending in reversed(planned):
-        for j, (expr, name, const) in enumerate(pending):
-            binds.append(Bind(path[:-1] + (path[-1] + 2 * j,), expr, name, const))  # an alloc and an assignment each
+        for j, (expr, name, kind) in enumerate(pending):
+            binds.append(Bind(path[:-1] + (path[-1] + 2 * j,), expr, name, kind))  # an alloc and an assignment each
     return tuple(binds)
 
 
 def _bound(planned: list[tuple[tuple[int, ...], list]]) -> dict[tuple[int, ...], str]:
     """Per leaf, the statements its binds insert before it: ``c`` sets a constant, ``s``
     computes a vector."""
-    return {path: "".join("c" if const else "s" for _, _, const in pending) for path, pending in planned}
+    return {path: "".join("c" if kind == "c" else "s" for _, _, kind in pending) for path, pending in planned}
 
 
 def _map_plan(planner: _Planner, loop, tree: list, leaves: list, inner: set[str]) -> Plan:
@@ -377,12 +402,16 @@ def _map_plan(planner: _Planner, loop, tree: list, leaves: list, inner: set[str]
             planner.use(Role.LOAD)
         planner.use(Role.STORE)
     planned = []
+    folds = []
     for path, stmt in leaves:
-        planner.pending = []
+        planner.pending, planner.fold = [], None
         planner.leaf(stmt)
         planned.append((path, planner.pending))
+        if planner.fold is not None:
+            folds.append((path, planner.fold))
     body = "s" * loads + _shape(tree, _bound(planned)) + "s" * len(stages)
-    return Plan("map", planner.ops.dtype, _bind_list(planned), tuple(stages), body, planner.instructions())
+    roles = planner.instructions()
+    return Plan("map", planner.ops.dtype, _bind_list(planned), tuple(stages), body, roles, tuple(folds))
 
 
 def _reduce_plan(planner: _Planner, tree: list, stmt) -> Plan:

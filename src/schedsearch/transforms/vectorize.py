@@ -24,6 +24,9 @@ from schedsearch.transforms.walk import fresh_name
 
 #: Where a constant lives before it is broadcast: on the stack, not malloc'd per iteration.
 STACK = Memory("DRAM_STACK")
+#: Vectors of partial sums a reduction may keep: one FMA's latency spans several issues,
+#: so independent accumulators keep the FMA units busy (4 cycles x 2 units on recent x86).
+ACCUMULATORS = (1, 2, 4, 8)
 
 
 class Vectorize:
@@ -55,24 +58,32 @@ class Vectorize:
         for info in view.loops:
             if info.trip is None or info.lo != 0:
                 continue
-            loop_names = _fresh(set(view.names), *(info.name + s for s in "oitm"))
-            used = set(view.names) | set(loop_names)
+            # outer, lanes, masked tail's outer and lanes; a reduction's accumulators and lanes
+            o, i, mo, mi, k, l = _fresh(set(view.names), *(info.name + s for s in "oitmkl"))
+            used = set(view.names) | {o, i, mo, mi, k, l}
             plan = plan_loop(view.proc, info.pattern, t, masked=False, used=used)
-            lanes = t.lanes(plan.dtype) if plan is not None else 0
-            if plan is None or info.trip < lanes:
+            if plan is None:
                 continue
-            variants = [("perfect", plan)]
+            lanes = t.lanes(plan.dtype)
+            common = dict(isa=t.name.value, lanes=lanes, trip=info.trip, **plan.args())
+            if plan.mode == "reduce":
+                acc = plan.stages[0][1]
+                sums = _fresh(used | _plan_names(plan), *(f"{acc}_{s}" for s in ("sum", "lanes", "part")))
+                for accs in ACCUMULATORS:
+                    if info.trip >= lanes * accs and (options.allow_tails or info.trip % (lanes * accs) == 0):
+                        tail = "cut" if info.trip % (lanes * accs) else "perfect"
+                        names = " ".join((o, i, k, l, *sums))
+                        out.append(Rewrite.make(self.kind, info.pattern, **common, accs=accs, tail=tail, names=names))
+                continue
+            if info.trip < lanes or (info.trip % lanes and not options.allow_tails):
+                continue
+            variants = [("perfect", plan)] if info.trip % lanes == 0 else [("cut", plan)]
             if info.trip % lanes:
-                if not options.allow_tails:
-                    continue
                 masked = plan_loop(view.proc, info.pattern, t, masked=True, used=used)
-                variants = [("cut", plan)] + ([("masked", masked)] if masked is not None else [])
+                variants += [("masked", masked)] if masked is not None else []
             for tail, p in variants:
-                names = loop_names
-                if p.mode == "reduce":
-                    names = loop_names[:2] + _fresh(used | _plan_names(p), f"{p.stages[0][1]}_sum")
-                args = dict(isa=t.name.value, lanes=lanes, tail=tail, trip=info.trip, names=" ".join(names))
-                out.append(Rewrite.make(self.kind, info.pattern, **args, **p.args()))
+                args = dict(common, **p.args(), tail=tail, names=" ".join((o, i, mo, mi)))
+                out.append(Rewrite.make(self.kind, info.pattern, **args))
         return out
 
     def lower(self, rewrite: Rewrite) -> list[ExoCall]:
@@ -82,20 +93,26 @@ class Vectorize:
         if ops is None or t.memory is None or t.module is None:
             raise ValueError(f"target {t.name} has no {plan.dtype} vector instructions")
         lanes, tail = int(rewrite.arg("lanes")), str(rewrite.arg("tail"))
+        accs = int(rewrite.arg("accs", 1))
         vector = Memory(t.memory, t.memory_module)
         names = str(rewrite.arg("names")).split()
         loop, vo, vi = rewrite.target, names[0], names[1]
         calls = _binds(loop, plan)
         if plan.mode == "map":
             calls += [ExoCall("stage_mem", (Stmt(loop, ("body",)), window, name)) for window, name in plan.stages]
+        width = lanes * accs
         if tail == "perfect":
-            calls.append(ExoCall("divide_loop", (loop, lanes, (vo, vi)), (("perfect", True),)))
+            calls.append(ExoCall("divide_loop", (loop, width, (vo, vi)), (("perfect", True),)))
         else:
             # simplify folds the "n / f * f" a cut leaves in indices (see rewrites.Split)
-            calls += [ExoCall("divide_loop", (loop, lanes, (vo, vi)), (("tail", "cut"),)), ExoCall("simplify")]
+            calls += [ExoCall("divide_loop", (loop, width, (vo, vi)), (("tail", "cut"),)), ExoCall("simplify")]
         if plan.mode == "reduce":
-            calls += _partial_sums(plan, vi, vo, lanes, vector, names[2], spill=Role.STORE in plan.roles)
-            calls += _lane_loop(plan, vi, 1, lanes, vector, guarded=False)
+            calls += _partial_sums(plan, names, lanes, accs, vector, ops)
+            calls += _lane_loop(plan, names[3], 1, lanes, vector, guarded=False, shared=1)
+            roles = plan.roles + ((Role.ACC,) if accs > 1 and Role.REDUCE in plan.roles and ops.has(Role.ACC) else ())
+            calls.append(ExoCall("replace_all", (tuple(Instr(str(ops.get(r)), t.module) for r in dict.fromkeys(roles)),)))
+            # straight-line code: one independent chain of FMAs per accumulator
+            return calls + [ExoCall("unroll_loop", (f"{names[2]} #{n}",)) for n in (2, 1, 0)] + [ExoCall("simplify")]
         else:
             if tail == "masked":
                 calls += _masked_tail(f"{vi} #1", lanes, names[2], names[3])
@@ -118,12 +135,17 @@ def _plan_names(plan: Plan) -> set[str]:
 
 
 def _binds(loop: str, plan: Plan) -> list[ExoCall]:
-    """Bind every operand (and inner operation) to a buffer of its own, still scalar."""
+    """Fold ``s = s + e`` into ``s += e``, then bind every operand (and inner operation) to
+    a buffer of its own, still scalar."""
     calls = []
+    for leaf, commuted in plan.folds:
+        if commuted:
+            calls.append(ExoCall("commute_expr", ((Stmt(loop, leaf + ("rhs",)),),)))
+        calls.append(ExoCall("fold_into_reduce", (Stmt(loop, leaf),)))
     for b in plan.binds:
         steps = b.leaf + ("rhs",) + tuple("lhs" if c == "l" else "rhs" for c in b.expr)
         calls.append(ExoCall("bind_expr", (Stmt(loop, steps), b.name)))
-        if b.const:  # a bound literal has Exo's generic type R, which C cannot allocate
+        if b.kind != "v":  # an expression with a literal in it has Exo's generic type R
             calls.append(ExoCall("set_precision", (b.name, plan.dtype)))
     return calls
 
@@ -139,41 +161,65 @@ def _masked_tail(cut: str, lanes: int, outer: str, inner: str) -> list[ExoCall]:
     ]
 
 
-def _partial_sums(plan: Plan, vi: str, vo: str, lanes: int, vector: Memory, total: str, spill: bool) -> list[ExoCall]:
-    """Accumulate the reduction in a vector of ``lanes`` partial sums (Exo's stdlib
-    ``parallelize_reduction``, step by step) and add them into the target once, through the
-    buffer ``total``.
+def _sum_lanes(outer: str, lane: str, n: int, window: str, buf: str, lanes: int, memory: Memory) -> list[ExoCall]:
+    """Reassociate a sum into one partial sum per lane (Exo's stdlib ``parallelize_reduction``,
+    step by step): the lane loop is ``lane #n``, the only child of ``outer``.
 
-    ``for vo: for vi: y += e``  ->  ``acc = 0; for vo: for vi: acc[vi] += e; y += acc[0..lanes]``
+    ``for a: for b: T += e``  ->  ``buf[b] = 0 (each b); for a: for b: buf[b] += e; T += buf[b] (each b)``
     """
+    return [
+        ExoCall("reorder_loops", (Loop(outer),)),  # for b: for a: T += e
+        ExoCall("stage_mem", (Loop(outer), window, buf), (("accum", True),)),
+        ExoCall("expand_dim", (buf, lanes, lane)),
+        ExoCall("set_memory", (buf, memory)),
+        ExoCall("lift_alloc", (buf,)),
+        ExoCall("fission", (Stmt(f"{lane} #{n}", (0, "after")),)),  # the zeroing ...
+        ExoCall("fission", (Stmt(f"{lane} #{n + 1}", (0, "after")),)),  # ... the sums, and the final add
+        ExoCall("reorder_loops", (Loop(f"{lane} #{n + 1}"),)),
+    ]
+
+
+def _partial_sums(plan: Plan, names: list[str], lanes: int, accs: int, vector: Memory, ops) -> list[ExoCall]:
+    """Accumulate the reduction in ``accs`` vectors of partial sums and add them into the
+    target once. Several accumulators let consecutive FMAs overlap instead of each waiting
+    for the previous one's result; at the end they are added lane by lane (``acc`` adds when
+    the target has them, else in C after storing them), then across the lanes (one
+    horizontal-add instruction, else in C).
+
+    ``for vo: for vi: y += e``  ->  ``acc = 0; for vo: for vk: for vl: acc[vk, vl] += e; y += sum of acc``
+    """
+    vo, vi, vk, vl, total, spilled, part = names
     window, acc = plan.stages[0]
-    calls = [
-        ExoCall("reorder_loops", (Nest(f"{vo} {vi}"),)),
-        ExoCall("stage_mem", (Loop(vo), window, acc), (("accum", True),)),
-        ExoCall("expand_dim", (acc, lanes, vi)),
-        ExoCall("set_memory", (acc, vector)),
-        ExoCall("lift_alloc", (acc,)),
-        ExoCall("fission", (Stmt(vi, (0, "after")),)),  # the zeroing ...
-        ExoCall("fission", (Stmt(f"{vi} #1", (0, "after")),)),  # ... the sums, and the final add
-        ExoCall("reorder_loops", (Loop(f"{vi} #1"),)),
+    calls = _sum_lanes(vo, vi, 0, window, acc, lanes * accs, vector)
+    # each of the three vi loops -> accumulator vk, lane vl (the first vi left each time)
+    calls += [ExoCall("divide_loop", (vi, lanes, (vk, vl)), (("perfect", True),))] * 3
+    calls += [ExoCall("divide_dim", (acc, 0, lanes)), ExoCall("simplify")]
+    # the total is a scalar: a horizontal add's result is a scalar parameter (it takes no
+    # y[i]), and a local lets gcc keep the running total in a register
+    calls.append(ExoCall("stage_mem", (Loop(f"{vk} #2"), window, total)))
+    if Role.REDUCE in plan.roles:
+        if accs > 1 and ops.has(Role.ACC):
+            calls += _sum_lanes(f"{vk} #2", vl, 2, total, part, lanes, vector)
+        return calls
+    # no horizontal add: store the accumulators on the stack and add them up in C, lane by
+    # lane first (gcc vectorises that), so only the last vector's lanes form a serial chain
+    calls += [
+        ExoCall("bind_expr", (Within(f"{vk} #2", f"{acc}[_]"), spilled)),
+        ExoCall("expand_dim", (spilled, lanes, vl)),
+        ExoCall("expand_dim", (spilled, accs, vk)),
+        ExoCall("set_memory", (spilled, STACK)),
+        ExoCall("lift_alloc", (spilled,), (("n_lifts", 2),)),
+        ExoCall("fission", (Stmt(f"{vk} #2", (0, 0, "after")),), (("n_lifts", 2),)),
     ]
-    if not spill:
-        # the horizontal add's result is a scalar parameter: it takes a scalar, not y[i]
-        return calls + [ExoCall("stage_mem", (Loop(f"{vi} #2"), window, total))]
-    # no horizontal-add instruction: store the partial sums on the stack, add them in C
-    return calls + [
-        ExoCall("bind_expr", (Within(f"{vi} #2", f"{acc}[_]"), total)),
-        ExoCall("expand_dim", (total, lanes, vi)),
-        ExoCall("set_memory", (total, STACK)),
-        ExoCall("lift_alloc", (total,)),
-        ExoCall("fission", (Stmt(f"{vi} #2", (0, "after")),)),
-    ]
+    return calls + (_sum_lanes(f"{vk} #3", vl, 3, total, part, lanes, STACK) if accs > 1 else [])
 
 
-def _lane_loop(plan: Plan, name: str, k: int, lanes: int, vector: Memory, guarded: bool) -> list[ExoCall]:
+def _lane_loop(
+    plan: Plan, name: str, k: int, lanes: int, vector: Memory, guarded: bool, shared: int = 0
+) -> list[ExoCall]:
     """Make lane loop ``name #k`` (its body inside an ``if`` when ``guarded``) vector code:
-    each bound scalar becomes a vector lifted out of it, then every statement gets a lane
-    loop of its own, innermost, which is the shape of one instruction."""
+    each bound scalar becomes a vector lifted out of it (and out of ``shared`` more loops),
+    then every statement gets a lane loop of its own, innermost: one instruction each."""
     loop = f"{name} #{k}"
     allocs = [(n, 1, False) for _, n in plan.stages] if plan.mode == "map" else []
     allocs += [(b.name, len(b.leaf), b.const) for b in plan.binds]
@@ -188,7 +234,7 @@ def _lane_loop(plan: Plan, name: str, k: int, lanes: int, vector: Memory, guarde
         else:
             calls += [ExoCall("expand_dim", (alloc, lanes, name)),
                       ExoCall("set_memory", (alloc, STACK if const else vector))]
-        calls.append(ExoCall("lift_alloc", (alloc,), (("n_lifts", depth + guarded),)))
+        calls.append(ExoCall("lift_alloc", (alloc,), (("n_lifts", depth + guarded + shared),)))
     return calls + _split(name, k, _parse(plan.body), guarded)
 
 
