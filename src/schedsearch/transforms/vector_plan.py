@@ -101,15 +101,17 @@ class Plan:
 
     def args(self) -> dict[str, str]:
         """The plan as rewrite arguments (no ``#`` in them: they shape the result)."""
-        return {
+        args = {
             "mode": self.mode,
             "dtype": self.dtype,
             "binds": " ".join(b.encode() for b in self.binds),
             "stages": ";".join(f"{w}>{n}" for w, n in self.stages),
             "body": self.body,
             "ops": ",".join(r.value for r in self.roles),
-            "folds": " ".join(".".join(map(str, leaf)) + ("/c" if commuted else "") for leaf, commuted in self.folds),
         }
+        if self.folds:
+            args["folds"] = " ".join(".".join(map(str, leaf)) + ("/c" if commuted else "") for leaf, commuted in self.folds)
+        return args
 
     @staticmethod
     def from_args(arg) -> Plan:
