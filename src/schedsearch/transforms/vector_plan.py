@@ -243,8 +243,9 @@ class _Planner:
                     self.fold = commuted  # s = s + e -> s += e
                     self.reduction(other)
                     return
-        if isinstance(rhs, BinaryOpCursor) and any(self.own(e, stmt) for e in (rhs.lhs(), rhs.rhs())):
-            raise Unsupported("an instruction writing an operand it reads")
+        operands = [rhs.lhs(), rhs.rhs()] if isinstance(rhs, BinaryOpCursor) else [rhs]
+        if any(self.own(e, stmt) for e in operands):
+            raise Unsupported("an instruction writing an operand it reads")  # Exo refuses aliased arguments
         if isinstance(stmt, ReduceCursor):
             self.reduction(rhs)
         elif isinstance(rhs, ReadCursor) and rhs.name() not in self.staged and len(rhs.idx()):
@@ -349,15 +350,17 @@ def _shape(tree: list, binds: dict[tuple[int, ...], str]) -> str:
     return "".join("(" + _shape(n, binds) + ")" if isinstance(n, list) else binds[n] + "s" for n in tree)
 
 
-def plan_loop(proc, pattern: str, t: Target, masked: bool, used: set[str]) -> Plan | None:
+def plan_loop(
+    proc, pattern: str, t: Target, masked: bool, used: set[str], buffers: dict[str, tuple[str, bool]] | None = None
+) -> Plan | None:
     """The plan vectorising loop ``pattern`` on ``t`` (with a masked tail if ``masked``), or
-    None. New buffer names avoid ``used``."""
+    None. New buffer names avoid ``used``; ``buffers`` is ``buffers_of(proc)`` if known."""
     loop = proc.find_loop(pattern)
     leaves: list = []
     inner: set[str] = set()
     try:
         tree = _tree(loop.body(), (), leaves, inner)
-        buffers = buffers_of(proc)
+        buffers = buffers_of(proc) if buffers is None else buffers
         ops = t.vector(buffers.get(leaves[0][1].name(), ("", False))[0]) if leaves else None
         if ops is None:
             return None

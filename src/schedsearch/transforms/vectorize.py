@@ -19,7 +19,7 @@ from __future__ import annotations
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.targets import Role, target
 from schedsearch.transforms.calls import ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
-from schedsearch.transforms.vector_plan import Plan, plan_loop
+from schedsearch.transforms.vector_plan import Plan, buffers_of, plan_loop
 from schedsearch.transforms.walk import fresh_name
 
 #: Where a constant lives before it is broadcast: on the stack, not malloc'd per iteration.
@@ -43,9 +43,20 @@ class Vectorize:
                                                           mm512_fmadd_ps(w_vec, x_vec, y_vec)
                                                       mm512_storeu_ps(y[16 * io:16 * io + 16], y_vec)
 
-    ``vectorize j #0 isa=avx2 mode=reduce lanes=8 ...`` on matvec keeps 8 partial sums of
-    ``y[i] += A[i, j] * x[j]`` in one register (``mm256_fmadd_ps``) and adds them into
-    ``y[i]`` once, after the ``j`` loop (``avx2_assoc_reduce_add_ps``).
+    ``vectorize j #0 isa=avx2 mode=reduce accs=2 lanes=8 ...`` on matvec::
+
+        for i in seq(0, 64):                      for i in seq(0, 64):
+            for j in seq(0, 64):                      y_acc: f32[2, 8] @ AVX2
+                y[i] += A[i, j] * x[j]      ->        (mm256_setzero_ps both accumulators)
+                                                      for jo in seq(0, 4):
+                                                          (load A[i, 16*jo:...], x[16*jo:...])
+                                                          mm256_fmadd_ps(y_acc[0, 0:8], A_vec, x_vec)
+                                                          (load the next 8 of each)
+                                                          mm256_fmadd_ps(y_acc[1, 0:8], A_vec, x_vec)
+                                                      y_acc_sum = y[i]
+                                                      (avx2_reduce_add_wide_ps: y_acc_part = y_acc[0] + y_acc[1])
+                                                      avx2_assoc_reduce_add_ps(y_acc_part, y_acc_sum)
+                                                      y[i] = y_acc_sum
     """
 
     kind = RewriteKind.VECTORIZE
@@ -55,13 +66,14 @@ class Vectorize:
         if not t.is_vector:
             return []
         out = []
+        buffers = buffers_of(view.proc)
         for info in view.loops:
             if info.trip is None or info.lo != 0:
                 continue
             # outer, lanes, masked tail's outer and lanes; a reduction's accumulators and lanes
             o, i, mo, mi, k, l = _fresh(set(view.names), *(info.name + s for s in "oitmkl"))
             used = set(view.names) | {o, i, mo, mi, k, l}
-            plan = plan_loop(view.proc, info.pattern, t, masked=False, used=used)
+            plan = plan_loop(view.proc, info.pattern, t, False, used, buffers)
             if plan is None:
                 continue
             lanes = t.lanes(plan.dtype)
@@ -79,7 +91,7 @@ class Vectorize:
                 continue
             variants = [("perfect", plan)] if info.trip % lanes == 0 else [("cut", plan)]
             if info.trip % lanes:
-                masked = plan_loop(view.proc, info.pattern, t, masked=True, used=used)
+                masked = plan_loop(view.proc, info.pattern, t, True, used, buffers)
                 variants += [("masked", masked)] if masked is not None else []
             for tail, p in variants:
                 args = dict(common, **p.args(), tail=tail, names=" ".join((o, i, mo, mi)))
