@@ -27,8 +27,8 @@ def vectorize(workload, isa: str, allow_tails: bool = True) -> list[Rewrite]:
 
 
 def summary(rewrites) -> set[tuple[str, str, str, int]]:
-    """(loop, mode, tail, accumulators) of each proposal."""
-    return {(r.target, str(r.arg("mode")), str(r.arg("tail")), int(r.arg("accs", 1))) for r in rewrites}
+    """(loop, mode, tail, accumulators or vectors side by side) of each proposal."""
+    return {(r.target, str(r.arg("mode")), str(r.arg("tail")), int(r.arg("accs", r.arg("vecs", 1)))) for r in rewrites}
 
 
 def applied(workload, rewrite: Rewrite) -> str:
@@ -57,14 +57,26 @@ def test_nothing_is_proposed_for_scalar_or_without_a_target(conv1d, matvec):
 
 
 def test_conv1d_vectorises_the_output_loop_with_cut_and_masked_tails(conv1d):
-    # 37 outputs: 2 vectors of 16 and 5 left over, or 4 vectors of 8 and 5 left over
-    assert summary(vectorize(conv1d, "avx512")) == {("i #0", "map", "cut", 1), ("i #0", "map", "masked", 1)}
-    # AVX2 has no masked FMA: only the scalar remainder
-    assert summary(vectorize(conv1d, "avx2")) == {("i #0", "map", "cut", 1)}
+    # 37 outputs: 2 vectors of 16 and 5 left over (one masked step), or 2 vectors side by side
+    assert summary(vectorize(conv1d, "avx512")) == {("i #0", "map", t, v) for t, v in (("cut", 1), ("masked", 1), ("cut", 2))}
+    # AVX2 has no masked FMA: only the scalar remainder; 1, 2 or 4 vectors of 8 side by side
+    assert summary(vectorize(conv1d, "avx2")) == {("i #0", "map", "cut", v) for v in (1, 2, 4)}
     assert vectorize(conv1d, "avx2", allow_tails=False) == []
     exact = load_workload(EXAMPLES / "conv1d.py", None, {"N": 32, "R": 16})
     # the output loop and (R = 16 taps) the reduction over the taps
-    assert summary(vectorize(exact, "avx512")) == {("i #0", "map", "perfect", 1), ("r #0", "reduce", "perfect", 1)}
+    assert summary(vectorize(exact, "avx512")) == {
+        ("i #0", "map", "perfect", 1), ("i #0", "map", "perfect", 2), ("r #0", "reduce", "perfect", 1)}
+
+
+def test_output_vectors_side_by_side_share_the_inner_loop():
+    conv = load_workload(EXAMPLES / "conv1d.py", None, {"N": 64, "R": 5})
+    four = next(r for r in vectorize(conv, "avx512") if r.arg("vecs") == 4)
+    body = applied(conv, four)
+    # per tap: 4 loads and 4 independent FMAs into 4 output registers, stored once
+    assert "__m512 y_vec[4];" in body and body.count("_mm512_fmadd_ps(") == 4
+    assert body.count("_mm512_storeu_ps(") == 4 and "for (int_fast32_t r = 0; r < 5; r++)" in body
+    # AVX2: at most 4 vectors (a quarter of its 16 registers)
+    assert {r.arg("vecs") for r in vectorize(conv, "avx2")} == {None, 2, 4}
 
 
 def test_conv1d_keeps_the_output_vector_in_a_register_across_the_taps(conv1d):

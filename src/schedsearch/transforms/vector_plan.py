@@ -55,8 +55,9 @@ class Bind:
     """One ``bind_expr``: the expression at ``expr`` ("" the right-hand side, then "l"/"r"
     into binary operations) of the statement at ``leaf`` (indices from the loop's body, as
     they are when this bind runs) becomes the new buffer ``name``. ``kind`` is ``v`` for a
-    vector read from memory, ``o`` for an operation's result, ``c`` for a one-element buffer
-    holding a constant (a literal or a scalar) to broadcast."""
+    vector loaded from memory, ``b`` for a broadcast (the same in every lane), ``o`` for an
+    operation's result, ``c`` for a one-element buffer holding a constant (a literal or a
+    scalar) to broadcast."""
 
     leaf: tuple[int, ...]
     expr: str
@@ -85,7 +86,7 @@ class Plan:
     ``stages`` are (window, buffer) pairs: each output element staged in a vector around the
     loop body (map), or the reduction target accumulated in a vector (reduce). ``body`` is
     the shape of the lane loop's body after binding and staging, allocations left out: ``s``
-    a statement, ``c`` one setting a constant, ``(...)`` a loop and its body. ``roles`` are
+    a statement, ``b`` a broadcast, ``c`` one setting a constant, ``(...)`` a loop and its body. ``roles`` are
     the instructions used, masked ones included for a masked tail. ``folds`` are statements
     ``s = s + e`` (``s = e + s`` if marked commuted) first rewritten as ``s += e``, so that
     no instruction writes an operand it reads.
@@ -189,7 +190,7 @@ class _Planner:
         masked tail loads it per lane instead), then bound as a vector if it is an operand."""
         self.bind(path, "c", "c")
         if operand:
-            self.bind(path, "c_vec")
+            self.bind(path, "c_vec", "b")
         self.use(Role.BROADCAST, Role.MASKED_LOAD)
 
     def operand(self, expr, path: str) -> None:
@@ -200,9 +201,9 @@ class _Planner:
             self.buffer(expr.name())
             self.const(path, operand=True)
         elif isinstance(expr, ReadCursor):
-            kind = self.access(expr)
-            self.bind(path, f"{expr.name()}_vec")
-            self.use(Role.LOAD if kind == "vec" else Role.BROADCAST)
+            contiguous = self.access(expr) == "vec"
+            self.bind(path, f"{expr.name()}_vec", "v" if contiguous else "b")
+            self.use(Role.LOAD if contiguous else Role.BROADCAST)
         elif _is_number(expr):
             self.const(path, operand=True)
         elif isinstance(expr, BinaryOpCursor) and expr.op() in OP_ROLES:
@@ -386,9 +387,9 @@ def _bind_list(planned: list[tuple[tuple[int, ...], list]]) -> tuple[Bind, ...]:
 
 
 def _bound(planned: list[tuple[tuple[int, ...], list]]) -> dict[tuple[int, ...], str]:
-    """Per leaf, the statements its binds insert before it: ``c`` sets a constant, ``s``
-    computes a vector."""
-    return {path: "".join("c" if kind == "c" else "s" for _, _, kind in pending) for path, pending in planned}
+    """Per leaf, the statements its binds insert before it: ``c`` sets a constant, ``b``
+    broadcasts, ``s`` computes a vector."""
+    return {path: "".join(kind if kind in ("b", "c") else "s" for _, _, kind in pending) for path, pending in planned}
 
 
 def _map_plan(planner: _Planner, loop, tree: list, leaves: list, inner: set[str]) -> Plan:
