@@ -10,8 +10,8 @@ broadcast), and every operation has an instruction on the target. Two shapes qua
   depend on ``v`` (matvec's ``y[i] += A[i, j] * x[j]`` over ``j``): the sum goes into a
   vector of partial sums, added up once after the loop.
 
-The plan is computed here from cursors when proposing; the rewrite carries it as plain
-text (``Plan.args``), so lowering it (``vectorize.py``) needs no proc.
+The plan (``vector_steps.Plan``) is computed here from cursors when proposing; the rewrite
+carries it as plain text (``Plan.args``), so lowering it needs no proc.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from exo.API_cursors import (
 from exo.core.memory import DRAM
 
 from schedsearch.targets import Role, Target, VectorOps
+from schedsearch.transforms.vector_steps import Bind, Plan
 from schedsearch.transforms.walk import affine, fresh_name, literal
 
 #: Binary operations and the instruction each becomes.
@@ -48,82 +49,6 @@ Form = dict[str, int]  # an affine index expression (walk.affine)
 
 class Unsupported(Exception):
     """The body cannot be vectorised on this target (caught here, never raised out)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Bind:
-    """One ``bind_expr``: the expression at ``expr`` ("" the right-hand side, then "l"/"r"
-    into binary operations) of the statement at ``leaf`` (indices from the loop's body, as
-    they are when this bind runs) becomes the new buffer ``name``. ``kind`` is ``v`` for a
-    vector loaded from memory, ``b`` for a broadcast (the same in every lane), ``o`` for an
-    operation's result, ``c`` for a one-element buffer holding a constant (a literal or a
-    scalar) to broadcast."""
-
-    leaf: tuple[int, ...]
-    expr: str
-    name: str
-    kind: str = "v"
-
-    @property
-    def const(self) -> bool:
-        return self.kind == "c"
-
-    def encode(self) -> str:
-        return f"{'.'.join(map(str, self.leaf))}/{self.expr}={self.name}" + ("" if self.kind == "v" else f":{self.kind}")
-
-    @staticmethod
-    def decode(token: str) -> Bind:
-        where, _, rest = token.partition("=")
-        leaf, _, expr = where.partition("/")
-        name, _, kind = rest.partition(":")
-        return Bind(tuple(int(i) for i in leaf.split(".")), expr, name, kind or "v")
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """How to vectorise one loop, as plain data.
-
-    ``stages`` are (window, buffer) pairs: each output element staged in a vector around the
-    loop body (map), or the reduction target accumulated in a vector (reduce). ``body`` is
-    the shape of the lane loop's body after binding and staging, allocations left out: ``s``
-    a statement, ``b`` a broadcast, ``c`` one setting a constant, ``(...)`` a loop and its body. ``roles`` are
-    the instructions used, masked ones included for a masked tail. ``folds`` are statements
-    ``s = s + e`` (``s = e + s`` if marked commuted) first rewritten as ``s += e``, so that
-    no instruction writes an operand it reads.
-    """
-
-    mode: str
-    dtype: str
-    binds: tuple[Bind, ...]
-    stages: tuple[tuple[str, str], ...]
-    body: str
-    roles: tuple[Role, ...]
-    folds: tuple[tuple[tuple[int, ...], bool], ...] = ()
-
-    def args(self) -> dict[str, str]:
-        """The plan as rewrite arguments (no ``#`` in them: they shape the result)."""
-        args = {
-            "mode": self.mode,
-            "dtype": self.dtype,
-            "binds": " ".join(b.encode() for b in self.binds),
-            "stages": ";".join(f"{w}>{n}" for w, n in self.stages),
-            "body": self.body,
-            "ops": ",".join(r.value for r in self.roles),
-        }
-        if self.folds:
-            args["folds"] = " ".join(".".join(map(str, leaf)) + ("/c" if commuted else "") for leaf, commuted in self.folds)
-        return args
-
-    @staticmethod
-    def from_args(arg) -> Plan:
-        """The plan back from a rewrite's ``arg`` accessor."""
-        binds = tuple(Bind.decode(t) for t in str(arg("binds", "")).split())
-        stages = tuple((s.partition(">")[0], s.partition(">")[2]) for s in str(arg("stages", "")).split(";") if s)
-        roles = tuple(Role(r) for r in str(arg("ops")).split(","))
-        folds = tuple(
-            (tuple(int(i) for i in t.partition("/")[0].split(".")), t.endswith("/c")) for t in str(arg("folds", "")).split()
-        )
-        return Plan(str(arg("mode")), str(arg("dtype")), binds, stages, str(arg("body")), roles, folds)
 
 
 def index_text(form: Form) -> str:

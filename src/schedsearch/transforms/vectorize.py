@@ -19,8 +19,9 @@ from __future__ import annotations
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.targets import Role, target
 from schedsearch.transforms.calls import ExoCall, Instr, Memory, Stmt
-from schedsearch.transforms.vector_plan import Plan, buffers_of, plan_loop
+from schedsearch.transforms.vector_plan import buffers_of, plan_loop
 from schedsearch.transforms.vector_steps import (
+    Plan,
     binds,
     lane_loops,
     masked_tail,
@@ -153,7 +154,7 @@ class Vectorize:
             calls += lane_loops(plan, vi, 0, lanes, vector)
             if tail == "masked":
                 calls += lane_loops(plan, names[3], 0, lanes, vector, guarded=True)
-        calls.append(ExoCall("replace_all", (tuple(Instr(str(ops.get(r)), t.module) for r in roles),)))
+        calls.append(ExoCall("replace_all", (tuple(Instr(str(ops.get(r)), t.module) for r in dict.fromkeys(roles)),)))
         # straight-line code: the vectors of a group (a reduction's accumulators) one after another
         calls += [ExoCall("unroll_loop", (f"{names[2]} #{n}",)) for n in reversed(range(groups))]
         return calls + [ExoCall("simplify")]
