@@ -117,6 +117,7 @@ class RewriteKind(StrEnum):
     REGISTER_TILE = "register_tile"  # a register tile in the target's vector instructions, in one step
     SIMD_KERNEL = "simd_kernel"  # older schedule files' name for an AVX2 register_tile
     COMPUTE_AT = "compute_at"  # compute a producer's rows inside its consumer's loop, in a line buffer
+    VECTORIZE = "vectorize"  # a loop in the target's vector instructions, tails cut or masked
 
 
 class Status(StrEnum):

@@ -37,11 +37,20 @@ class Role(StrEnum):
     BROADCAST = "broadcast"  # every lane <- one element in memory
     FMA = "fma"  # acc += x * y, lane by lane
     ADD = "add"  # out = x + y
+    SUB = "sub"  # out = x - y
     MUL = "mul"  # out = x * y
+    DIV = "div"  # out = x / y
+    ACC = "acc"  # acc += x, lane by lane
+    REDUCE = "reduce"  # scalar += the sum of all lanes
     ZERO = "zero"  # vector <- 0
     MASKED_LOAD = "masked_load"  # the first n lanes <- memory, the rest 0
     MASKED_STORE = "masked_store"  # memory <- the first n lanes
     MASKED_FMA = "masked_fma"  # acc += x * y in the first n lanes
+    MASKED_BROADCAST = "masked_broadcast"  # the first n lanes <- one element in memory
+    MASKED_ADD = "masked_add"  # out = x + y in the first n lanes
+    MASKED_SUB = "masked_sub"
+    MASKED_MUL = "masked_mul"
+    MASKED_DIV = "masked_div"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +116,14 @@ AVX512 = Target(
     memory="AVX512",
     module="exo.platforms.x86",
     ops=(
-        # Exo 1.0.0 has AVX-512 instructions for f32 only; there is no mm512_mul_ps.
+        # Exo 1.0.0 has AVX-512 instructions for f32 only; there is no mm512_mul_ps, no
+        # subtraction or division and no horizontal sum. mm512_mask_set1_ps emits an unmasked
+        # set1, harmless for a broadcast into a register.
         _ops("f32", 16, load="mm512_loadu_ps", store="mm512_storeu_ps", broadcast="mm512_set1_ps",
              fma="mm512_fmadd_ps", add="mm512_add_ps", zero="mm512_setzero_ps",
              masked_load="mm512_maskz_loadu_ps", masked_store="mm512_mask_storeu_ps",
-             masked_fma="mm512_mask_fmadd_ps"),
+             masked_fma="mm512_mask_fmadd_ps", masked_broadcast="mm512_mask_set1_ps",
+             masked_add="mm512_mask_add_ps"),
     ),
     header="immintrin.h",
     cflags=("-mavx512f", "-mfma"),
@@ -125,11 +137,17 @@ AVX2 = Target(
     memory="AVX2",
     module="exo.platforms.x86",
     ops=(
+        # The "prefix" instructions are AVX2's masked tails: the first n lanes, n < 8.
         _ops("f32", 8, load="mm256_loadu_ps", store="mm256_storeu_ps", broadcast="mm256_broadcast_ss",
-             fma="mm256_fmadd_ps", add="mm256_add_ps", mul="mm256_mul_ps", zero="mm256_setzero_ps",
-             masked_load="mm256_prefix_load_ps", masked_store="mm256_prefix_store_ps"),
+             fma="mm256_fmadd_ps", add="mm256_add_ps", sub="mm256_sub_ps", mul="mm256_mul_ps",
+             div="mm256_div_ps", acc="avx2_reduce_add_wide_ps", reduce="avx2_assoc_reduce_add_ps",
+             zero="mm256_setzero_ps", masked_load="mm256_prefix_load_ps", masked_store="mm256_prefix_store_ps",
+             masked_broadcast="mm256_prefix_broadcast_ss", masked_add="mm256_prefix_add_ps",
+             masked_sub="mm256_prefix_sub_ps", masked_mul="mm256_prefix_mul_ps", masked_div="mm256_prefix_div_ps"),
         _ops("f64", 4, load="mm256_loadu_pd", store="mm256_storeu_pd", broadcast="mm256_broadcast_sd",
-             fma="mm256_fmadd_pd", add="mm256_add_pd", mul="mm256_mul_pd", zero="mm256_setzero_pd"),
+             fma="mm256_fmadd_pd", add="mm256_add_pd", sub="mm256_sub_pd", mul="mm256_mul_pd",
+             div="mm256_div_pd", acc="avx2_reduce_add_wide_pd", reduce="avx2_assoc_reduce_add_pd",
+             zero="mm256_setzero_pd"),
         # Exo's "mm256_add_epi16" is a saturating add of unsigned 16-bit lanes: only loads and
         # stores are plain enough to offer for ui16.
         _ops("ui16", 16, load="mm256_loadu_si256", store="mm256_storeu_si256"),
@@ -152,10 +170,10 @@ NEON = Target(
         # multiplies by one lane of a register, which is not this role.
         _ops("f32", 4, load="neon_vld_4xf32", store="neon_vst_4xf32", broadcast="neon_broadcast_4xf32",
              fma="neon_vfmadd_4xf32_4xf32", add="neon_vadd_4xf32", mul="neon_vmul_4xf32",
-             zero="neon_zero_4xf32"),
+             acc="neon_reduce_vadd_4xf32", reduce="neon_assoc_reduce_add_instr_4xf32", zero="neon_zero_4xf32"),
         _ops("f64", 2, load="neon_vld_2xf64", store="neon_vst_2xf64", broadcast="neon_broadcast_2xf64",
              fma="neon_vfmadd_2xf64_2xf64", add="neon_vadd_2xf64", mul="neon_vmul_2xf64",
-             zero="neon_zero_2xf64"),
+             acc="neon_reduce_vadd_2xf64", reduce="neon_assoc_reduce_add_instr_2xf64", zero="neon_zero_2xf64"),
         # f16 arithmetic (vfmaq_f16, vaddq_f16, vmulq_f16) is ARMv8.2-A FP16 ("asimdhp", gcc
         # -march=armv8.2-a+fp16), not baseline asimd: gcc refuses it otherwise. Only the
         # moves are offered, as for AVX2's ui16.

@@ -38,6 +38,10 @@ OPS = frozenset(
         "shift_loop",
         "sink_alloc",
         "resize_dim",
+        "set_precision",
+        "lift_scope",
+        "commute_expr",
+        "fold_into_reduce",
     }
 )
 
@@ -71,7 +75,13 @@ class Nest:
 @dataclass(frozen=True, slots=True)
 class Stmt:
     """A statement reached from a loop by ``steps``: ``"prev"``/``"next"`` step to a
-    sibling, ``"up"`` to the enclosing statement, an integer ``i`` into ``body()[i]``."""
+    sibling, ``"up"`` to the enclosing statement, an integer ``i`` into ``body()[i]``.
+
+    Three more steps reach what is not a statement: ``"body"`` the loop's whole body (a
+    block, e.g. to stage around), ``"after"`` the gap after a statement (for ``fission``),
+    and ``"rhs"``/``"lhs"`` into an assignment's right-hand side and a binary operation's
+    operands (an expression, e.g. to ``bind_expr``).
+    """
 
     loop: str
     steps: tuple[str | int, ...] = ()
@@ -146,12 +156,16 @@ def find_in(p, loop, pattern):
 FIND_IN_SOURCE = inspect.getsource(find_in)
 
 
+#: Named steps of a ``Stmt`` path: the cursor method each one calls.
+STEPS = {"up": "parent", "prev": "prev", "next": "next", "body": "body", "after": "after", "rhs": "rhs", "lhs": "lhs"}
+
+
 def _step(cursor, step: str | int):
     if isinstance(step, int):
         return cursor.body()[step]
-    if step == "up":
-        return cursor.parent()
-    return cursor.prev() if step == "prev" else cursor.next()
+    if step not in STEPS:
+        raise ValueError(f"unknown step {step!r}")
+    return getattr(cursor, STEPS[step])()
 
 
 def _resolve(proc, value):
@@ -209,7 +223,7 @@ def _render_value(value) -> str:
     if isinstance(value, Stmt):
         text = f"p.find_loop({value.loop!r})"
         for step in value.steps:
-            text += f".body()[{step}]" if isinstance(step, int) else {"up": ".parent()"}.get(step, f".{step}()")
+            text += f".body()[{step}]" if isinstance(step, int) else f".{STEPS[step]}()"
         return text
     if isinstance(value, Within):
         return f"find_in(p, {value.loop!r}, {value.pattern!r})"

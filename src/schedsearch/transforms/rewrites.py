@@ -16,6 +16,7 @@ from schedsearch.transforms.compute_at import ComputeAt
 from schedsearch.transforms.kernels import MicroKernel, Pack
 from schedsearch.transforms.register_tile import RegisterTile
 from schedsearch.transforms.staging import windows_for_loop
+from schedsearch.transforms.vectorize import Vectorize
 from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loop_work, loops
 
 #: Preferred (rows, columns) factors of a 2-D tile: few rows, columns a multiple of the
@@ -351,6 +352,7 @@ RULES = (
     Tile(),
     MicroKernel(),
     RegisterTile(),
+    Vectorize(),
     Hoist(),
     StageMem(),
     Pack(),
