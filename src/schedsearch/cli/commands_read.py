@@ -88,7 +88,7 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
     if best is not None:
         console.print(f"best schedule (candidate {best.id}):")
         for line in schedule_lines(best):
-            console.print(f"  {line}", highlight=False)
+            console.print(f"  {line}", highlight=False, markup=False)
 
 
 def tree_command(search_id: int, depth: int | None, db: str | None, as_json: bool) -> None:
@@ -133,7 +133,7 @@ def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, d
     console.print(candidates_table(records, title=f"best known schedules for {workload.label}"))
     console.print(f"best (candidate {records[0].id} of search {records[0].search_id}):")
     for line in schedule_lines(records[0]):
-        console.print(f"  {line}", highlight=False)
+        console.print(f"  {line}", highlight=False, markup=False)
 
 
 def export_command(search_id: int | None, candidate_id: int | None, fmt: str, output: str | None, db: str | None) -> None:

@@ -158,7 +158,7 @@ def _report(console: Any, search: SearchRecord, best: CandidateRecord | None, db
                       f"[bold]{fmt_num(search.best_speedup)}x[/bold] faster (finalists re-measured side by side)")
         console.print("schedule:")
         for line in schedule_lines(best):
-            console.print(f"  {line}", highlight=False)
+            console.print(f"  {line}", highlight=False, markup=False)
     where = _db_args(db)
     console.print(f"search {search.id} is in {db_label(db)}. See it: schedsearch show {search.id}{where}; "
                   f"export it: schedsearch export {search.id} --format py{where}")

@@ -53,7 +53,7 @@ def candidates_table(records: Sequence[CandidateRecord], title: str = "") -> Tab
     for r in records:
         table.add_row(
             str(r.id), str(r.depth), fmt_seconds(r.seconds), fmt_num(r.gflops),
-            fmt_num(r.speedup, "x"), Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")), step_text(r),
+            fmt_num(r.speedup, "x"), Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")), Text(step_text(r)),
         )
     return table
 
