@@ -29,10 +29,19 @@ SEMANTICS: dict[Role, tuple[str, dict[str, str]]] = {
     ),
     Role.ADD: (r"(?P<out>\w+)\[{v}\] = (?P<x>\w+)\[{v}\] \+ (?P<y>\w+)\[{v}\]", {"out": "reg", "x": "reg", "y": "reg"}),
     Role.MUL: (r"(?P<out>\w+)\[{v}\] = (?P<x>\w+)\[{v}\] \* (?P<y>\w+)\[{v}\]", {"out": "reg", "x": "reg", "y": "reg"}),
+    Role.SUB: (r"(?P<out>\w+)\[{v}\] = (?P<x>\w+)\[{v}\] - (?P<y>\w+)\[{v}\]", {"out": "reg", "x": "reg", "y": "reg"}),
+    Role.DIV: (r"(?P<out>\w+)\[{v}\] = (?P<x>\w+)\[{v}\] / (?P<y>\w+)\[{v}\]", {"out": "reg", "x": "reg", "y": "reg"}),
+    Role.ACC: (r"(?P<acc>\w+)\[{v}\] \+= (?P<x>\w+)\[{v}\]", {"acc": "reg", "x": "reg"}),
+    # a scalar (no window: not in ARG) plus every lane of a register
+    Role.REDUCE: (r"\w+ \+= (?P<x>\w+)\[{v}\]", {"x": "reg"}),
     Role.ZERO: (r"(?P<dst>\w+)\[{v}\] = 0(?:\.0)?", {"dst": "reg"}),
 }
 #: Masked roles: the plain role's statement under a guard on the lane.
-MASKED = {Role.MASKED_LOAD: Role.LOAD, Role.MASKED_STORE: Role.STORE, Role.MASKED_FMA: Role.FMA}
+MASKED = {
+    Role.MASKED_LOAD: Role.LOAD, Role.MASKED_STORE: Role.STORE, Role.MASKED_FMA: Role.FMA,
+    Role.MASKED_BROADCAST: Role.BROADCAST, Role.MASKED_ADD: Role.ADD, Role.MASKED_SUB: Role.SUB,
+    Role.MASKED_MUL: Role.MUL, Role.MASKED_DIV: Role.DIV,
+}
 
 ENTRIES = [
     (t, ops, role, name)
@@ -79,7 +88,7 @@ def test_a_table_instruction_plays_its_role(t: Target, ops: VectorOps, role: Rol
         assert (memory == t.memory) == (where == "reg"), f"{name}: {operand} lives in {memory}"
         if where == "reg":
             assert size == str(ops.lanes), f"{name}: {operand} has {size} lanes"
-    if role is Role.BROADCAST:
+    if role in (Role.BROADCAST, Role.MASKED_BROADCAST):
         # one element in memory, as a [T][1] window: the register tile passes A[i, k:k+1]
         assert args[found["src"]][1] == "1", f"{name} does not read a one-element window"
     if role is Role.FMA:
