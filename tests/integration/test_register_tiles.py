@@ -56,7 +56,7 @@ CONV_MC = MATMUL.parent / "conv1d_mc.py"
     [
         (REDUCTIONS, "bmm", {"B": 2, "M": 7, "N": 32, "K": 5}, "avx2"),
         (REDUCTIONS, "matmul_at", {"M": 13, "N": 64, "K": 6}, "avx512"),
-        (REDUCTIONS, "dgemm", {"M": 9, "N": 16, "K": 7}, "avx2"),
+        (REDUCTIONS.parent / "dgemm.py", "dgemm", {"M": 9, "N": 16, "K": 7}, "avx2"),
         (REDUCTIONS, "conv2d", {"C": 2, "O": 13, "H": 3, "W": 32}, "avx512"),
         (CONV_MC, "conv1d_mc", {"C": 3, "O": 14, "N": 64, "R": 5}, "avx512"),
         (CONV_MC, "conv1d_mc", {"C": 3, "O": 7, "N": 32, "R": 3}, "avx2"),

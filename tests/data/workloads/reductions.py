@@ -1,4 +1,5 @@
-"""Reduction nests of other shapes than C[i, j] += A[i, k] * B[k, j], for register tiles."""
+"""Reduction nests of other shapes than C[i, j] += A[i, k] * B[k, j], for register tiles
+(the f64 matmul is ``dgemm.py`` beside this file)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,6 @@ def matmul_at(M: size, N: size, K: size, A: f32[K, M], B: f32[K, N], C: f32[M, N
         for j in seq(0, N):
             for k in seq(0, K):
                 C[i, j] += A[k, i] * B[k, j]
-
-
-@proc
-def dgemm(M: size, N: size, K: size, A: f64[M, K], B: f64[K, N], C: f64[M, N]):
-    for i in seq(0, M):
-        for j in seq(0, N):
-            for k in seq(0, K):
-                C[i, j] += A[i, k] * B[k, j]
 
 
 @proc
