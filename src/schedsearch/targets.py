@@ -84,6 +84,9 @@ class Target:
     cflags: tuple[str, ...] = ()  # compiler flags that enable the instructions
     arch: str = "x86_64"  # the machine architecture it runs on
     memory_module: str = "exo.libs.memories"  # the Exo module defining ``memory``
+    #: Narrower targets every CPU of this one also runs: their instructions fill the element
+    #: types this one lacks (AVX-512 CPUs run AVX2's f64 instructions).
+    implies: tuple[TargetName, ...] = ()
 
     def vector(self, dtype: str) -> VectorOps | None:
         """The vector instructions for ``dtype`` (None: the target cannot vectorize it)."""
@@ -127,6 +130,7 @@ AVX512 = Target(
     ),
     header="immintrin.h",
     cflags=("-mavx512f", "-mfma"),
+    implies=(TargetName.AVX2,),
 )
 
 AVX2 = Target(
@@ -199,6 +203,17 @@ def target(name: str | TargetName) -> Target:
             return t
     known = ", ".join(t.name.value for t in TARGETS)
     raise WorkloadError(f"unknown target {name!r}; choose one of {known} (or auto)")
+
+
+def chain(t: Target) -> tuple[Target, ...]:
+    """``t`` and the narrower targets it implies, widest first: where a rule looks, in order,
+    for the instructions of an element type."""
+    return (t, *(target(name) for name in t.implies))
+
+
+def for_dtype(t: Target, dtype: str) -> Target | None:
+    """The first target of ``chain(t)`` with vector instructions for ``dtype``."""
+    return next((c for c in chain(t) if c.vector(dtype) is not None), None)
 
 
 def detect(flags: Iterable[str]) -> Target:

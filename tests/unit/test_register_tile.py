@@ -184,3 +184,12 @@ def test_a_split_with_a_tail_leaves_no_float_index_in_instruction_operands(small
     c = kernel_c(try_apply(proc, split))
     # Exo 1.0.0 prints an unfolded "3 / 2 * 2" inside a window argument as "2.0"
     assert "ioi" in c and not re.search(r"\b\d+\.0\b", c.split("schedsearch_kernel", 1)[1])
+
+
+def test_an_f64_tile_on_an_avx512_target_uses_avx2_instructions():
+    dgemm = load_workload(ROOT / "tests" / "data" / "workloads" / "dgemm.py", "dgemm", {"M": 12, "N": 16, "K": 4})
+    root = build_proc(dgemm)
+    tiles = simd(root, AVX512)
+    assert tiles and all(r.arg("isa") == "avx2" and int(r.arg("cols")) % 4 == 0 for r in tiles)
+    c = kernel_c(try_apply(root, tiles[0]))
+    assert "_mm256_fmadd_pd(" in c and "_mm512" not in c

@@ -64,3 +64,13 @@ def test_a_schedule_names_the_target_its_steps_emit() -> None:
     assert schedule_target(Schedule((Rewrite.make(RewriteKind.SIMD_KERNEL, "i #0", rows=6),))) == "avx2"
     # a target this version does not know is named, so regress can say so
     assert schedule_target(Schedule((Rewrite.make(RewriteKind.REGISTER_TILE, "i #0", isa="sve2"),))) == "sve2"
+
+
+def test_an_avx512_target_borrows_avx2_instructions_for_types_it_lacks() -> None:
+    from schedsearch.targets import AVX2, AVX512, NEON, SCALAR, chain, for_dtype
+
+    assert chain(AVX512) == (AVX512, AVX2) and chain(AVX2) == (AVX2,)
+    assert for_dtype(AVX512, "f32") is AVX512  # its own first
+    assert for_dtype(AVX512, "f64") is AVX2  # Exo 1.0.0 has no AVX-512 f64 instructions
+    assert for_dtype(AVX2, "f16") is None and for_dtype(SCALAR, "f32") is None
+    assert for_dtype(NEON, "f64") is NEON

@@ -27,7 +27,7 @@ from exo.API_cursors import BinaryOpCursor, ReadCursor, ReduceCursor
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import After, ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
 from schedsearch.transforms.kernels import fresh_names
-from schedsearch.targets import AVX2, Role, Target, target
+from schedsearch.targets import AVX2, Role, Target, chain, target
 from schedsearch.transforms.walk import affine
 
 #: Tile shapes offered per nest and target (the best few by loads per FMA).
@@ -206,20 +206,23 @@ class RegisterTile:
         out = []
         for a, b in _tile_nests(view):
             nest = _nest(view, a, b)
-            ops = t.vector(nest.dtype) if nest is not None else None
-            if nest is None or ops is None or not ops.has(*ROLES):
+            # the widest instructions for the element type: f64 on an AVX-512 CPU is AVX2's
+            home = next((c for c in chain(t) if (o := c.vector(nest.dtype)) and o.has(*ROLES)), None) if nest else None
+            if nest is None or home is None:
                 continue
+            ops = home.vector(nest.dtype)
+            assert ops is not None
             fresh = fresh_names(view, *_bases(a.name, b.name, nest), *_bases(a.name + "_t", b.name + "_t", nest, "_t"))
             names, tail_names = fresh[: len(fresh) // 2], fresh[len(fresh) // 2 :]
             shapes = [
-                (rows, vectors * ops.lanes) for rows, vectors in tile_shapes(t)
+                (rows, vectors * ops.lanes) for rows, vectors in tile_shapes(home)
                 if b.trip % (vectors * ops.lanes) == 0 and rows <= a.trip and (options.allow_tails or a.trip % rows == 0)
             ]
             for rows, cols in shapes[:SHAPES_PER_TARGET]:
                 for order in ORDERS:
                     out.append(
                         Rewrite.make(
-                            self.kind, a.pattern, isa=t.name.value, inner=b.pattern, red=nest.reductions[0],
+                            self.kind, a.pattern, isa=home.name.value, inner=b.pattern, red=nest.reductions[0],
                             rows=rows, cols=cols, order=order, trip=a.trip, out=nest.out, bcast=nest.bcast,
                             vec=nest.vec, dtype=nest.dtype, names=" ".join(names), tail_names=" ".join(tail_names),
                             **_shape_args(nest),

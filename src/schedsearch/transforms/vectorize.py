@@ -17,7 +17,7 @@ masked vector step (``tail=masked``: AVX-512 masks, AVX2 prefix loads and stores
 from __future__ import annotations
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
-from schedsearch.targets import Role, target
+from schedsearch.targets import Role, chain, target
 from schedsearch.transforms.calls import ExoCall, Instr, Memory, Stmt
 from schedsearch.transforms.vector_plan import buffers_of, plan_loop
 from schedsearch.transforms.vector_steps import (
@@ -84,13 +84,16 @@ class Vectorize:
             # outer, lanes, masked tail's outer and lanes; groups of vectors and their lanes
             o, i, mo, mi, k, l = _fresh(set(view.names), *(info.name + s for s in "oitmkl"))
             used = set(view.names) | {o, i, mo, mi, k, l}
-            plan = plan_loop(view.proc, info.pattern, t, False, used, buffers)
+            # the widest target of the chain whose instructions cover the body: f64 on an
+            # AVX-512 CPU is AVX2's (Exo 1.0.0 has no AVX-512 f64 instructions)
+            home, plan = next(((c, pl) for c in chain(t) if (pl := plan_loop(view.proc, info.pattern, c, False, used,
+                                                                              buffers)) is not None), (t, None))
             if plan is None:
                 continue
-            lanes = t.lanes(plan.dtype)
+            lanes = home.lanes(plan.dtype)
 
             def make(tail: str, p: Plan, names: tuple[str, ...], **extra: int) -> Rewrite:
-                args = dict(isa=t.name.value, lanes=lanes, trip=info.trip, tail=tail, names=" ".join(names))
+                args = dict(isa=home.name.value, lanes=lanes, trip=info.trip, tail=tail, names=" ".join(names))
                 return Rewrite.make(self.kind, info.pattern, **args, **extra, **p.args())
 
             def tail_of(width: int) -> str | None:
@@ -107,12 +110,12 @@ class Vectorize:
                 continue
             if tail := tail_of(lanes):
                 out.append(make(tail, plan, (o, i, mo, mi)))
-                masked = plan_loop(view.proc, info.pattern, t, True, used, buffers) if tail == "cut" else None
+                masked = plan_loop(view.proc, info.pattern, home, True, used, buffers) if tail == "cut" else None
                 if masked is not None:
                     out.append(make("masked", masked, (o, i, mo, mi)))
             if "(" in plan.body:  # an inner loop: outputs stay in registers across it
                 for vecs in VECTORS:
-                    if vecs <= t.registers // 4 and (tail := tail_of(lanes * vecs)):
+                    if vecs <= home.registers // 4 and (tail := tail_of(lanes * vecs)):
                         out.append(make(tail, plan, (o, i, k, l), vecs=vecs))
         return out
 
