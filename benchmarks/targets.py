@@ -43,7 +43,7 @@ from schedsearch.evaluate.bench import bench_cpu
 from schedsearch.evaluate.ray_backend import RayExecutor
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import open_store
-from schedsearch.targets import resolve
+from schedsearch.targets import build_flags, resolve
 from schedsearch.transforms import Expander, load_workload, root_candidate
 
 HERE = Path(__file__).resolve().parent
@@ -153,8 +153,10 @@ def reference_seconds(name: str, case: Case) -> tuple[str, float, float]:
 def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
     """One search of ``case``; the best's re-measured seconds and GFLOP/s."""
     workload = load_workload(EXAMPLES / case.file, case.proc, case.sizes)
-    target = resolve(case.target, cpu_flags()).name.value
-    config = SearchConfig(max_seconds=budget, workers=2, finalists=3, expand=ExpandOptions(target=target))
+    chosen = resolve(case.target, cpu_flags())
+    target = chosen.name.value
+    bench = BenchConfig(cflags=build_flags(BenchConfig().cflags, chosen))  # as `schedsearch run --target` builds
+    config = SearchConfig(max_seconds=budget, workers=2, finalists=3, bench=bench, expand=ExpandOptions(target=target))
     cache = Path(tmp) / f"{name}.cache"  # a fresh build cache: nothing compiled before is free
     executor = RayExecutor(Expander, config.expand, config.bench, workers=2, cache_dir=cache)
     store = open_store(f"{tmp}/{name}.db")
@@ -167,7 +169,7 @@ def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
     best = store.get_candidate(record.best_candidate_id) if record.best_candidate_id else None
     store.close()
     return {
-        "target": target, "wall": time.perf_counter() - started, "evaluated": record.counters.evaluated,
+        "target": target, "cflags": " ".join(bench.cflags), "wall": time.perf_counter() - started, "evaluated": record.counters.evaluated,
         "seconds": record.best_seconds, "baseline": record.baseline_seconds, "flops": workload.flops,
         "schedule": [s.describe() for s in best.schedule.steps] if best else [],
     }

@@ -12,7 +12,7 @@ so this module imports nothing from Exo and can be read (and tested) anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -129,7 +129,10 @@ AVX512 = Target(
              masked_add="mm512_mask_add_ps"),
     ),
     header="immintrin.h",
-    cflags=("-mavx512f", "-mfma"),
+    # gcc tuned for Zen 3/4 (and for Intel) prefers 256-bit vectors when it vectorizes loops
+    # itself; on an AVX-512 target the code around the instructions should use the full width
+    # too (the unscheduled 512x512 blur: 66 us with 256-bit, 57 us with 512-bit vectors).
+    cflags=("-mavx512f", "-mfma", "-mprefer-vector-width=512"),
     implies=(TargetName.AVX2,),
 )
 
@@ -157,7 +160,10 @@ AVX2 = Target(
         _ops("ui16", 16, load="mm256_loadu_si256", store="mm256_storeu_si256"),
     ),
     header="immintrin.h",
-    cflags=("-mavx2", "-mfma"),
+    # An AVX2 search on an AVX-512 CPU measures what an AVX2 CPU could do: without
+    # -mno-avx512f gcc would use AVX-512VL's masks and 32 vector registers in the code
+    # it vectorizes itself.
+    cflags=("-mavx2", "-mfma", "-mno-avx512f"),
 )
 
 NEON = Target(
@@ -225,6 +231,13 @@ def detect(flags: Iterable[str]) -> Target:
 def resolve(name: str, flags: Iterable[str]) -> Target:
     """``auto`` -> ``detect(flags)``; any other name -> that target, whatever the CPU."""
     return detect(flags) if name == "auto" else target(name)
+
+
+def build_flags(base: Sequence[str], tgt: Target) -> tuple[str, ...]:
+    """The compiler flags for building candidates for ``tgt``: ``base`` (the user's, or the
+    defaults), then the target's own flags that ``base`` does not already give. The target's
+    come last so that they win over ``-march=native`` where the two disagree."""
+    return tuple(base) + tuple(f for f in tgt.cflags if f not in base)
 
 
 def schedule_target(schedule: Schedule) -> str:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from schedsearch.core import KERNEL_SYMBOL, sha256_text
+from schedsearch.evaluate import cpu_flags
+from schedsearch.targets import build_flags, detect
 from tests.conftest import EXAMPLES, run_cli
 
 SIZES = "M=32,N=32,K=32"
@@ -110,6 +112,9 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     assert data["workload"]["proc"] == "sgemm" and not Path(data["workload"]["file"]).is_absolute()
     assert data["fingerprint"] == out["best"]["fingerprint"]
     assert data["machine"]["compiler_version"] and data["speedup"] > 0
+    # candidates were built with the flags of the target `--target auto` chose for this CPU
+    chosen = detect(cpu_flags())
+    assert tuple(data["machine"]["cflags"]) == build_flags(("-O3", "-march=native"), chosen)
 
     junit = tmp_path / "junit.xml"
     ok = run_cli("regress", str(sched.parent), "--tolerance", "0.9", "--junit", str(junit), "--json")

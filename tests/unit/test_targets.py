@@ -74,3 +74,17 @@ def test_an_avx512_target_borrows_avx2_instructions_for_types_it_lacks() -> None
     assert for_dtype(AVX512, "f64") is AVX2  # Exo 1.0.0 has no AVX-512 f64 instructions
     assert for_dtype(AVX2, "f16") is None and for_dtype(SCALAR, "f32") is None
     assert for_dtype(NEON, "f64") is NEON
+
+
+def test_build_flags_append_the_targets_own_flags_after_the_users() -> None:
+    from schedsearch.targets import AVX2, AVX512, SCALAR, build_flags
+
+    base = ("-O3", "-march=native")
+    assert build_flags(base, SCALAR) == base
+    wide = build_flags(base, AVX512)
+    assert wide[:2] == base and "-mprefer-vector-width=512" in wide
+    # an AVX2 search on an AVX-512 CPU must not let gcc use AVX-512 in code it vectorizes
+    narrow = build_flags(base, AVX2)
+    assert narrow[-1] == "-mno-avx512f" and "-mprefer-vector-width=512" not in narrow
+    # flags the user already gave are not repeated
+    assert build_flags(("-O2", "-mfma"), AVX2).count("-mfma") == 1

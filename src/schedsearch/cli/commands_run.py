@@ -49,7 +49,7 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
     from schedsearch.transforms import load_workload, root_candidate
 
     workload = load_workload(file, proc, sizes)
-    bench = bench_config(cc, cflags, seed)
+    bench = bench_config(cc, cflags, seed, target)
     check_toolchain(bench)
     config = SearchConfig(
         strategy=StrategyKind(strategy),

@@ -75,7 +75,9 @@ def cli() -> None:
 @click.option("--strategy", type=click.Choice(["best-first", "beam", "random"]), default="best-first", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Makes the search reproducible.")
 @click.option("--cc", default=None, metavar="PATH", help="C compiler command taking gcc's arguments [default: gcc].")
-@click.option("--cflags", default=None, metavar="STR", help='Compiler flags [default: "-O3 -march=native"].')
+@click.option("--cflags", default=None, metavar="STR",
+              help='Compiler flags [default: "-O3 -march=native"]; the target\'s own flags (e.g. '
+                   '-mprefer-vector-width=512 for avx512) are added after them.')
 @click.option("--parallel", is_flag=True, help="Also try OpenMP parallel loops (benchmarks then use every core).")
 @click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
               help="Instruction set rewrites may emit: auto = the widest this CPU has.")
@@ -161,7 +163,9 @@ def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool,
               help="Fail when the speedup falls below recorded x (1 - tolerance).")
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Write a JUnit XML report here.")
 @click.option("--cc", default=None, metavar="PATH", help="C compiler command [default: gcc].")
-@click.option("--cflags", default=None, metavar="STR", help='Compiler flags [default: "-O3 -march=native"].')
+@click.option("--cflags", default=None, metavar="STR",
+              help='Compiler flags [default: "-O3 -march=native"]; the flags of the widest instruction '
+                   'set this CPU has are added after them, as `run --target auto` does.')
 @click.option("--strict-machine", is_flag=True,
               help="Also fail on a slowdown against a timing recorded on another machine (default: a warning).")
 @json_option

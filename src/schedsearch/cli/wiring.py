@@ -100,14 +100,15 @@ def parse_sizes(values: Iterable[str]) -> dict[str, int]:
     return sizes
 
 
-def bench_config(cc: str | None, cflags: str | None, seed: int) -> BenchConfig:
-    """BenchConfig from the --cc / --cflags / --seed options (defaults for the rest)."""
+def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "auto") -> BenchConfig:
+    """BenchConfig from the --cc / --cflags / --seed / --target options (defaults for the
+    rest). The target's own compiler flags follow the user's (``targets.build_flags``)."""
+    from schedsearch.evaluate import cpu_flags
+    from schedsearch.targets import build_flags, resolve
+
     base = BenchConfig(seed=seed)
-    return dataclasses.replace(
-        base,
-        cc=cc or base.cc,
-        cflags=tuple(shlex.split(cflags)) if cflags is not None else base.cflags,
-    )
+    flags = tuple(shlex.split(cflags)) if cflags is not None else base.cflags
+    return dataclasses.replace(base, cc=cc or base.cc, cflags=build_flags(flags, resolve(target, cpu_flags())))
 
 
 def expand_options(parallel: bool, target: str) -> ExpandOptions:
