@@ -1,7 +1,9 @@
 """What a search finds per kernel and target, next to a reference measured in the same run.
 
 Each case runs one search from the unscheduled proc (2 Ray workers, the given budget,
-finalists re-measured) and compares the best schedule's GFLOP/s or time with its reference:
+finalists re-measured), then times the best schedule's kernel and its reference in turns
+(``--rounds`` rounds of one each, on a quiet machine after the search) and compares their
+medians, so a drift of the machine between the search and the reference hits both:
 
 - ``sgemm512``: SGEMM 512 f32 against OpenBLAS SGEMM (numpy, one thread, pinned to the
   benchmark core); ``sgemm512-avx2`` the same with ``--target avx2`` against OpenBLAS held to
@@ -37,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from schedsearch.core import BenchConfig, ExpandOptions, SearchConfig
+from schedsearch.core import BenchConfig, Candidate, ExpandOptions, SearchConfig
 from schedsearch.evaluate import cpu_flags, machine_info
+from schedsearch.evaluate.pipeline import remeasure
 from schedsearch.evaluate.bench import bench_cpu
 from schedsearch.evaluate.ray_backend import RayExecutor
 from schedsearch.search import make_strategy, run_search
@@ -168,11 +171,31 @@ def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
     record = store.get_search(outcome.search_id)
     best = store.get_candidate(record.best_candidate_id) if record.best_candidate_id else None
     store.close()
+    root = root_candidate(workload)
+    kernel = root if best is None else Candidate(best.schedule, best.c_source, best.fingerprint, best.proc_text,
+                                                 root.fingerprint, best.depth)
     return {
-        "target": target, "cflags": " ".join(bench.cflags), "wall": time.perf_counter() - started, "evaluated": record.counters.evaluated,
-        "seconds": record.best_seconds, "baseline": record.baseline_seconds, "flops": workload.flops,
+        "target": target, "cflags": " ".join(bench.cflags), "wall": time.perf_counter() - started,
+        "evaluated": record.counters.evaluated, "search_seconds": record.best_seconds,
+        "baseline": record.baseline_seconds, "flops": workload.flops,
         "schedule": [s.describe() for s in best.schedule.steps] if best else [],
+        "_remeasure": (workload, root, kernel, bench, cache),
     }
+
+
+def side_by_side(name: str, case: Case, found: dict, rounds: int) -> tuple[str, float, float, float]:
+    """(reference label, its median seconds, the best kernel's median seconds, reference FLOPs),
+    timing the two in turns so both see the same machine."""
+    workload, root, kernel, bench, cache = found.pop("_remeasure")
+    refs, mine = [], []
+    for _ in range(rounds):
+        label, ref, ref_flops = reference_seconds(name, case)
+        refs.append(ref)
+        m = remeasure(workload, root, [kernel], bench, cache)[0]
+        if m.seconds is None:
+            raise SystemExit(f"{name}: the best schedule failed its re-measurement: {m.status}: {m.error}")
+        mine.append(m.seconds)
+    return label, statistics.median(refs), statistics.median(mine), ref_flops
 
 
 def main() -> None:
@@ -180,6 +203,7 @@ def main() -> None:
     ap.add_argument("cases", nargs="*", metavar="CASE", help=f"some of {', '.join(CASES)} (default: all)")
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every budget (0.1 for a smoke run)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--rounds", type=int, default=5, help="turns of reference and best kernel timed after each search")
     args = ap.parse_args()
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
@@ -192,8 +216,8 @@ def main() -> None:
     for name in args.cases or list(CASES):
         case = CASES[name]
         found = tune(case, case.budget * args.budget_scale, tmp, name)
-        label, ref, ref_flops = reference_seconds(name, case)
-        seconds = found["seconds"]
+        label, ref, seconds, ref_flops = side_by_side(name, case, found, args.rounds)
+        found["seconds"] = seconds
         if ref_flops:
             gflops, ref_gflops = found["flops"] / seconds / 1e9, ref_flops / ref / 1e9
             ratio = gflops / ref_gflops
