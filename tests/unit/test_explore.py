@@ -197,14 +197,24 @@ def test_plot_draws_every_node_with_failures_marked(tree):
         "nodes:pending": 1,
     }
     ok = next(c for c in ax.collections if c.get_gid() == "nodes:ok")
-    # Coloured by speedup through a log colour scale spanning the ok nodes.
+    # Coloured by speedup through a log colour scale from the median ok speedup to the best,
+    # so the top candidates get distinct colours.
     assert sorted(ok.get_array()) == pytest.approx([1.0, 2.0, 3.0, 4.25])
-    assert ok.norm.vmin == pytest.approx(1.0) and ok.norm.vmax == pytest.approx(4.25)
+    assert ok.norm.vmin == pytest.approx(2.5) and ok.norm.vmax == pytest.approx(4.25)
     assert len(ax.figure.axes) == 2  # the tree and its colorbar
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "wrong_result (1)" in legend and "build_error (1)" in legend and "best #5" in legend
     edges = next(c for c in ax.collections if c.get_gid() == "edges")
     assert len(edges.get_segments()) == 6
+
+
+def test_plot_draws_and_labels_the_path_to_the_best(tree):
+    ax = tree.plot()
+    (path,) = [c for c in ax.collections if c.get_gid() == "best-path"]
+    assert len(path.get_segments()) == 2  # root -> #2 -> #5
+    kinds = [t.get_text() for t in ax.texts if t.get_gid() == "best-path:label"]
+    assert kinds == ["reorder", "split"]
+    assert [t.get_text() for t in ax.texts if t.get_gid() == "best:label"] == ["best #5: 4.25×"]
 
 
 def test_plot_on_given_axes_lays_out_by_depth(tree):
@@ -220,7 +230,7 @@ def test_plot_on_given_axes_lays_out_by_depth(tree):
         }
     )
     assert ys == [-3.0, -2.0, -1.0, 0.0]
-    assert {t.get_text() for t in ax.texts} == {str(i) for i in range(1, 8)}
+    assert {t.get_text() for t in ax.texts if t.get_gid() == "id"} == {str(i) for i in range(1, 8)}
 
 
 def test_plot_progress_has_one_point_per_improvement(tree):
@@ -230,12 +240,45 @@ def test_plot_progress_has_one_point_per_improvement(tree):
     assert list(line.get_ydata()) == pytest.approx([1.0, 2.0, 4.25])
     (tail,) = [ln for ln in ax.lines if ln.get_gid() == "progress:tail"]
     assert list(tail.get_xdata()) == [5.0, 6.0]  # carried on to the last evaluation
+    # every measured ok candidate is drawn behind the curve, at its place in the measuring order
+    (dots,) = [c for c in ax.collections if c.get_gid() == "candidates"]
+    assert [float(x) for x, _ in dots.get_offsets()] == [1.0, 2.0, 5.0, 6.0]
+    assert [float(y) for _, y in dots.get_offsets()] == pytest.approx([1.0, 2.0, 4.25, 3.0])
     timed = tree.plot_progress(x="time")
     (line,) = [ln for ln in timed.lines if ln.get_gid() == "progress"]
     assert len(line.get_xdata()) == 3
     assert list(line.get_xdata()) == sorted(line.get_xdata())
     with pytest.raises(ValueError, match="time"):
         tree.plot_progress(x="depth")
+
+
+def test_plot_progress_scales_and_zooms(tree):
+    assert tree.plot_progress().get_yscale() == "linear"
+    assert tree.plot_progress(scale="log").get_yscale() == "log"
+    low, high = tree.plot_progress(x="count", zoom=0.5).get_ylim()
+    assert low == pytest.approx(0.5 * 4.25) and high == pytest.approx(4.25 * 1.05)
+    with pytest.raises(ValueError, match="zoom"):
+        tree.plot_progress(zoom=2.0)
+
+
+def test_tables_show_readable_times_and_the_spread(tree):
+    top = tree.top_dataframe(2)
+    assert list(top["time"]) == ["235 µs", "333 µs"]
+    assert list(top["spread"]) == ["±2.0%", "±2.0%"]  # q1 and q3 are 2% either side
+    assert top.loc[0, "seconds"] == pytest.approx(BASELINE / 4.25)
+    nodes = tree.to_dataframe().set_index("id")
+    assert nodes.loc[1, "time"] == "1 ms" and nodes.loc[3, "time"] == "—"
+
+
+def test_kinds_table_counts_what_each_rewrite_kind_did(tree):
+    kinds = tree.kinds_dataframe().set_index("kind")
+    # reorder: #2 (ok, 2x over the root); split: #3 (wrong result) and #5 (ok, 2.1x over #2);
+    # unroll: #4 (build error), #6 (ok, 1.5x over #2) and #7 (pending)
+    assert kinds.loc["reorder", ["tried", "legal", "ok", "faster", "on_best_path"]].tolist() == [1, 1, 1, 1, 1]
+    assert kinds.loc["split", ["tried", "legal", "ok", "faster", "on_best_path"]].tolist() == [2, 2, 1, 1, 1]
+    assert kinds.loc["unroll", ["tried", "legal", "ok", "faster", "on_best_path"]].tolist() == [3, 3, 1, 1, 0]
+    assert kinds.loc["split", "best_gain"] == pytest.approx(2.125)
+    assert list(kinds.index) == ["unroll", "split", "reorder"]  # most tried first
 
 
 def test_html_summary_shows_best_speedup_and_top_table(tree, store):

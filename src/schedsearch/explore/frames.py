@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from schedsearch.core import CandidateRecord, SearchRecord, Store
 from schedsearch.explore._optional import require
+from schedsearch.explore.kinds import KindStats
+from schedsearch.explore.summary import format_seconds
 
 if TYPE_CHECKING:
     import pandas
@@ -23,12 +25,17 @@ NODE_COLUMNS = (
     "seconds",
     "gflops",
     "speedup",
+    "time",
     "fingerprint",
     "expanded",
     "error",
 )
 
-TOP_COLUMNS = ("rank", "id", "depth", "seconds", "gflops", "speedup", "schedule")
+#: ``time`` is the median in a readable unit and ``spread`` its interquartile range relative
+#: to it; ``seconds`` keeps the number for computing with.
+TOP_COLUMNS = ("rank", "id", "depth", "time", "spread", "gflops", "speedup", "seconds", "schedule")
+
+KIND_COLUMNS = ("kind", "tried", "legal", "ok", "faster", "on_best_path", "best_gain")
 
 SEARCH_COLUMNS = (
     "id",
@@ -53,6 +60,7 @@ def nodes_frame(nodes: Sequence[TreeNode]) -> pandas.DataFrame:
     for node in nodes:
         row = {f.name: getattr(node, f.name) for f in fields(node)}
         row["status"] = node.status.value
+        row["time"] = format_seconds(node.seconds)
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(NODE_COLUMNS))
     # Nullable ints keep the root's missing parent as <NA> instead of turning ids into floats.
@@ -70,6 +78,8 @@ def top_frame(records: Sequence[CandidateRecord]) -> pandas.DataFrame:
             "rank": rank,
             "id": r.id,
             "depth": r.depth,
+            "time": format_seconds(r.seconds),
+            "spread": "—" if r.timing is None else f"±{50 * r.timing.spread:.1f}%",
             "seconds": r.seconds,
             "gflops": r.gflops,
             "speedup": r.speedup,
@@ -80,6 +90,15 @@ def top_frame(records: Sequence[CandidateRecord]) -> pandas.DataFrame:
     frame = pd.DataFrame(rows, columns=list(TOP_COLUMNS))
     for column in ("seconds", "gflops", "speedup"):
         frame[column] = frame[column].astype("float64")
+    return frame
+
+
+def kinds_frame(stats: Sequence[KindStats]) -> pandas.DataFrame:
+    """One row per rewrite kind: tried, legal, ok, faster than the parent, on the best path."""
+    pd = require("pandas")
+    rows = [{f.name: getattr(k, f.name) for f in fields(k)} for k in stats]
+    frame = pd.DataFrame(rows, columns=list(KIND_COLUMNS))
+    frame["best_gain"] = frame["best_gain"].astype("float64")
     return frame
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -53,20 +54,28 @@ def plot_tree(
     ax.add_collection(LineCollection(edges, colors="0.7", linewidths=0.6, zorder=1, gid="edges"))
     size = 60.0 if len(pos) <= 50 else 25.0 if len(pos) <= 500 else 10.0
 
+    path = [r for r in tree.best_path() if r.id in pos]
+    path_edges = [(pos[a.id], pos[b.id]) for a, b in zip(path, path[1:], strict=False)]
+    if path_edges:
+        ax.add_collection(LineCollection(path_edges, colors="goldenrod", linewidths=2.5, zorder=2, gid="best-path"))
+
     ok = [r for r in tree.records if r.id in pos and r.status is Status.OK]
     if ok:
         speedups = [r.speedup if r.speedup is not None else math.nan for r in ok]
-        finite = [s for s in speedups if s > 0 and math.isfinite(s)]
+        finite = sorted(s for s in speedups if s > 0 and math.isfinite(s))
         style = dict(
             s=size, zorder=3, edgecolors="k", linewidths=0.3, label=f"ok ({len(ok)})", gid="nodes:ok"
         )
         if finite:
-            low, high = min(finite), max(finite)
+            # From the median to the best: the top half spreads over the whole colour map
+            # instead of sharing one end of it with a long tail of slow candidates.
+            low, high = statistics.median(finite), finite[-1]
             if high <= low * 1.01:  # a flat range would make LogNorm degenerate
                 low, high = low / 1.1, high * 1.1
             colours = mpl.colormaps[cmap].with_extremes(bad="lightgray")
             points = ax.scatter(*_xy(ok, pos), c=speedups, cmap=colours, norm=LogNorm(low, high), **style)
-            ax.figure.colorbar(points, ax=ax, label="speedup × (vs unscheduled)", pad=0.01)
+            ax.figure.colorbar(points, ax=ax, label="speedup × (vs unscheduled)", pad=0.01,
+                               extend="min" if finite[0] < low else "neither")
         else:
             ax.scatter(*_xy(ok, pos), color="tab:blue", **style)
 
@@ -100,9 +109,19 @@ def plot_tree(
             gid="best",
         )
 
+    for record in path[1:]:
+        kind = record.schedule.steps[-1].kind.value if record.schedule.steps else ""
+        note = ax.annotate(kind, pos[record.id], xytext=(6, -10), textcoords="offset points", fontsize=7,
+                           color="darkgoldenrod")
+        note.set_gid("best-path:label")
+    if winner is not None and winner.id in pos and winner.speedup is not None:
+        note = ax.annotate(f"best #{winner.id}: {winner.speedup:.3g}×", pos[winner.id], xytext=(6, 8),
+                           textcoords="offset points", fontsize=8, fontweight="bold")
+        note.set_gid("best:label")
+
     if labels if labels is not None else len(pos) <= LABEL_LIMIT:
         for node_id, (x, y) in pos.items():
-            ax.annotate(str(node_id), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7)
+            ax.annotate(str(node_id), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7).set_gid("id")
 
     ax.set_xlim(-1.0, max(layout.leaves, 1))
     ax.set_ylim(-layout.depth - 0.5, 0.5)
@@ -115,19 +134,25 @@ def plot_tree(
     return ax
 
 
-def plot_progress(tree: SearchTree, ax: Axes | None = None, *, x: Literal["time", "count"] = "time") -> Axes:
+def plot_progress(tree: SearchTree, ax: Axes | None = None, *, x: Literal["time", "count"] = "time",
+                  scale: Literal["linear", "log"] = "linear", zoom: float | None = None) -> Axes:
     """Best-so-far against time or evaluation count; see ``SearchTree.plot_progress``.
 
     The curve is the Line2D with ``gid="progress"`` (one point per improvement); a dashed
-    ``progress:tail`` carries the last value to the end of the search.
+    ``progress:tail`` carries the last value to the end of the search; every measured ok
+    candidate is a grey point of the ``candidates`` collection behind it.
     """
     if x not in ("time", "count"):
         raise ValueError(f"x must be 'time' or 'count', not {x!r}")
+    if scale not in ("linear", "log"):
+        raise ValueError(f"scale must be 'linear' or 'log', not {scale!r}")
+    if zoom is not None and not 0 < zoom < 1:
+        raise ValueError(f"zoom must be between 0 and 1 (a share of the best speedup), not {zoom!r}")
     plt = require("matplotlib.pyplot")
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 3.5))
     search = tree.search
-    ax.set_xlabel("elapsed seconds" if x == "time" else "candidates evaluated")
+    ax.set_xlabel("search seconds" if x == "time" else "candidates evaluated")
     ax.set_title(f"search {search.id}: best so far")
     points = tree.progress
     if not points:
@@ -135,22 +160,31 @@ def plot_progress(tree: SearchTree, ax: Axes | None = None, *, x: Literal["time"
         return ax
 
     by_speedup = all(p.speedup is not None for p in points)
+    measured = tree.measured_order()
+    dots = [(float(n) if x == "count" else t, r.speedup if by_speedup else r.seconds)
+            for n, (r, t) in enumerate(measured, 1) if r.status is Status.OK and r.seconds is not None]
+    dots = [(a, b) for a, b in dots if b is not None]
+    if dots:
+        ax.scatter([a for a, _ in dots], [b for _, b in dots], s=8, color="0.65", alpha=0.6, zorder=1,
+                   linewidths=0, label=f"candidates ({len(dots)})", gid="candidates")
     xs = [p.elapsed if x == "time" else float(p.count) for p in points]
     ys = [p.speedup if by_speedup else p.seconds for p in points]
     last = points[-1]
     final = f"{last.speedup:.3g}×" if by_speedup else f"{last.seconds:.3g} s"
     label = f"best so far (#{last.candidate_id}: {final})"
-    (line,) = ax.step(xs, ys, where="post", marker="o", markersize=4, gid="progress", label=label)
-    end = search.elapsed_seconds if x == "time" else float(search.counters.evaluated)
+    (line,) = ax.step(xs, ys, where="post", marker="o", markersize=4, gid="progress", label=label, zorder=3)
+    end = search.elapsed_seconds if x == "time" else float(len(measured) or search.counters.evaluated)
     if end > xs[-1]:
-        ax.plot([xs[-1], end], [ys[-1], ys[-1]], ls="--", color=line.get_color(), gid="progress:tail")
+        ax.plot([xs[-1], end], [ys[-1], ys[-1]], ls="--", color=line.get_color(), gid="progress:tail", zorder=3)
     if by_speedup:
         ax.axhline(1.0, color="0.5", lw=0.8, ls=":", label="unscheduled")
         ax.set_ylabel("speedup ×")
     else:
         ax.set_ylabel("seconds per call")
-    if max(ys) > 10 * min(ys) > 0:
-        ax.set_yscale("log")
+    ax.set_yscale(scale)
+    if zoom is not None and by_speedup:
+        best = max(ys)
+        ax.set_ylim(zoom * best, best * 1.05)
     ax.legend(loc="lower right", fontsize=8)
     return ax
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from schedsearch.core import CandidateRecord, ProgressPoint, SearchRecord, Status, Store
 from schedsearch.explore import frames, plotting
 from schedsearch.explore._optional import require
+from schedsearch.explore.kinds import KindStats, kind_stats
 from schedsearch.explore.summary import summary_data, summary_html
 
 if TYPE_CHECKING:
@@ -147,6 +148,19 @@ class SearchTree:
             chain.append(self._by_id[parent_id])
         return chain[::-1]
 
+    def best_path(self) -> list[CandidateRecord]:
+        """The chain from the root to the winner (empty when nothing succeeded)."""
+        winner = self.winner
+        return self.lineage(winner.id) if winner is not None else []
+
+    def measured_order(self) -> list[tuple[CandidateRecord, float]]:
+        """Every measured candidate with the search's elapsed seconds when it was measured,
+        in measurement order (the order the budget was spent in)."""
+        started = self.search.started_at
+        measured = [r for r in self.records if r.measured_at is not None and r.status is not Status.PENDING]
+        measured.sort(key=lambda r: (r.measured_at, r.id))
+        return [(r, r.measured_at - started) for r in measured]  # type: ignore[operator]
+
     def best(self, k: int = 5) -> list[CandidateRecord]:
         """The ``k`` fastest ``ok`` candidates with a timing, fastest first."""
         timed = [r for r in self.records if r.status is Status.OK and r.seconds is not None]
@@ -199,6 +213,15 @@ class SearchTree:
         """The ``k`` fastest ok candidates with their rank and full schedule."""
         return frames.top_frame(self.best(k))
 
+    def kinds(self) -> list[KindStats]:
+        """Per rewrite kind: how often it was tried, legal, ok, faster than its parent, and
+        on the path to the best."""
+        return kind_stats(self.records, self.best_path())
+
+    def kinds_dataframe(self) -> pandas.DataFrame:
+        """``kinds()`` as a table."""
+        return frames.kinds_frame(self.kinds())
+
     def to_networkx(self) -> networkx.DiGraph:
         """A DiGraph: nodes are candidate ids carrying the TreeNode fields as attributes,
         edges go parent -> child and carry the child's ``step``."""
@@ -215,15 +238,24 @@ class SearchTree:
         return graph
 
     def plot(self, ax: Axes | None = None, *, labels: bool | None = None, cmap: str = "viridis") -> Axes:
-        """Draw the tree by depth: colour = speedup, failures marked by status, best ringed.
+        """Draw the tree by depth: colour = speedup, failures marked by status, the path to
+        the best drawn and labelled with its steps' kinds, the best ringed.
 
-        ``labels`` writes candidate ids next to the nodes (default: only for small trees).
+        The colour scale runs from the median ok speedup to the best, so the top candidates
+        are told apart (slower ones share the lowest colour). ``labels`` writes candidate ids
+        next to the nodes (default: only for small trees).
         """
         return plotting.plot_tree(self, ax, labels=labels, cmap=cmap)
 
-    def plot_progress(self, ax: Axes | None = None, x: Literal["time", "count"] = "time") -> Axes:
-        """Best-so-far speedup against elapsed seconds (``x="time"``) or evaluations (``"count"``)."""
-        return plotting.plot_progress(self, ax, x=x)
+    def plot_progress(self, ax: Axes | None = None, x: Literal["time", "count"] = "time", *,
+                      scale: Literal["linear", "log"] = "linear", zoom: float | None = None) -> Axes:
+        """Best-so-far speedup against elapsed seconds (``x="time"``) or evaluations
+        (``"count"``), every measured candidate scattered behind it.
+
+        ``scale="log"`` for a log speedup axis; ``zoom=0.5`` shows only speedups of at least
+        half the final best, where the interesting differences are.
+        """
+        return plotting.plot_progress(self, ax, x=x, scale=scale, zoom=zoom)
 
     def _repr_html_(self) -> str:
         return summary_html(self)
