@@ -509,8 +509,8 @@ class SearchConfig(JsonRecord):
 
 @dataclass(frozen=True, slots=True)
 class Counters(JsonRecord):
-    generated: int = 0  # children produced by expansion (legal, distinct among siblings)
-    duplicates: int = 0  # dropped because their C was already seen
+    generated: int = 0  # rewrites tried on expanded nodes: duplicates + illegal + new candidates
+    duplicates: int = 0  # dropped because their C was already seen (among siblings or earlier)
     illegal: int = 0  # rewrites Exo rejected
     evaluated: int = 0  # measurements recorded
     ok: int = 0

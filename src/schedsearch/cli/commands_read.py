@@ -10,7 +10,8 @@ import click
 from rich.table import Table
 
 from schedsearch.cli.commands_run import gflops, run_json, steps_json
-from schedsearch.cli.render import candidates_table, fmt_num, fmt_seconds, schedule_lines, search_summary, search_tree, step_text
+from schedsearch.cli.render import candidates_table, fmt_num, fmt_seconds, schedule_lines, search_summary, step_text
+from schedsearch.cli.tree_view import TreeSort, search_tree
 from schedsearch.cli.wiring import EXIT_USAGE, db_label, expand_options, fail, open_db, print_json, stderr_console
 from schedsearch.core import CandidateRecord, ExpandOptions, SearchRecord, Store
 from schedsearch.schedule_file import ScheduleFile, relative_workload_path, write_schedule_file
@@ -91,20 +92,19 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
             console.print(f"  {line}", highlight=False, markup=False)
 
 
-def tree_command(search_id: int, depth: int | None, db: str | None, as_json: bool) -> None:
-    """The whole search tree (or down to --depth)."""
+def tree_command(search_id: int, depth: int | None, db: str | None, as_json: bool, sort: str = "order") -> None:
+    """The whole search tree (or down to --depth), siblings in search order or fastest first."""
     store = open_db(db, create=False)
     try:
         search = store.get_search(search_id)
         records = store.candidates(search_id)
     finally:
         store.close()
-    if depth is not None:
-        records = [r for r in records if r.depth <= depth]
     if as_json:
-        print_json([_record_json(r, search) for r in records])
+        shown = records if depth is None else [r for r in records if r.depth <= depth]
+        print_json([_record_json(r, search) for r in shown])
         return
-    stderr_console().print(search_tree(records, depth))
+    stderr_console().print(search_tree(search, records, max_depth=depth, sort=TreeSort(sort)))
 
 
 def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, db: str | None, as_json: bool) -> None:

@@ -114,12 +114,16 @@ def show(search_id: int, top: int, db: str | None, as_json: bool) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("search_id", type=int)
-@click.option("--depth", type=click.IntRange(min=0), default=None, help="Show nodes down to this depth.")
+@click.option("--depth", type=click.IntRange(min=0), default=None,
+              help="Show nodes down to this depth; a collapsed node says +N for its hidden descendants.")
+@click.option("--sort", type=click.Choice(["order", "speed"]), default="order", show_default=True,
+              help="Siblings in the order the search produced them, or fastest first.")
 @db_option
 @json_option
-def tree(search_id: int, depth: int | None, db: str | None, as_json: bool) -> None:
-    """The search tree: each node's step, status and time."""
-    handle_errors(commands_read.tree_command)(search_id, depth, db, as_json)
+def tree(search_id: int, depth: int | None, sort: str, db: str | None, as_json: bool) -> None:
+    """The search tree: each node's id, status, time and speedup, then its step; * marks the
+    path to the best."""
+    handle_errors(commands_read.tree_command)(search_id, depth, db, as_json, sort)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -9,11 +9,10 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
-from rich.tree import Tree
 
 from schedsearch.core import CandidateRecord, EventKind, SearchEvent, SearchRecord, Status
 
-_STATUS_STYLE = {
+STATUS_STYLE = {
     Status.OK: "green",
     Status.PENDING: "dim",
     Status.ILLEGAL: "yellow",
@@ -53,7 +52,7 @@ def candidates_table(records: Sequence[CandidateRecord], title: str = "") -> Tab
     for r in records:
         table.add_row(
             str(r.id), str(r.depth), fmt_seconds(r.seconds), fmt_num(r.gflops),
-            fmt_num(r.speedup, "x"), Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")), Text(step_text(r)),
+            fmt_num(r.speedup, "x"), Text(r.status.value, style=STATUS_STYLE.get(r.status, "")), Text(step_text(r)),
         )
     return table
 
@@ -87,37 +86,6 @@ def schedule_lines(record: CandidateRecord) -> list[str]:
     if not record.schedule.steps:
         return ["(no rewrites: the unscheduled proc is the best)"]
     return [f"{i + 1:2d}. {s.describe()}" for i, s in enumerate(record.schedule.steps)]
-
-
-def search_tree(records: Sequence[CandidateRecord], max_depth: int | None = None) -> Tree:
-    """A rich Tree of the search: each node's step, status, time and speedup."""
-    by_parent: dict[int | None, list[CandidateRecord]] = {}
-    for r in records:
-        by_parent.setdefault(r.parent_id, []).append(r)
-
-    def label(r: CandidateRecord) -> Text:
-        t = Text(f"#{r.id} {step_text(r)}  ")
-        t.append(r.status.value, style=_STATUS_STYLE.get(r.status, ""))
-        if r.seconds is not None:
-            t.append(f"  {fmt_seconds(r.seconds)}  {fmt_num(r.speedup, 'x')}")
-        return t
-
-    roots = by_parent.get(None, [])
-    tree = Tree(Text(f"search tree ({len(records)} candidates)", style="bold"))
-
-    def add(node: Tree, r: CandidateRecord) -> None:
-        branch = node.add(label(r))
-        if max_depth is not None and r.depth >= max_depth:
-            hidden = len(by_parent.get(r.id, []))
-            if hidden:
-                branch.add(Text(f"... {hidden} children", style="dim"))
-            return
-        for child in by_parent.get(r.id, []):
-            add(branch, child)
-
-    for root in roots:
-        add(tree, root)
-    return tree
 
 
 class ProgressView:

@@ -275,8 +275,11 @@ class _Run:
                 parent_of[child.fingerprint] = parent.id
                 fresh.append(child)
                 new += 1
+            # generated = every rewrite tried, so generated - duplicates - illegal is exactly
+            # the number of new candidates recorded
             self.counters = self.counters.plus(
-                generated=len(expansion.children), duplicates=dups, illegal=expansion.illegal
+                generated=max(expansion.attempted, len(expansion.children) + expansion.duplicates + expansion.illegal),
+                duplicates=dups, illegal=expansion.illegal,
             )
             message = f"{new} new, {dups} duplicate, {expansion.illegal} illegal"
             if expansion.error:
