@@ -172,13 +172,19 @@ def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool,
                    'set this CPU has are added after them, as `run --target auto` does.')
 @click.option("--strict-machine", is_flag=True,
               help="Also fail on a slowdown against a timing recorded on another machine (default: a warning).")
+@click.option("--update", is_flag=True,
+              help="Re-record each schedule's speedup, time and machine from this run (rewrites the files); "
+                   "a schedule that fails to replay or verify, or is slower than the unscheduled proc, is not "
+                   "re-recorded and still fails.")
 @json_option
 def regress(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str | None, cflags: str | None,
-            as_json: bool, strict_machine: bool) -> None:
-    """Replay schedule files; fail when one no longer applies, is wrong, or got slower."""
+            as_json: bool, strict_machine: bool, update: bool) -> None:
+    """Replay schedule files; fail when one no longer applies, is wrong, got slower than
+    recorded, or is slower than the unscheduled proc."""
     from schedsearch.cli import regress as regress_mod
 
-    code = handle_errors(regress_mod.regress_command)(paths, tolerance, junit, cc, cflags, as_json, strict_machine)
+    code = handle_errors(regress_mod.regress_command)(paths, tolerance, junit, cc, cflags, as_json, strict_machine,
+                                                      update)
     sys.exit(code)
 
 

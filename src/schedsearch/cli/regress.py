@@ -14,9 +14,11 @@ file is one failed case; the others still run.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.table import Table
@@ -24,12 +26,22 @@ from rich.text import Text
 
 from schedsearch.cli.render import fmt_num
 from schedsearch.cli.wiring import bench_config, fail, print_json, stderr_console
-from schedsearch.core import BenchConfig, Candidate, MachineInfo, Status, sha256_text
+from schedsearch.core import BenchConfig, Candidate, MachineInfo, Status, Timing, sha256_text
 from schedsearch.errors import ReplayError, ScheduleFileError, WorkloadError
-from schedsearch.schedule_file import read_schedule_file
+from schedsearch.schedule_file import read_schedule_file, write_schedule_file
 from schedsearch.targets import TARGETS, target
 
 EXIT_PASS, EXIT_FAIL = 0, 1
+
+
+@dataclass(frozen=True, slots=True)
+class Remeasured:
+    """What this run measured for a schedule: what ``--update`` writes back."""
+
+    seconds: float
+    speedup: float
+    fingerprint: str
+    machine: MachineInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +61,8 @@ class CaseResult:
     source_changed: bool = False
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    measured: Remeasured | None = None  # this run's numbers, for --update
+    recorded_on: str = ""  # the CPU the schedule was recorded on
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -56,7 +70,8 @@ class CaseResult:
             "reason": self.reason, "warning": self.warning,
             "recorded_speedup": self.recorded_speedup, "speedup": self.speedup,
             "fingerprint_drift": self.fingerprint_drift, "machine_differs": self.machine_differs,
-            "source_changed": self.source_changed, "seconds": round(self.seconds, 3), "notes": list(self.notes),
+            "source_changed": self.source_changed, "recorded_on": self.recorded_on,
+            "seconds": round(self.seconds, 3), "notes": list(self.notes),
         }
 
 
@@ -95,7 +110,8 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
 
     def result(passed: bool, reason: str = "", **kw: object) -> CaseResult:
         return CaseResult(str(path), name, passed, reason, recorded_speedup=sf.speedup,
-                          seconds=time.monotonic() - started, notes=tuple(notes), **kw)  # type: ignore[arg-type]
+                          seconds=time.monotonic() - started, notes=tuple(notes),
+                          recorded_on=sf.machine.cpu_model, **kw)  # type: ignore[arg-type]
 
     try:
         needed = target(sf.needs_target)
@@ -106,8 +122,6 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
         return result(False, f"skipped: this CPU lacks the {needed.name} instructions the schedule uses "
                       f"(needs CPU flags {' '.join(needed.cpu_flags)})", skipped=True)
     machine_differs = bool(sf.machine.cpu_model) and sf.machine.fingerprint != machine.fingerprint
-    if machine_differs:
-        notes.append(f"recorded on {sf.machine.cpu_model or 'another machine'}")
     try:
         workload = load_workload(sf.workload_path(path), sf.proc, dict(sf.sizes))
     except WorkloadError as e:
@@ -136,21 +150,42 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
         bad = base if base.seconds is None else mine
         return result(False, f"re-measurement failed: {bad.status.value}: {bad.error}", **flags)
     speedup = base.seconds / mine.seconds
-    why = ""
-    if base.timing is not None and mine.timing is not None and mine.timing.q1 > base.timing.q3:
-        # Measured side by side, the schedule's fastest quarter is slower than the unscheduled
-        # proc's slowest quarter: slower beyond the noise, not a near tie.
-        why = f"slower than the unscheduled proc: speedup {speedup:.3g}x"
-    floor = sf.speedup * (1 - tolerance) if sf.speedup is not None else None
-    if not why and floor is not None and speedup < floor:
-        why = (f"slower: speedup {speedup:.3g}x is below {floor:.3g}x "
-               f"(recorded {sf.speedup:.3g}x less the {tolerance:.0%} tolerance)")
-    if why and machine_differs and not strict_machine:
-        # A schedule tuned on another CPU may simply not suit this one: worth a look, but
-        # not a defect of the code under test (--strict-machine makes it a failure).
-        return result(True, speedup=speedup, warning=f"{why}; recorded on another machine, so not a failure "
-                      "(--strict-machine makes it one)", **flags)
-    return result(not why, why, speedup=speedup, **flags)
+    passed, why, warning = verdict(speedup, base.timing, mine.timing, sf.speedup, tolerance,
+                                   machine_differs and not strict_machine)
+    measured = Remeasured(mine.seconds, speedup, cand.fingerprint, machine)
+    return result(passed, why, speedup=speedup, warning=warning, measured=measured, **flags)
+
+
+def verdict(speedup: float, base: Timing | None, mine: Timing | None, recorded: float | None, tolerance: float,
+            lenient: bool) -> tuple[bool, str, str]:
+    """(passed, reason, warning) for a schedule timed side by side with the unscheduled proc.
+
+    Slower than the unscheduled proc beyond the noise fails wherever the schedule was
+    recorded: that is measured here, against code built here. Falling below the recorded
+    speedup less ``tolerance`` fails, or only warns when ``lenient`` (recorded on another
+    machine and no ``--strict-machine``): a schedule tuned on another CPU may simply not
+    suit this one.
+    """
+    if base is not None and mine is not None and mine.q1 > base.q3:
+        # The schedule's fastest quarter is slower than the unscheduled proc's slowest
+        # quarter: slower beyond the noise, not a near tie.
+        return False, f"slower than the unscheduled proc: speedup {speedup:.3g}x", ""
+    floor = recorded * (1 - tolerance) if recorded is not None else None
+    if floor is None or speedup >= floor:
+        return True, "", ""
+    why = f"slower: speedup {speedup:.3g}x is below {floor:.3g}x (recorded {recorded:.3g}x less the {tolerance:.0%} tolerance)"
+    if lenient:
+        return True, "", f"{why}; recorded on another machine, so not a failure (--strict-machine makes it one)"
+    return False, why, ""
+
+
+def update_file(path: Path, measured: Remeasured) -> None:
+    """Re-record a schedule file's speedup, time, C fingerprint and machine from this run."""
+    sf = read_schedule_file(path)
+    origin = {**sf.origin, "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    write_schedule_file(path, dataclasses.replace(
+        sf, speedup=measured.speedup, seconds=measured.seconds, fingerprint=measured.fingerprint,
+        machine=measured.machine, origin=origin))
 
 
 def junit_xml(results: list[CaseResult], path: str) -> None:
@@ -175,8 +210,12 @@ def junit_xml(results: list[CaseResult], path: str) -> None:
 
 
 def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str | None,
-                    cflags: str | None, as_json: bool, strict_machine: bool = False) -> int:
-    """Run every schedule file; return the exit code (0: none failed, skips included; 1: any failed)."""
+                    cflags: str | None, as_json: bool, strict_machine: bool = False, update: bool = False) -> int:
+    """Run every schedule file; return the exit code (0: none failed, skips included; 1: any failed).
+
+    With ``update``, every schedule that replayed, verified and is not slower than the
+    unscheduled proc is re-recorded with this run's speedup, time and machine (its file is
+    rewritten) and passes."""
     from schedsearch.evaluate import check_toolchain, cpu_flags, machine_info
 
     files = collect(paths)
@@ -193,14 +232,32 @@ def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None,
         verdict = "skip" if r.skipped else "pass" if r.passed else "FAIL"
         console.print(f"[{i}/{len(files)}] {verdict} {r.name} ({r.seconds:.1f} s)", highlight=False)
         results.append(r)
+    if update:
+        results = [_updated(r) for r in results]
     if junit:
         junit_xml(results, junit)
     _table(results)
+    foreign = sum(r.machine_differs for r in results)
+    if foreign:
+        console.print(f"{foreign} of {len(results)} schedule(s) were recorded on another machine or toolchain "
+                      f"than this one ({machine.cpu_model or 'unknown CPU'}, {' '.join(bench.cflags)}): "
+                      + ("their timings are checked strictly" if strict_machine else
+                         "falling short of their recorded timings is a warning, not a failure"), highlight=False, soft_wrap=True)
     failed = [r for r in results if not r.passed and not r.skipped]
     if as_json:
         print_json({"passed": not failed, "tolerance": tolerance, "strict_machine": strict_machine,
                     "results": [r.to_json() for r in results]})
     return EXIT_FAIL if failed else EXIT_PASS
+
+
+def _updated(r: CaseResult) -> CaseResult:
+    """The case after --update: re-recorded (and passing) when it measured well enough."""
+    slower_than_unscheduled = r.reason.startswith("slower than the unscheduled")
+    if r.measured is None or slower_than_unscheduled:
+        return r
+    update_file(Path(r.path), r.measured)
+    return dataclasses.replace(r, passed=True, reason="", warning="", recorded_speedup=r.measured.speedup,
+                               notes=r.notes + (f"re-recorded (was {fmt_num(r.recorded_speedup, 'x')})",))
 
 
 def _table(results: list[CaseResult]) -> None:
