@@ -537,6 +537,7 @@ class Counters(JsonRecord):
     evaluated: int = 0  # measurements recorded
     ok: int = 0
     failed: int = 0
+    pruned: int = 0  # new children not measured: predicted slow while the budget was short
 
     def plus(self, **delta: int) -> Counters:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})

@@ -369,7 +369,11 @@ def candidate_features(
         kind = RewriteKind.REGISTER_TILE if step.kind is RewriteKind.SIMD_KERNEL else step.kind
         f[f"steps_{kind.value}"] = f.get(f"steps_{kind.value}", 0.0) + 1
 
-    real = [s for s in stmts if not s.text.startswith(("free(", "return"))]
+    # Work only: no frees, and no declarations without a value (they emit no instruction).
+    real = [
+        s for s in stmts
+        if not s.text.startswith(("free(", "return")) and not ((m := _DECL.match(s.text)) and not m.group(4))
+    ]
     dynamic = [_dynamic(s) for s in real]
     total = sum(dynamic)
     f["loops"] = n_loops
