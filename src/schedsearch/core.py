@@ -143,6 +143,14 @@ class StrategyKind(StrEnum):
     RANDOM = "random"
 
 
+class CostModelMode(StrEnum):
+    """How a search uses the learned cost model."""
+
+    OFF = "off"  # children are measured in proposal order; strategies use measurements only
+    RANK = "rank"  # children are measured in order of predicted speed; strategies use predictions too
+    PRUNE = "prune"  # as rank, and the predicted-worst share is skipped when the budget is short
+
+
 class SearchStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
@@ -332,6 +340,17 @@ class Schedule(JsonRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class FeatureVector(JsonRecord):
+    """A candidate's features for the cost model (``transforms.features`` names them).
+
+    ``version`` names the feature set: vectors of different versions are not comparable.
+    """
+
+    version: str
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate(JsonRecord):
     """A scheduled version of a workload: its trace, its C and where it came from.
 
@@ -345,6 +364,7 @@ class Candidate(JsonRecord):
     proc_text: str  # Exo's own printout of the scheduled proc
     parent: str | None = None
     depth: int = 0
+    features: FeatureVector | None = None  # computed where the candidate was generated
 
     @property
     def uses_openmp(self) -> bool:
@@ -452,6 +472,7 @@ class Measurement(JsonRecord):
     run_seconds: float = 0.0
     max_error: float | None = None  # largest deviation from the reference output
     machine: MachineInfo | None = None
+    measured_at: float | None = None  # seconds of the search's own elapsed time; set by the driver
 
     @property
     def seconds(self) -> float | None:
@@ -500,6 +521,7 @@ class SearchConfig(JsonRecord):
     beam_width: int = 4
     finalists: int = 3
     workers: int = 2
+    cost_model: CostModelMode = CostModelMode.RANK
     bench: BenchConfig = field(default_factory=BenchConfig)
     expand: ExpandOptions = field(default_factory=ExpandOptions)
 
@@ -515,6 +537,7 @@ class Counters(JsonRecord):
     evaluated: int = 0  # measurements recorded
     ok: int = 0
     failed: int = 0
+    pruned: int = 0  # new children not measured: predicted slow while the budget was short
 
     def plus(self, **delta: int) -> Counters:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})
@@ -542,11 +565,34 @@ class CandidateRecord(JsonRecord):
     created_at: float = 0.0  # unix time
     expanded: bool = False
     max_error: float | None = None  # largest deviation from the reference output
-    measured_at: float | None = None  # unix time of the last recorded measurement
+    measured_at: float | None = None  # seconds of the search's own elapsed time when measured
+    measured_unix: float | None = None  # unix time of the last recorded measurement
+    features: FeatureVector | None = None
+    predicted: float | None = None  # the cost model's log(time / root time) before measuring
 
     @property
     def seconds(self) -> float | None:
         return self.timing.median if self.timing is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAccuracy(JsonRecord):
+    """How well the cost model ranked the latest measurements, predicted before they were
+    measured (and so before it trained on them)."""
+
+    spearman: float | None  # rank correlation of predicted and measured time; None below 3 pairs
+    pairs: int  # measurements compared (the last ``window`` with a prediction)
+    window: int
+    trained_on: int = 0  # samples the model in use was trained on
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSample(JsonRecord):
+    """One measured candidate as the cost model learns it."""
+
+    features: FeatureVector
+    log_ratio: float  # log(time / the search's root time)
+    workload_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,6 +610,7 @@ class SearchRecord(JsonRecord):
     best_seconds: float | None = None  # from the finalists' side-by-side re-measurement
     best_speedup: float | None = None
     elapsed_seconds: float = 0.0  # summed over runs (resumes add to it)
+    model_accuracy: ModelAccuracy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -609,6 +656,26 @@ class SearchStrategy(Protocol):
 
 
 @runtime_checkable
+class CostModel(Protocol):
+    """Predicts candidates' times relative to the root from their features; learns online."""
+
+    def predict(self, features: Sequence[FeatureVector]) -> list[float]:
+        """Predicted log(time / root time) per vector, or ``[]`` while no model is trained.
+
+        Never waits for training: the last finished model answers.
+        """
+
+    def observe(self, samples: Sequence[TrainingSample]) -> None:
+        """Learn measured candidates (retraining happens in the background)."""
+
+    def trained_on(self) -> int:
+        """Samples the model now answering was trained on (0: none yet)."""
+
+    def close(self) -> None:
+        """Stop background training."""
+
+
+@runtime_checkable
 class Executor(Protocol):
     """Runs expansion and evaluation, possibly in parallel, streaming results."""
 
@@ -638,8 +705,9 @@ class Store(Protocol):
 
     def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo) -> int: ...
 
-    def add_candidate(self, search_id: int, candidate: Candidate) -> CandidateRecord:
-        """Record a candidate as pending; an existing (search, fingerprint) is returned as is."""
+    def add_candidate(self, search_id: int, candidate: Candidate, predicted: float | None = None) -> CandidateRecord:
+        """Record a candidate as pending (with its features and the cost model's prediction);
+        an existing (search, fingerprint) is returned as is."""
 
     def record_measurement(
         self, search_id: int, measurement: Measurement, gflops: float | None, speedup: float | None
@@ -649,7 +717,7 @@ class Store(Protocol):
 
     def update_search(self, search_id: int, **fields: Any) -> SearchRecord:
         """Set any of: status, ended_at, counters, baseline_seconds, best_candidate_id,
-        best_seconds, best_speedup, elapsed_seconds."""
+        best_seconds, best_speedup, elapsed_seconds, model_accuracy."""
 
     def get_search(self, search_id: int) -> SearchRecord: ...
 
@@ -675,5 +743,9 @@ class Store(Protocol):
         """Best-so-far after each improvement."""
 
     def seen_fingerprints(self, search_id: int) -> set[str]: ...
+
+    def training_samples(self, machine_fingerprint: str, feature_version: str, limit: int = 20000) -> list[TrainingSample]:
+        """The latest ``ok`` measurements with features of this version, from every search
+        measured on this machine fingerprint (any workload), oldest first."""
 
     def close(self) -> None: ...

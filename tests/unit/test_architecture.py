@@ -20,9 +20,10 @@ ROOMS = {
     "networkx": ("explore/",),
     "matplotlib": ("explore/",),
     "pandas": ("explore/",),
+    "lightgbm": ("model/",),
 }
 # packages that may use only the shared records (SHARED) and themselves from schedsearch
-ISOLATED = ("search", "transforms", "evaluate", "store", "explore")
+ISOLATED = ("search", "transforms", "evaluate", "store", "explore", "model")
 # modules every package may use: records, errors, and the instruction-set tables (all data)
 SHARED = ("core", "errors", "targets")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ def _record_json(r: CandidateRecord, search: SearchRecord) -> dict[str, Any]:
         "gflops": r.gflops,
         "speedup": r.speedup,
         "step": step_text(r),
+        "measured_at": r.measured_at,  # seconds of the search's own elapsed time
+        "predicted_speedup": math.exp(-r.predicted) if r.predicted is not None else None,
         "error": r.error,
         "schedule": steps_json(r),
     }

@@ -18,6 +18,7 @@ from schedsearch.cli.wiring import (
     db_label,
     expand_options,
     fail,
+    make_cost_model,
     make_executor,
     open_db,
     print_json,
@@ -26,6 +27,7 @@ from schedsearch.cli.wiring import (
 from schedsearch.core import (
     Candidate,
     CandidateRecord,
+    CostModelMode,
     ExpandOptions,
     SearchConfig,
     SearchRecord,
@@ -43,7 +45,7 @@ EXIT_INTERRUPTED = 130
 def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: float | None,
                 max_candidates: int | None, workers: int | None, address: str | None, db: str | None,
                 as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
-                cflags: str | None, parallel: bool, target: str) -> None:
+                cflags: str | None, parallel: bool, target: str, cost_model: str = "rank") -> None:
     """Load the workload, check the compiler, open the store, search, report."""
     from schedsearch.evaluate import check_toolchain
     from schedsearch.transforms import load_workload, root_candidate
@@ -58,6 +60,7 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
         max_candidates=max_candidates,
         max_depth=max_depth,
         workers=DEFAULT_WORKERS if workers is None else workers,
+        cost_model=CostModelMode(cost_model),
         bench=bench,
         expand=expand_options(parallel, target),
     )
@@ -124,11 +127,15 @@ def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Sto
     console = stderr_console()
     stop = threading.Event()
     executor = make_executor(config.workers, address, config.bench, config.expand)
+    model = None
     try:
+        model = make_cost_model(config, store, executor)
         with _stop_on_signals(stop), ProgressView(console, config.max_seconds, workload.label) as view:
             outcome = run_search(workload, root, make_strategy(config), executor, store, config, view,
-                                 search_id=search_id, stop=stop)
+                                 search_id=search_id, stop=stop, cost_model=model)
     finally:
+        if model is not None:
+            model.close()
         executor.close()
     search = store.get_search(outcome.search_id)
     best = store.get_candidate(search.best_candidate_id) if search.best_candidate_id is not None else None
@@ -185,6 +192,18 @@ def steps_json(record: CandidateRecord) -> list[dict[str, Any]]:
             for s in record.schedule.steps]
 
 
+def cost_model_json(search: SearchRecord) -> dict[str, Any]:
+    """The cost model's mode and its recorded accuracy (``spearman`` None: not enough pairs)."""
+    a = search.model_accuracy
+    return {
+        "mode": search.config.cost_model.value,
+        "spearman": a.spearman if a else None,
+        "pairs": a.pairs if a else 0,
+        "window": a.window if a else None,
+        "trained_on": a.trained_on if a else 0,
+    }
+
+
 def run_json(search: SearchRecord, best: CandidateRecord | None, db: str | None) -> dict[str, Any]:
     """The one JSON object ``run --json`` / ``resume --json`` print."""
     c = search.counters
@@ -198,7 +217,8 @@ def run_json(search: SearchRecord, best: CandidateRecord | None, db: str | None)
         "status": search.status.value,
         "elapsed_seconds": round(search.elapsed_seconds, 3),
         "candidates": {"generated": c.generated, "duplicates": c.duplicates, "illegal": c.illegal,
-                       "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed},
+                       "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed, "pruned": c.pruned},
+        "cost_model": cost_model_json(search),
         "baseline": {"seconds": search.baseline_seconds, "gflops": gflops(w, search.baseline_seconds)},
         "best": None if best is None else {
             "candidate_id": best.id,

@@ -81,6 +81,13 @@ def cli() -> None:
 @click.option("--parallel", is_flag=True, help="Also try OpenMP parallel loops (benchmarks then use every core).")
 @click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
               help="Instruction set rewrites may emit: auto = the widest this CPU has.")
+@click.option("--cost-model", type=click.Choice(["off", "rank", "prune"]), default="rank", show_default=True,
+              help="Learned cost model (trained on this machine's earlier measurements and this search's): "
+                   "off = measure children in proposal order; rank = measure the predicted-fastest children "
+                   "first (10% picked at random, seeded) and let predictions weigh in when choosing nodes to "
+                   "expand; prune = rank, and when the budget is short - a round's new children would take "
+                   "more than the seconds left at this search's pace so far (elapsed / evaluated), or "
+                   "outnumber the --max-candidates left - skip the predicted-slower half of them.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)

@@ -77,7 +77,9 @@ def search_summary(search: SearchRecord, db: str) -> Table:
         ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}"),
         ("elapsed", f"{search.elapsed_seconds:.1f} s"),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
-                       f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"),
+                       f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
+                       + (f", {c.pruned} pruned" if c.pruned else "")),
+        ("cost model", cost_model_text(search)),
         ("baseline", fmt_seconds(search.baseline_seconds)),
         ("best", f"{fmt_seconds(search.best_seconds)}  speedup {fmt_num(search.best_speedup, 'x')}"
                  + (f"  (candidate {search.best_candidate_id})" if search.best_candidate_id else "")),
@@ -86,6 +88,18 @@ def search_summary(search: SearchRecord, db: str) -> Table:
     for k, v in rows:
         grid.add_row(k, v)
     return grid
+
+
+def cost_model_text(search: SearchRecord) -> str:
+    """The cost model's mode and how well it ranked the latest measurements."""
+    mode = search.config.cost_model.value
+    a = search.model_accuracy
+    if a is None:
+        return mode if mode == "off" else f"{mode} (no accuracy recorded)"
+    if a.spearman is None:
+        return f"{mode}; too few predicted-then-measured candidates to score ({a.pairs})"
+    return (f"{mode}; rank correlation {a.spearman:.2f} over the last {a.pairs} predicted-then-measured "
+            f"candidates (model trained on {a.trained_on})")
 
 
 def schedule_lines(record: CandidateRecord) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from schedsearch.core import BenchConfig, Executor, ExpandOptions, Store
+from schedsearch.core import BenchConfig, CostModel, CostModelMode, Executor, ExpandOptions, SearchConfig, Store
 from schedsearch.errors import (
     ClusterError,
     ReplayError,
@@ -147,6 +147,18 @@ def make_executor(
     from schedsearch.evaluate.ray_backend import RayExecutor
 
     return RayExecutor(Expander, expand, bench, workers=max(workers, 1), address=address, cache_dir=cache_dir)
+
+
+def make_cost_model(config: SearchConfig, store: Store, executor: Executor) -> CostModel | None:
+    """The learned cost model for ``config.cost_model`` (None when off), first trained on
+    every earlier measurement in ``store`` made on this machine fingerprint."""
+    if config.cost_model is CostModelMode.OFF:
+        return None
+    from schedsearch.model import LearnedCostModel
+    from schedsearch.transforms.features import FEATURE_VERSION
+
+    history = store.training_samples(executor.machine().fingerprint, FEATURE_VERSION)
+    return LearnedCostModel(history, seed=config.seed)
 
 
 def print_json(data: Any) -> None:

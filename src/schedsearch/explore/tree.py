@@ -154,12 +154,20 @@ class SearchTree:
         return self.lineage(winner.id) if winner is not None else []
 
     def measured_order(self) -> list[tuple[CandidateRecord, float]]:
-        """Every measured candidate with the search's elapsed seconds when it was measured,
-        in measurement order (the order the budget was spent in)."""
+        """Every measured candidate with the search's own elapsed seconds when it was measured
+        (the time between the runs of a resumed search does not count), in measurement order:
+        the order the budget was spent in."""
         started = self.search.started_at
-        measured = [r for r in self.records if r.measured_at is not None and r.status is not Status.PENDING]
-        measured.sort(key=lambda r: (r.measured_at, r.id))
-        return [(r, r.measured_at - started) for r in measured]  # type: ignore[operator]
+
+        def elapsed(r: CandidateRecord) -> float | None:
+            if r.measured_at is not None:
+                return r.measured_at
+            return None if r.measured_unix is None else r.measured_unix - started
+
+        measured = [(r, elapsed(r)) for r in self.records if r.status is not Status.PENDING]
+        timed = [(r, t) for r, t in measured if t is not None]
+        timed.sort(key=lambda rt: (rt[0].measured_unix or 0.0, rt[0].id))
+        return timed  # type: ignore[return-value]
 
     def best(self, k: int = 5) -> list[CandidateRecord]:
         """The ``k`` fastest ``ok`` candidates with a timing, fastest first."""

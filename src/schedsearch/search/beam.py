@@ -3,21 +3,23 @@
 The beam of depth ``d`` is chosen when the search first asks for work at that depth, i.e.
 after every parent of depth ``d - 1`` in the previous beam has been expanded and its children
 measured (the loop evaluates a round completely before asking again). Children that arrive
-later for an already chosen level are recorded but do not join its beam.
+later for an already chosen level are recorded but do not join its beam. With the cost
+model on, members are ranked by ``ranking.blended_key`` (measurement and prediction).
 """
 
 from __future__ import annotations
 
 from schedsearch.core import CandidateRecord, Status
-from schedsearch.search.frontier import expandable, rank_key
+from schedsearch.search.frontier import RankKey, expandable, rank_key
 
 
 class Beam:
     """``core.SearchStrategy`` keeping the ``width`` fastest ``ok`` nodes per depth level."""
 
-    def __init__(self, width: int, max_depth: int) -> None:
+    def __init__(self, width: int, max_depth: int, key: RankKey = rank_key) -> None:
         if width < 1:
             raise ValueError("beam width must be >= 1")
+        self._key = key
         self._width = width
         self._max_depth = max_depth
         self._levels: dict[int, dict[int, CandidateRecord]] = {}
@@ -41,7 +43,7 @@ class Beam:
         """Make sure the current level has queued work, moving down levels as they finish."""
         while True:
             if self._queue is None:
-                members = sorted(self._levels.get(self._level, {}).values(), key=rank_key)
+                members = sorted(self._levels.get(self._level, {}).values(), key=self._key)
                 # Members expanded in an earlier run still take their place in the beam.
                 self._queue = [r for r in members[: self._width] if expandable(r, self._max_depth)]
             if self._queue:

@@ -1,14 +1,15 @@
 """The frontier: measured, expandable candidates ordered by their median time.
 
 Shared by every strategy. Ordering is ``(median seconds, id)`` so ties go to the earlier
-candidate and the same sequence of ``tell`` calls always gives the same order.
+candidate and the same sequence of ``tell`` calls always gives the same order. A strategy
+may pass another key (``ranking.blended_key`` lets the cost model's predictions count).
 """
 
 from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from schedsearch.core import CandidateRecord, Status
 
@@ -29,12 +30,16 @@ def rank_key(record: CandidateRecord) -> tuple[float, int]:
     return (seconds if seconds is not None else float("inf"), record.id)
 
 
+RankKey = Callable[[CandidateRecord], tuple[float, int]]
+
+
 class Frontier:
-    """Expandable records kept sorted by ``rank_key``; each id is held at most once."""
+    """Expandable records kept sorted by ``key`` (default ``rank_key``); each id is held at most once."""
 
-    __slots__ = ("_keys", "_records")
+    __slots__ = ("_key", "_keys", "_records")
 
-    def __init__(self) -> None:
+    def __init__(self, key: RankKey = rank_key) -> None:
+        self._key = key
         self._keys: list[tuple[float, int]] = []
         self._records: dict[int, CandidateRecord] = {}
 
@@ -52,7 +57,7 @@ class Frontier:
         """Add (or replace) a record."""
         if record.id in self._records:
             self.remove(record.id)
-        key = rank_key(record)
+        key = self._key(record)
         bisect.insort(self._keys, key)
         self._records[record.id] = record
 
@@ -60,7 +65,7 @@ class Frontier:
         """Take a record out by id; None when it is not here."""
         record = self._records.pop(candidate_id, None)
         if record is not None:
-            key = rank_key(record)
+            key = self._key(record)
             del self._keys[bisect.bisect_left(self._keys, key)]
         return record
 
@@ -86,10 +91,10 @@ class FrontierStrategy:
     Subclasses decide which records ``ask`` takes; learning and exhaustion are the same.
     """
 
-    def __init__(self, max_depth: int, seed: int = 0) -> None:
+    def __init__(self, max_depth: int, seed: int = 0, key: RankKey = rank_key) -> None:
         self._max_depth = max_depth
         self._rng = random.Random(seed)
-        self._frontier = Frontier()
+        self._frontier = Frontier(key)
 
     def tell(self, record: CandidateRecord) -> None:
         """Learn a measured candidate; ``ok`` ones below max depth join the frontier."""

@@ -12,6 +12,13 @@ fingerprint dedup against the store makes the re-expansion cheap.
 
 ``stop`` and the budgets are checked between streamed results: an evaluation already
 running is abandoned (its iterator is closed) rather than waited for.
+
+With a cost model (``core.CostModel``) a round's new children are measured in order of
+predicted speed (``ranking.measuring_order``, seeded exploration included) and, in
+``prune`` mode with a short budget, the predicted-slower share is not measured at all.
+Each prediction is stored with its child before it is measured; the rank correlation of
+the latest predictions with their measurements is recorded with the search. The model
+learns every ``ok`` measurement as it arrives and retrains without blocking this loop.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from collections.abc import Callable, Iterator, Sequence
 from schedsearch.core import (
     Candidate,
     CandidateRecord,
+    CostModel,
+    CostModelMode,
     Counters,
     EventKind,
     Executor,
@@ -39,6 +48,7 @@ from schedsearch.core import (
 )
 from schedsearch.errors import SearchError
 from schedsearch.search.frontier import rank_key
+from schedsearch.search.guidance import Guidance
 from schedsearch.search.outcome import SearchOutcome
 
 #: How many of the fastest candidates events carry in ``top``.
@@ -57,6 +67,7 @@ def run_search(
     search_id: int | None = None,
     stop: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
+    cost_model: CostModel | None = None,
 ) -> SearchOutcome:
     """Run (or, with ``search_id``, resume) a search and return how it ended.
 
@@ -69,8 +80,14 @@ def run_search(
     Raises ``SearchError`` (after marking the search ``failed``) when the root itself
     does not build, run or verify. Any other exception also marks the search failed (or
     interrupted, for ``KeyboardInterrupt``) before it propagates.
+
+    ``cost_model`` is used as ``config.cost_model`` says (not at all when that is ``off``);
+    the caller owns it (and closes it).
     """
-    run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock)
+    if config.cost_model is CostModelMode.OFF:
+        cost_model = None
+    run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock,
+               cost_model)
     return run.execute(search_id)
 
 
@@ -94,6 +111,7 @@ class _Run:
         on_event: Callable[[SearchEvent], None],
         stop: threading.Event,
         clock: Callable[[], float],
+        cost_model: CostModel | None = None,
     ) -> None:
         self.workload, self.root, self.strategy = workload, root, strategy
         self.executor, self.store, self.config = executor, store, config
@@ -107,7 +125,10 @@ class _Run:
         self.root_record: CandidateRecord | None = None
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
-
+        self.guide = (
+            Guidance(cost_model, config.seed, prune=config.cost_model is CostModelMode.PRUNE, workload_key=workload.key)
+            if cost_model is not None else None
+        )
     # ------------------------------------------------------------------ driver
 
     def execute(self, search_id: int | None) -> SearchOutcome:
@@ -208,7 +229,7 @@ class _Run:
         if m is None:
             raise SearchError(f"the executor returned no measurement for the unscheduled {self.workload.label}")
         if m.status is not Status.OK or m.seconds is None or m.seconds <= 0:
-            self.store.record_measurement(self.sid, m, None, None)
+            self.store.record_measurement(self.sid, dataclasses.replace(m, measured_at=self.elapsed()), None, None)
             self.counters = self.counters.plus(evaluated=1, failed=1)
             detail = f": {m.error.strip()}" if m.error.strip() else ""
             raise SearchError(f"the unscheduled {self.workload.label} failed ({m.status.value}){detail}")
@@ -257,12 +278,13 @@ class _Run:
             _close(iterator)
         fresh: list[Candidate] = []
         parent_of: dict[str, int] = {}
-        waiting: dict[int, int] = {}
+        expanded: list[CandidateRecord] = []
         # Parents in ask order (not completion order) so ids are deterministic.
         for parent in parents:
             expansion = expansions.get(parent.fingerprint)
             if expansion is None:
                 continue
+            expanded.append(parent)
             new = 0
             dups = expansion.duplicates
             for child in expansion.children:
@@ -270,8 +292,6 @@ class _Run:
                     dups += 1
                     continue
                 self.seen.add(child.fingerprint)
-                record = self.store.add_candidate(self.sid, child)
-                self.fp_of[record.id] = child.fingerprint
                 parent_of[child.fingerprint] = parent.id
                 fresh.append(child)
                 new += 1
@@ -285,12 +305,43 @@ class _Run:
             if expansion.error:
                 message += f"; cannot replay: {expansion.error.strip()}"
             self._emit(EventKind.EXPANDED, parent, message=message)
-            if new:
-                waiting[parent.id] = new
-            else:
+        ordered, predicted = self._measuring_order(fresh)
+        waiting: dict[int, int] = {}
+        for child in ordered:
+            record = self.store.add_candidate(self.sid, child, predicted.get(child.fingerprint))
+            self.fp_of[record.id] = child.fingerprint
+            waiting[parent_of[child.fingerprint]] = waiting.get(parent_of[child.fingerprint], 0) + 1
+        for parent in expanded:
+            if parent.id not in waiting:
                 self.store.mark_expanded(self.sid, parent.id)
-        if fresh and not self._should_stop():
-            self._evaluate(fresh, parent_of, waiting)
+        if ordered and not self._should_stop():
+            self._evaluate(ordered, parent_of, waiting)
+        self._record_accuracy()
+
+    def _measuring_order(self, children: list[Candidate]) -> tuple[list[Candidate], dict[str, float]]:
+        """The children to measure, in order, and their predictions (by fingerprint).
+
+        Children skipped by ``prune`` leave ``seen`` again: another parent may propose them later.
+        """
+        if self.guide is None:
+            return children, {}
+        c = self.config
+        elapsed, evaluated = self.elapsed(), self.counters.evaluated
+        ordered, predicted, skipped = self.guide.order(
+            children,
+            seconds_left=c.max_seconds - elapsed if c.max_seconds is not None else None,
+            seconds_per_candidate=elapsed / evaluated if evaluated else None,
+            candidates_left=c.max_candidates - evaluated if c.max_candidates is not None else None,
+        )
+        for child in skipped:
+            self.seen.discard(child.fingerprint)
+        if skipped:
+            self.counters = self.counters.plus(pruned=len(skipped))
+        return ordered, predicted
+
+    def _record_accuracy(self) -> None:
+        if self.guide is not None and self.sid is not None:
+            self.store.update_search(self.sid, model_accuracy=self.guide.accuracy())
 
     def _evaluate(self, candidates: Sequence[Candidate], parent_of: dict[str, int], waiting: dict[int, int]) -> None:
         """Evaluate (within the candidate budget), record each result as it streams back."""
@@ -315,6 +366,7 @@ class _Run:
 
     def _record(self, m: Measurement, *, announce: bool) -> CandidateRecord:
         assert self.sid is not None
+        m = dataclasses.replace(m, measured_at=self.elapsed())
         seconds = m.seconds if m.status is Status.OK else None
         gflops = speedup = None
         if seconds is not None and seconds > 0:
@@ -327,6 +379,8 @@ class _Run:
         self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok))
         self.store.update_search(self.sid, counters=self.counters, elapsed_seconds=self.elapsed())
         self.strategy.tell(record)
+        if self.guide is not None:
+            self.guide.learn(record)
         improved = self._offer(record)
         if announce:
             self._emit(EventKind.EVALUATED, record)
@@ -349,6 +403,7 @@ class _Run:
             schedule=record.schedule, c_source=record.c_source, fingerprint=record.fingerprint,
             proc_text=record.proc_text, depth=record.depth,
             parent=self.fp_of.get(record.parent_id) if record.parent_id is not None else None,
+            features=record.features,
         )
 
     # ------------------------------------------------------------------ finish

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from schedsearch.core import SearchConfig, SearchStrategy, StrategyKind
+from schedsearch.core import CostModelMode, SearchConfig, SearchStrategy, StrategyKind
 from schedsearch.search.beam import Beam
 from schedsearch.search.best_first import BestFirst
+from schedsearch.search.frontier import rank_key
 from schedsearch.search.random_walk import RandomFrontier
+from schedsearch.search.ranking import blended_key
 
 
 def make_strategy(config: SearchConfig) -> SearchStrategy:
-    """The strategy of ``config.strategy``, seeded with ``config.seed``."""
+    """The strategy of ``config.strategy``, seeded with ``config.seed``; unless the cost
+    model is off, best-first and beam rank nodes with its predictions too."""
+    key = rank_key if config.cost_model is CostModelMode.OFF else blended_key
     if config.strategy is StrategyKind.BEST_FIRST:
-        return BestFirst(config.max_depth, config.seed)
+        return BestFirst(config.max_depth, config.seed, key=key)
     if config.strategy is StrategyKind.BEAM:
-        return Beam(config.beam_width, config.max_depth)
+        return Beam(config.beam_width, config.max_depth, key=key)
     if config.strategy is StrategyKind.RANDOM:
         return RandomFrontier(config.max_depth, config.seed)
     raise ValueError(f"unknown strategy {config.strategy!r}")

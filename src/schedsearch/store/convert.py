@@ -8,7 +8,9 @@ from schedsearch.core import (
     ArgSpec,
     CandidateRecord,
     Counters,
+    FeatureVector,
     MachineInfo,
+    ModelAccuracy,
     Schedule,
     SearchConfig,
     SearchRecord,
@@ -60,6 +62,7 @@ def search_record(row: SearchRow, workload: WorkloadRow) -> SearchRecord:
         best_seconds=row.best_seconds,
         best_speedup=row.best_speedup,
         elapsed_seconds=row.elapsed_seconds,
+        model_accuracy=ModelAccuracy.from_json(row.model_accuracy) if row.model_accuracy else None,
     )
 
 
@@ -70,6 +73,8 @@ def search_columns(values: dict[str, Any]) -> dict[str, Any]:
         out["status"] = out["status"].value
     if "counters" in out:
         out["counters"] = out["counters"].to_json()
+    if out.get("model_accuracy") is not None:
+        out["model_accuracy"] = out["model_accuracy"].to_json()
     return out
 
 
@@ -117,4 +122,14 @@ def candidate_record(row: CandidateRow) -> CandidateRecord:
         expanded=bool(row.expanded),
         max_error=row.max_error,
         measured_at=row.measured_at,
+        measured_unix=row.measured_unix,
+        features=features_record(row.features),
+        predicted=row.predicted,
     )
+
+
+def features_record(data: Any) -> FeatureVector | None:
+    """A stored feature vector, or None when there is none (or it is not one)."""
+    if not isinstance(data, dict) or "version" not in data or "values" not in data:
+        return None
+    return FeatureVector.from_json(data)

@@ -65,8 +65,9 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _probe_sqlite(path: Path, where: str, *, create: bool) -> bool:
-    """Check an existing SQLite file without writing to it; True when its tables must be created."""
+def _probe_sqlite(path: Path, where: str, *, create: bool) -> tuple[bool, int | None]:
+    """Check an existing SQLite file without writing to it: whether its tables must be
+    created, and the schema version it has."""
     problem = schema.sqlite_file_problem(path)
     if problem:
         raise StoreError(f"{where} {problem}; pass a schedsearch database or a new file path with --db")
@@ -90,16 +91,17 @@ def _probe_sqlite(path: Path, where: str, *, create: bool) -> bool:
         ) from None
     finally:
         probe.dispose()
-    return schema.needs_creation(state, where, create=create)
+    return schema.needs_creation(state, where, create=create), state.version
 
 
 def open_engine(url: URL, *, create: bool) -> Engine:
     """An engine on a checked database with the schedsearch tables in it."""
     where = describe(url)
     path = sqlite_path(url)
+    version: int | None = None
     if path is not None:
         if path.exists():
-            must_create = _probe_sqlite(path, where, create=create)
+            must_create, version = _probe_sqlite(path, where, create=create)
         elif not create:
             raise StoreError(f"no results database at {where}; run `schedsearch run` to create one or pass --db")
         elif not path.parent.exists():
@@ -117,9 +119,14 @@ def open_engine(url: URL, *, create: bool) -> Engine:
     try:
         if path is None:
             with engine.connect() as conn:
-                must_create = schema.needs_creation(schema.read_state(conn), where, create=create)
+                state = schema.read_state(conn)
+                must_create, version = schema.needs_creation(state, where, create=create), state.version
         if must_create:
             schema.create_schema(engine)
+        elif version is not None and version < schema.SCHEMA_VERSION:
+            if path is not None:
+                schema.backup_sqlite(path.resolve(), version)
+            schema.upgrade(engine, where)
     except StoreError:
         engine.dispose()
         raise

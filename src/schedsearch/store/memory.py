@@ -21,6 +21,7 @@ from schedsearch.core import (
     SearchRecord,
     SearchStatus,
     Status,
+    TrainingSample,
     Workload,
 )
 from schedsearch.store import rules
@@ -65,7 +66,7 @@ class InMemoryStore:
         self._by_search[search_id] = []
         return search_id
 
-    def add_candidate(self, search_id: int, candidate: Candidate) -> CandidateRecord:
+    def add_candidate(self, search_id: int, candidate: Candidate, predicted: float | None = None) -> CandidateRecord:
         """Record ``candidate`` as pending; an existing (search, fingerprint) is returned as is."""
         self._search(search_id)
         existing = self._by_fingerprint.get((search_id, candidate.fingerprint))
@@ -87,6 +88,8 @@ class InMemoryStore:
             c_source=candidate.c_source,
             proc_text=candidate.proc_text,
             created_at=time.time(),
+            features=candidate.features,
+            predicted=predicted,
         )
         self._candidates[record.id] = record
         self._by_search[search_id].append(record.id)
@@ -111,7 +114,8 @@ class InMemoryStore:
             build_seconds=measurement.build_seconds,
             run_seconds=measurement.run_seconds,
             max_error=measurement.max_error,
-            measured_at=time.time(),
+            measured_at=measurement.measured_at,
+            measured_unix=time.time(),
         )
         self._candidates[cid] = record
         return record
@@ -181,13 +185,29 @@ class InMemoryStore:
         """Best-so-far after each improvement, over measured-candidate count and time."""
         search = self._search(search_id)
         measured = sorted(
-            (c for c in self.candidates(search_id) if c.measured_at is not None),
-            key=lambda c: (c.measured_at, c.id),
+            (c for c in self.candidates(search_id) if c.measured_unix is not None),
+            key=lambda c: (c.measured_unix, c.id),
         )
         return rules.progress_points(
             search.started_at,
-            (rules.Measured(c.id, c.status, c.seconds, c.speedup, c.measured_at) for c in measured),  # type: ignore[arg-type]
+            (rules.Measured(c.id, c.status, c.seconds, c.speedup, c.measured_unix, c.measured_at)  # type: ignore[arg-type]
+             for c in measured),
         )
+
+    def training_samples(self, machine_fingerprint: str, feature_version: str, limit: int = 20000) -> list[TrainingSample]:
+        """The latest ``ok`` measurements with features of this version from every search on
+        this machine fingerprint, oldest first (see ``core.Store``)."""
+        searches = {s.id: s for s in self._searches.values() if s.machine.fingerprint == machine_fingerprint}
+        samples = []
+        for c in self._candidates.values():  # insertion order = id order
+            search = searches.get(c.search_id)
+            if search is None or c.status is not Status.OK:
+                continue
+            sample = rules.training_sample(c.features, feature_version, c.seconds, search.baseline_seconds,
+                                           search.workload.key)
+            if sample is not None:
+                samples.append(sample)
+        return samples[-limit:] if limit > 0 else []
 
     def seen_fingerprints(self, search_id: int) -> set[str]:
         """Fingerprints of every candidate of the search (for dedup on resume)."""

@@ -88,6 +88,7 @@ class SearchRow(Base):
     best_seconds: Mapped[float | None]
     best_speedup: Mapped[float | None]
     elapsed_seconds: Mapped[float]
+    model_accuracy: Mapped[Any | None]  # ModelAccuracy.to_json() (schema version 2)
 
 
 class CandidateRow(Base):
@@ -97,7 +98,7 @@ class CandidateRow(Base):
     __table_args__ = (
         UniqueConstraint("search_id", "fingerprint", name="uq_candidates_search_fingerprint"),
         Index("ix_candidates_rank", "search_id", "status", "time_median"),
-        Index("ix_candidates_measured", "search_id", "measured_at"),
+        Index("ix_candidates_measured", "search_id", "measured_unix"),
         Index("ix_candidates_parent", "parent_id"),
     )
 
@@ -123,5 +124,9 @@ class CandidateRow(Base):
     build_seconds: Mapped[float]
     run_seconds: Mapped[float]
     created_at: Mapped[float]
-    measured_at: Mapped[float | None]
+    measured_unix: Mapped[float | None]  # unix time of the latest measurement
     expanded: Mapped[bool]
+    # Schema version 2:
+    measured_at: Mapped[float | None]  # seconds of the search's own elapsed time when measured
+    features: Mapped[Any | None]  # FeatureVector.to_json()
+    predicted: Mapped[float | None]  # the cost model's log(time / root time) before measuring

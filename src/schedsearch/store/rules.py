@@ -6,11 +6,12 @@ anything but storage.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from schedsearch.core import Counters, ProgressPoint, SearchStatus, Status
+from schedsearch.core import Counters, FeatureVector, ModelAccuracy, ProgressPoint, SearchStatus, Status, TrainingSample
 from schedsearch.errors import StoreError
 
 #: Fields ``Store.update_search`` may set.
@@ -24,6 +25,7 @@ SEARCH_FIELDS = frozenset(
         "best_seconds",
         "best_speedup",
         "elapsed_seconds",
+        "model_accuracy",
     }
 )
 
@@ -42,6 +44,9 @@ def check_search_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"update_search(counters=...) needs a Counters, got {type(out['counters']).__name__}")
     if "elapsed_seconds" in out:
         out["elapsed_seconds"] = float(out["elapsed_seconds"])
+    accuracy = out.get("model_accuracy")
+    if accuracy is not None and not isinstance(accuracy, ModelAccuracy):
+        raise TypeError(f"update_search(model_accuracy=...) needs a ModelAccuracy, got {type(accuracy).__name__}")
     return out
 
 
@@ -53,14 +58,17 @@ class Measured:
     status: Status
     seconds: float | None
     speedup: float | None
-    measured_at: float
+    measured_unix: float
+    measured_at: float | None  # seconds of the search's elapsed time (None before schema 2)
 
 
 def progress_points(started_at: float, measured: Iterable[Measured]) -> list[ProgressPoint]:
     """One point per improvement of the best ``ok`` time, in measurement order.
 
-    ``measured`` must be sorted by (measured_at, candidate id). ``count`` counts every
+    ``measured`` must be sorted by (measured_unix, candidate id). ``count`` counts every
     measured candidate so far, failures included, because that is what the budget spends.
+    ``elapsed`` is the search's own elapsed time (resumes do not count the time between
+    runs); the wall clock since ``started_at`` stands in where it was not recorded.
     """
     points: list[ProgressPoint] = []
     best: float | None = None
@@ -72,13 +80,23 @@ def progress_points(started_at: float, measured: Iterable[Measured]) -> list[Pro
             points.append(
                 ProgressPoint(
                     count=count,
-                    elapsed=m.measured_at - started_at,
+                    elapsed=m.measured_at if m.measured_at is not None else m.measured_unix - started_at,
                     candidate_id=m.candidate_id,
                     seconds=m.seconds,
                     speedup=m.speedup,
                 )
             )
     return points
+
+
+def training_sample(
+    features: FeatureVector | None, version: str, seconds: float | None, baseline: float | None, workload_key: str
+) -> TrainingSample | None:
+    """A measured candidate as a cost-model sample, or None when it cannot be one (no
+    features of this version, no time, no root time)."""
+    if features is None or features.version != version or not seconds or not baseline or seconds <= 0 or baseline <= 0:
+        return None
+    return TrainingSample(features, math.log(seconds / baseline), workload_key)
 
 
 # --------------------------------------------------------------------------- error sentences

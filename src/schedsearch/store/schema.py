@@ -1,34 +1,60 @@
-"""Schema version of the results database: checking it, creating it, and how it will evolve.
+"""Schema version of the results database: checking it, creating it, upgrading it.
 
-Migration plan
---------------
+Versions and migrations
+-----------------------
 Every database records the version of its tables in ``schema_info`` (one row). This build
 reads and writes ``SCHEMA_VERSION``; it refuses, without changing a byte, a database whose
 version is newer than that or unknown, a file that is not a database, and a database that
 holds someone else's tables. Any change to the tables, even an added column, bumps the
-version, so a version number always names one exact schema. When the first bump comes,
-Alembic takes over: its
-``alembic_version`` table is stamped with the revision that equals version 1, each later
-version is one Alembic revision, and ``schedsearch db upgrade`` runs them (on SQLite in
-batch mode, after copying the file to ``<name>.bak``). Until then an older schedsearch that
-meets a newer database says which version it found and to upgrade schedsearch, and a newer
-schedsearch that meets an older database says to run ``schedsearch db upgrade``.
+version, so a version number always names one exact schema.
+
+An older schedsearch database is upgraded when it is opened: each version step is one
+function in ``MIGRATIONS`` (plain ``ALTER TABLE`` statements that SQLite and PostgreSQL
+both run), all steps and the new version stamp commit in one transaction, and an SQLite
+file is first copied (with SQLite's online backup) to ``<name>.v<old version>.bak``. The
+steps so far only add and rename columns, so a hand-written step is simpler than Alembic's
+revision machinery; a step that rebuilds tables would be the time to bring Alembic in.
+
+- 1 -> 2: candidates get ``features`` (the cost model's input), ``predicted`` (its
+  prediction before measuring) and ``measured_at`` in seconds of the search's own elapsed
+  time; the unix time of a measurement moves to ``measured_unix`` (old rows get
+  ``measured_at = measured_unix - started_at``, exact for searches never resumed).
+  Searches get ``model_accuracy``.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, inspect, select
+from sqlalchemy import Connection, Engine, inspect, select, text, update
 
 from schedsearch.errors import StoreError
 from schedsearch.store.models import Base, SchemaInfoRow
 
 #: Version of the tables this build reads and writes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    for statement in (
+        "ALTER TABLE candidates RENAME COLUMN measured_at TO measured_unix",
+        "ALTER TABLE candidates ADD COLUMN measured_at DOUBLE PRECISION",
+        "ALTER TABLE candidates ADD COLUMN features JSON",
+        "ALTER TABLE candidates ADD COLUMN predicted DOUBLE PRECISION",
+        "ALTER TABLE searches ADD COLUMN model_accuracy JSON",
+        "UPDATE candidates SET measured_at = measured_unix - "
+        "(SELECT started_at FROM searches WHERE searches.id = candidates.search_id) WHERE measured_unix IS NOT NULL",
+    ):
+        conn.execute(text(statement))
+
+
+#: ``MIGRATIONS[v]`` upgrades a database of version ``v`` to ``v + 1``.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
 
 
 def _package_version() -> str:
@@ -81,6 +107,8 @@ def read_state(conn: Connection) -> SchemaState:
 def needs_creation(state: SchemaState, where: str, *, create: bool) -> bool:
     """Decide from ``state`` whether the tables must be created; raise if the database is unusable.
 
+    An older version is usable (``upgrade`` brings it to ``SCHEMA_VERSION``).
+
     Every refusal is one sentence naming the database, the problem and what to do.
     """
     if SchemaInfoRow.__tablename__ in state.tables:
@@ -98,6 +126,11 @@ def needs_creation(state: SchemaState, where: str, *, create: bool) -> bool:
         if state.version < 1:
             raise StoreError(
                 f"{where} records an unknown schema version {state.version}; pass another database with --db"
+            )
+        if state.version < SCHEMA_VERSION and any(v not in MIGRATIONS for v in range(state.version, SCHEMA_VERSION)):
+            raise StoreError(
+                f"{where} uses schema version {state.version}, which this schedsearch cannot upgrade; "
+                "open it with the schedsearch that wrote it or pass another database with --db"
             )
         missing = sorted(_SCHEMA_TABLES - state.tables)
         if missing:
@@ -132,3 +165,38 @@ def create_schema(engine: Engine) -> None:
                 created_by=f"schedsearch {_package_version()}",
             )
         )
+
+
+def backup_sqlite(path: Path, version: int) -> Path:
+    """Copy an SQLite database (committed WAL pages included) to ``<name>.v<version>.bak``."""
+    target = path.with_name(f"{path.name}.v{version}.bak")
+    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        copy = sqlite3.connect(target)
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+    finally:
+        source.close()
+    return target
+
+
+def upgrade(engine: Engine, where: str) -> int | None:
+    """Bring an older database to ``SCHEMA_VERSION`` in one transaction; the old version, or
+    None when it was current. Raises StoreError (nothing changed) when a step fails."""
+    with engine.begin() as conn:
+        state = read_state(conn)
+        if state.version is None or state.version >= SCHEMA_VERSION:
+            return None
+        old = state.version
+        try:
+            for version in range(old, SCHEMA_VERSION):
+                MIGRATIONS[version](conn)
+            conn.execute(update(SchemaInfoRow).values(version=SCHEMA_VERSION))
+        except Exception as exc:  # the transaction rolls back: the database stays as it was
+            raise StoreError(
+                f"{where} could not be upgraded from schema version {old} to {SCHEMA_VERSION} "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0]}); it is unchanged"
+            ) from exc
+    return old

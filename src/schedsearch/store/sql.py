@@ -27,6 +27,7 @@ from schedsearch.core import (
     SearchRecord,
     SearchStatus,
     Status,
+    TrainingSample,
     Workload,
 )
 from schedsearch.errors import StoreError
@@ -107,7 +108,7 @@ class SqlStore:
             s.flush()
             return search.id
 
-    def add_candidate(self, search_id: int, candidate: Candidate) -> CandidateRecord:
+    def add_candidate(self, search_id: int, candidate: Candidate, predicted: float | None = None) -> CandidateRecord:
         """Record ``candidate`` as pending; an existing (search, fingerprint) is returned as is."""
         with self._session() as s:
             self._search_row(s, search_id)
@@ -137,6 +138,8 @@ class SqlStore:
                 run_seconds=0.0,
                 created_at=time.time(),
                 expanded=False,
+                features=candidate.features.to_json() if candidate.features is not None else None,
+                predicted=predicted,
                 **convert.timing_columns(None),
             )
             # A concurrent writer may have added the same fingerprint since the lookup above:
@@ -171,7 +174,8 @@ class SqlStore:
             row.build_seconds = measurement.build_seconds
             row.run_seconds = measurement.run_seconds
             row.max_error = measurement.max_error
-            row.measured_at = time.time()
+            row.measured_unix = time.time()
+            row.measured_at = measurement.measured_at
             s.flush()
             return convert.candidate_record(row)
 
@@ -267,16 +271,21 @@ class SqlStore:
                 CandidateRow.status,
                 CandidateRow.time_median,
                 CandidateRow.speedup,
+                CandidateRow.measured_unix,
                 CandidateRow.measured_at,
             )
-            .where(CandidateRow.search_id == search_id, CandidateRow.measured_at.is_not(None))
-            .order_by(CandidateRow.measured_at, CandidateRow.id)
+            .where(CandidateRow.search_id == search_id, CandidateRow.measured_unix.is_not(None))
+            .order_by(CandidateRow.measured_unix, CandidateRow.id)
         )
         with self._session() as s:
             started_at = self._search_row(s, search_id).started_at
             rows = s.execute(stmt).all()
         return rules.progress_points(
-            started_at, (rules.Measured(r.id, Status(r.status), r.time_median, r.speedup, r.measured_at) for r in rows)
+            started_at,
+            (
+                rules.Measured(r.id, Status(r.status), r.time_median, r.speedup, r.measured_unix, r.measured_at)
+                for r in rows
+            ),
         )
 
     def seen_fingerprints(self, search_id: int) -> set[str]:
@@ -284,6 +293,31 @@ class SqlStore:
         with self._session() as s:
             self._search_row(s, search_id)
             return set(s.scalars(select(CandidateRow.fingerprint).where(CandidateRow.search_id == search_id)))
+
+    def training_samples(self, machine_fingerprint: str, feature_version: str, limit: int = 20000) -> list[TrainingSample]:
+        """The latest ``ok`` measurements with features of this version from every search on
+        this machine fingerprint, oldest first (see ``core.Store``)."""
+        stmt = (
+            select(CandidateRow.features, CandidateRow.time_median, SearchRow.baseline_seconds, WorkloadRow.key)
+            .join(SearchRow, CandidateRow.search_id == SearchRow.id)
+            .join(WorkloadRow, SearchRow.workload_id == WorkloadRow.id)
+            .where(
+                SearchRow.machine_fingerprint == machine_fingerprint,
+                CandidateRow.status == Status.OK.value,
+                CandidateRow.time_median.is_not(None),
+                CandidateRow.features.is_not(None),
+                CandidateRow.features["version"].as_string() == feature_version,
+            )
+            .order_by(CandidateRow.id.desc())
+            .limit(max(limit, 0))
+        )
+        with self._session() as s:
+            rows = s.execute(stmt).all()
+        samples = (
+            rules.training_sample(convert.features_record(r[0]), feature_version, r[1], r[2], r[3])
+            for r in reversed(rows)
+        )
+        return [x for x in samples if x is not None]
 
     def frontier(self, search_id: int) -> list[CandidateRecord]:
         """``ok`` candidates not yet expanded, in insertion order (for resume)."""

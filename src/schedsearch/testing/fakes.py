@@ -8,6 +8,10 @@ parent. Times and statuses follow deterministically from the label and the tree'
 any label can be given an explicit time, status or re-measured time.
 
 Everything is deterministic: same tree and calls => same children, same measurements.
+
+With ``FakeTree(features=True)`` children carry a feature vector (how often each move
+occurs, and the depth) from which a model can learn the tree's times; ``FakeCostModel``
+predicts with any rule a test gives it and records what it was told.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from schedsearch.core import (
     Candidate,
     DType,
     Expansion,
+    FeatureVector,
     MachineInfo,
     Measurement,
     Rewrite,
@@ -30,9 +35,13 @@ from schedsearch.core import (
     Schedule,
     Status,
     Timing,
+    TrainingSample,
     Workload,
     sha256_text,
 )
+
+#: Feature version of the fake tree's vectors.
+FAKE_FEATURES = "fake-v1"
 
 _FAILURES = (Status.BUILD_ERROR, Status.RUN_ERROR, Status.WRONG_RESULT, Status.TIMEOUT)
 IDENTITY_MOVE = "m0"
@@ -66,12 +75,18 @@ def label_of(schedule: Schedule) -> str:
     return "+".join(sorted(s.target for s in schedule.steps if s.target != IDENTITY_MOVE))
 
 
-def fake_root() -> Candidate:
-    """The unscheduled candidate of the fake tree."""
-    return _candidate(Schedule(), parent=None, depth=0)
+def fake_root(moves: int | None = None) -> Candidate:
+    """The unscheduled candidate of the fake tree (with features when ``moves`` is given)."""
+    return _candidate(Schedule(), parent=None, depth=0, moves=moves)
 
 
-def _candidate(schedule: Schedule, parent: str | None, depth: int) -> Candidate:
+def fake_features(schedule: Schedule, moves: int) -> FeatureVector:
+    """How often each move m1..m{moves-1} occurs in the schedule, then its depth."""
+    counts = [float(sum(s.target == f"m{i}" for s in schedule.steps)) for i in range(1, moves)]
+    return FeatureVector(FAKE_FEATURES, (*counts, float(len(schedule))))
+
+
+def _candidate(schedule: Schedule, parent: str | None, depth: int, moves: int | None = None) -> Candidate:
     label = label_of(schedule)
     source = _c_source(label)
     return Candidate(
@@ -81,6 +96,7 @@ def _candidate(schedule: Schedule, parent: str | None, depth: int) -> Candidate:
         proc_text=f"fake proc [{label}]",
         parent=parent,
         depth=depth,
+        features=fake_features(schedule, moves) if moves is not None else None,
     )
 
 
@@ -123,6 +139,7 @@ class FakeTree:
     statuses: Mapping[str, Status] = field(default_factory=dict)
     remeasure_times: Mapping[str, float] = field(default_factory=dict)
     unreplayable: frozenset[str] = frozenset()  # labels whose expansion reports an error
+    features: bool = False  # children carry ``fake_features``
 
     def seconds(self, label: str) -> float:
         """The (noise-free) time of the node with this label."""
@@ -148,8 +165,10 @@ class FakeTree:
             return Expansion(parent=parent.fingerprint, children=(), error=f"cannot replay [{label}]")
         names = [f"m{i}" for i in range(1, self.moves)]
         names.sort(key=lambda m: _unit(self.seed, f"order {label} {m}"))
+        moves = self.moves if self.features else None
         children = tuple(
-            _candidate(parent.schedule.then(Rewrite.make(RewriteKind.SPLIT, m)), parent.fingerprint, parent.depth + 1)
+            _candidate(parent.schedule.then(Rewrite.make(RewriteKind.SPLIT, m)), parent.fingerprint, parent.depth + 1,
+                       moves)
             for m in names[: self.branching]
         )
         return Expansion(
@@ -254,3 +273,45 @@ class FakeExecutor:
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakeCostModel:
+    """``core.CostModel`` predicting with ``rule(features)``; records every call.
+
+    ``ready`` says whether a model "exists" yet (``predict`` returns ``[]`` until then);
+    ``observed`` holds every sample it was given, ``predicted`` every batch it answered.
+    """
+
+    def __init__(self, rule: Callable[[FeatureVector], float], *, ready: bool = True) -> None:
+        self.rule = rule
+        self.ready = ready
+        self.observed: list[TrainingSample] = []
+        self.predicted: list[list[float]] = []
+        self.closed = False
+
+    def predict(self, features: Sequence[FeatureVector]) -> list[float]:
+        if not self.ready:
+            return []
+        out = [self.rule(f) for f in features]
+        self.predicted.append(out)
+        return out
+
+    def observe(self, samples: Sequence[TrainingSample]) -> None:
+        self.observed.extend(samples)
+
+    def trained_on(self) -> int:
+        return len(self.observed) if self.ready else 0
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def oracle(tree: FakeTree) -> Callable[[FeatureVector], float]:
+    """A perfect rule for a ``FakeTree(features=True)``: the true log(time / root time)."""
+    import math
+
+    def rule(features: FeatureVector) -> float:
+        label = "+".join(sorted(f"m{i + 1}" for i, n in enumerate(features.values[:-1]) for _ in range(int(n))))
+        return math.log(tree.seconds(label) / tree.seconds(""))
+
+    return rule

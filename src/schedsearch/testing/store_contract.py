@@ -16,6 +16,7 @@ records without Exo, for these tests and any other test that needs stored data.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -29,8 +30,10 @@ from schedsearch.core import (
     CandidateRecord,
     Counters,
     DType,
+    FeatureVector,
     MachineInfo,
     Measurement,
+    ModelAccuracy,
     Rewrite,
     RewriteKind,
     Schedule,
@@ -287,14 +290,15 @@ class StoreContract:
     def test_record_measurement_ok(self, store: Any) -> None:
         sid, recs = _tree(store)
         before = time.time()
-        m = make_measurement(make_candidate("root"), 0.004)
+        m = dataclasses.replace(make_measurement(make_candidate("root"), 0.004), measured_at=12.75)
         rec = store.record_measurement(sid, m, 123.25, 2.5)
         assert rec.id == recs["root"].id
         assert rec.status is Status.OK
         assert rec.timing == m.timing and rec.seconds == 0.004
         assert (rec.gflops, rec.speedup, rec.max_error) == (123.25, 2.5, 3.5e-7)
         assert (rec.build_seconds, rec.run_seconds, rec.error) == (0.25, 1.5, "")
-        assert rec.measured_at is not None and before - 1 <= rec.measured_at <= time.time() + 1
+        assert rec.measured_unix is not None and before - 1 <= rec.measured_unix <= time.time() + 1
+        assert rec.measured_at == 12.75  # the search's elapsed seconds, as the driver gave them
         assert rec.created_at == recs["root"].created_at
         assert store.get_candidate(rec.id) == rec
 
@@ -406,7 +410,66 @@ class StoreContract:
         started = store.get_search(sid).started_at
         elapsed = [p.elapsed for p in points]
         assert elapsed == sorted(elapsed) and elapsed[0] >= 0
-        assert elapsed[-1] == store.get_candidate(ids["p5"]).measured_at - started
+        # No elapsed time was recorded: the wall clock since the start stands in.
+        assert elapsed[-1] == store.get_candidate(ids["p5"]).measured_unix - started
+
+    def test_progress_uses_the_searchs_elapsed_time(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        for tag, secs, at in (("q0", 1.0, 3.5), ("q1", 0.5, 250.0)):
+            store.add_candidate(sid, make_candidate(tag))
+            m = dataclasses.replace(make_measurement(make_candidate(tag), secs), measured_at=at)
+            store.record_measurement(sid, m, None, None)
+        assert [p.elapsed for p in store.progress(sid)] == [3.5, 250.0]
+
+    # ---------------------------------------------------------------- the cost model's data
+
+    def test_features_and_prediction_round_trip(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        vector = FeatureVector("v9-test", (1.0, 0.0, -2.5, 1e-9))
+        cand = dataclasses.replace(make_candidate("root"), features=vector)
+        rec = store.add_candidate(sid, cand, predicted=-0.75)
+        assert (rec.features, rec.predicted) == (vector, -0.75)
+        assert store.get_candidate(rec.id) == rec
+        plain = store.add_candidate(sid, make_candidate("a", make_candidate("root")))
+        assert (plain.features, plain.predicted) == (None, None)
+
+    def test_model_accuracy_round_trips(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        assert store.get_search(sid).model_accuracy is None
+        accuracy = ModelAccuracy(spearman=0.625, pairs=40, window=50, trained_on=120)
+        assert store.update_search(sid, model_accuracy=accuracy).model_accuracy == accuracy
+        assert store.get_search(sid).model_accuracy == accuracy
+        with pytest.raises(TypeError, match="ModelAccuracy"):
+            store.update_search(sid, model_accuracy={"spearman": 1.0})
+
+    def test_training_samples_same_machine_any_workload(self, store: Any) -> None:
+        import math
+
+        here, elsewhere = make_machine(), MachineInfo(cpu_model="another cpu", cores=64)
+        other_workload = Workload(
+            path="/w/other.py", source="# other\n", source_sha256=sha256_text("# other\n"), proc="other",
+            sizes=(("N", 8),), args=(),
+        )
+        plan = [(make_workload(), here, 0.5), (other_workload, here, 0.25), (make_workload(), elsewhere, 0.5)]
+        for n, (workload, machine, seconds) in enumerate(plan):
+            sid = store.create_search(workload, make_config(), machine)
+            store.update_search(sid, baseline_seconds=1.0)
+            for tag, version, secs, status in (
+                (f"s{n}-ok", "v1", seconds, Status.OK),
+                (f"s{n}-old", "v0", seconds, Status.OK),  # another feature version
+                (f"s{n}-bad", "v1", None, Status.WRONG_RESULT),
+            ):
+                cand = dataclasses.replace(make_candidate(tag), features=FeatureVector(version, (float(n), 1.0)))
+                store.add_candidate(sid, cand)
+                store.record_measurement(sid, make_measurement(cand, secs, status), None, None)
+            store.add_candidate(sid, dataclasses.replace(make_candidate(f"s{n}-pending"),
+                                                         features=FeatureVector("v1", (9.0, 9.0))))
+        samples = store.training_samples(here.fingerprint, "v1")
+        assert [s.features.values for s in samples] == [(0.0, 1.0), (1.0, 1.0)]
+        assert [s.log_ratio for s in samples] == [math.log(0.5), math.log(0.25)]
+        assert [s.workload_key for s in samples] == [make_workload().key, other_workload.key]
+        assert store.training_samples(here.fingerprint, "v1", limit=1) == samples[1:]
+        assert store.training_samples("no-such-machine", "v1") == []
 
     def test_progress_of_empty_search(self, store: Any) -> None:
         sid, _ = _tree(store)

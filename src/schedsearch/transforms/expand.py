@@ -18,6 +18,7 @@ from schedsearch.core import (
     Workload,
 )
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
+from schedsearch.transforms.features import CacheSizes, feature_vector, machine_caches
 from schedsearch.transforms.replay import EXO_ERRORS, replay, try_apply
 from schedsearch.transforms.rewrites import propose_all
 from schedsearch.transforms.workload import bound_proc_from_source
@@ -40,6 +41,7 @@ def root_candidate(workload: Workload) -> Candidate:
         c_source=c_source,
         fingerprint=fingerprint(c_source),
         proc_text=proc_text(proc),
+        features=feature_vector(c_source, Schedule(), workload, machine_caches()),
     )
 
 
@@ -50,9 +52,13 @@ class Expander:
     so a search that expands what it just generated replays one step, not the whole trace.
     """
 
-    def __init__(self, workload: Workload, options: ExpandOptions = ExpandOptions()) -> None:
+    def __init__(
+        self, workload: Workload, options: ExpandOptions = ExpandOptions(), caches: CacheSizes | None = None
+    ) -> None:
         self.workload = workload
         self.options = options
+        # The caches of the node that expands: features compare working sets with them.
+        self.caches = caches if caches is not None else machine_caches()
         self._cache: OrderedDict[tuple[Rewrite, ...], object] = OrderedDict()
 
     def _remember(self, steps: tuple[Rewrite, ...], proc) -> None:
@@ -128,6 +134,7 @@ class Expander:
                     proc_text=proc_text(child),
                     parent=parent.fingerprint,
                     depth=parent.depth + 1,
+                    features=feature_vector(c_source, schedule, self.workload, self.caches),
                 )
             )
         return Expansion(

@@ -1,0 +1,219 @@
+"""Search efficiency with and without the learned cost model (a measurement, not a test).
+
+For each kernel (SGEMM 512, the multi-channel conv1d of ``examples/conv1d_mc.py``, the i8
+matmul), each seed and each cost-model setting, one real ``schedsearch run`` with the same
+wall-time budget, every run with an empty build cache and its own database:
+
+- ``off``: children measured in proposal order;
+- ``rank``: the model learns from this search only (a cold start);
+- ``rank-warm`` (with ``--warm``): the database first holds searches of *other* workloads
+  and sizes (SGEMM 256, conv1d_mc with N=512) made on this machine, so the model can help
+  from the first round.
+
+Reported per kernel: the best time any run found, and per setting the time (seconds of the
+search's own elapsed time, from ``tree --json``'s ``measured_at``) and the number of
+evaluations until a run first measured a candidate within 95% of that best speed (median
+over seeds; a run that never got there counts as its whole budget), the model's rank
+correlation, and, separately, the throughput (evaluated candidates a second) of SGEMM 256
+with 2 workers in the default rewrite space.
+
+    .venv/bin/python benchmarks/search_efficiency.py [--budget 180] [--seeds 3] [--kernels sgemm512,conv1d_mc,i8]
+        [--warm] [--throughput-budget 60] [--skip-throughput] [--out results.json]
+
+It takes about an hour with the defaults; run it on a quiet machine and name the CPU
+(printed first) next to every number reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+#: Within this share of the best speed any run found counts as "there".
+NEAR_BEST = 0.95
+
+KERNELS: dict[str, tuple[str, ...]] = {
+    "sgemm512": (str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=512,N=512,K=512"),
+    "conv1d_mc": (str(EXAMPLES / "conv1d_mc.py"),),
+    "i8": (str(EXAMPLES / "matmul.py"), "--proc", "matmul_i8"),
+}
+#: Other workloads and sizes whose searches make the warm-start history.
+WARMUP: tuple[tuple[str, ...], ...] = (
+    (str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"),
+    (str(EXAMPLES / "conv1d_mc.py"), "--size", "N=512"),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    kernel: str
+    setting: str
+    seed: int
+    search_id: int
+    elapsed: float
+    evaluated: int
+    best_seconds: float | None  # fastest measurement of the search (not the finalists' re-measurement)
+    spearman: float | None
+    trained_on: int
+    measured: tuple[tuple[float, float | None], ...]  # (measured_at, seconds or None) in order
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "schedsearch", *args], capture_output=True, text=True, env=env,
+                          check=False)
+
+
+def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float, workers: int, db: Path) -> dict:
+    """One ``schedsearch run``; returns its --json output plus the tree."""
+    env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="sched-eff-cache-"))
+    mode = "off" if setting == "off" else "rank"
+    try:
+        r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
+                "--cost-model", mode, "--db", str(db), "--json", env=env)
+        if r.returncode != 0:
+            raise SystemExit(f"schedsearch run {' '.join(kernel_args)} failed ({r.returncode}): {r.stderr[-2000:]}")
+        out = json.loads(r.stdout)
+        tree = cli("tree", str(out["search_id"]), "--db", str(db), "--json", env=env)
+        out["tree"] = json.loads(tree.stdout)
+        return out
+    finally:
+        shutil.rmtree(env["SCHEDSEARCH_CACHE_DIR"], ignore_errors=True)
+
+
+def to_run(kernel: str, setting: str, seed: int, out: dict) -> Run:
+    nodes = sorted((n for n in out["tree"] if n["measured_at"] is not None), key=lambda n: n["measured_at"])
+    ok = [n["seconds"] for n in nodes if n["status"] == "ok" and n["seconds"]]
+    model = out.get("cost_model") or {}
+    return Run(kernel, setting, seed, out["search_id"], out["elapsed_seconds"], out["candidates"]["evaluated"],
+               min(ok) if ok else None, model.get("spearman"), model.get("trained_on", 0),
+               tuple((n["measured_at"], n["seconds"] if n["status"] == "ok" else None) for n in nodes))
+
+
+def reach(run: Run, target_seconds: float) -> tuple[float, int] | None:
+    """(seconds, evaluations) until the run first measured a time within reach, or None."""
+    for count, (at, seconds) in enumerate(run.measured, start=1):
+        if seconds is not None and seconds <= target_seconds:
+            return at, count
+    return None
+
+
+def warm_history(budget: float, workers: int, work: Path) -> Path:
+    """A database holding short searches of other workloads and sizes (cost model off)."""
+    db = work / "warm.db"
+    for args in WARMUP:
+        print(f"warm-up search: {' '.join(Path(a).name if a.endswith('.py') else a for a in args)}", flush=True)
+        search(args, "off", 0, budget, workers, db)
+    return db
+
+
+def throughput(budget: float, workers: int, work: Path) -> dict:
+    """Evaluated candidates a second: SGEMM 256, default rewrite space, cost model on."""
+    out = search((str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"), "rank", 0,
+                 budget, workers, work / "throughput.db")
+    return {"evaluated": out["candidates"]["evaluated"], "elapsed": out["elapsed_seconds"],
+            "per_second": out["candidates"]["evaluated"] / out["elapsed_seconds"], "workers": workers}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def report(runs: list[Run], budget: float) -> dict:
+    summary: dict = {}
+    for kernel in dict.fromkeys(r.kernel for r in runs):
+        mine = [r for r in runs if r.kernel == kernel]
+        best = min((r.best_seconds for r in mine if r.best_seconds), default=None)
+        if best is None:
+            continue
+        target = best / NEAR_BEST
+        rows = {}
+        for setting in dict.fromkeys(r.setting for r in mine):
+            got = [reach(r, target) for r in mine if r.setting == setting]
+            times = [g[0] if g else budget for g in got]
+            evals = [g[1] if g else None for g in got]
+            rhos = [r.spearman for r in mine if r.setting == setting and r.spearman is not None]
+            rows[setting] = {
+                "reached": sum(g is not None for g in got), "runs": len(got),
+                "median_seconds_to_95": statistics.median(times),
+                "evaluations_to_95": evals,
+                "median_spearman": statistics.median(rhos) if rhos else None,
+            }
+        summary[kernel] = {"best_seconds": best, "settings": rows}
+        print(f"\n{kernel}: best {best * 1e6:.1f} us over all runs; 95% of its speed = {target * 1e6:.1f} us")
+        for setting, row in rows.items():
+            rho = f"{row['median_spearman']:.2f}" if row["median_spearman"] is not None else "-"
+            print(f"  {setting:10s} reached {row['reached']}/{row['runs']}, median {row['median_seconds_to_95']:6.1f} s "
+                  f"to 95%, evaluations {row['evaluations_to_95']}, median rank correlation {rho}")
+        if "off" in rows and "rank" in rows and rows["rank"]["median_seconds_to_95"] > 0:
+            ratio = rows["off"]["median_seconds_to_95"] / rows["rank"]["median_seconds_to_95"]
+            print(f"  time to 95%: off / rank = {ratio:.2f}x")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--budget", type=float, default=180.0, help="seconds per search [180]")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--kernels", default=",".join(KERNELS), help=f"comma-separated, of {', '.join(KERNELS)}")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--warm", action="store_true", help="also run rank-warm (history of other workloads and sizes)")
+    p.add_argument("--throughput-budget", type=float, default=60.0)
+    p.add_argument("--skip-throughput", action="store_true")
+    p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
+    args = p.parse_args(argv)
+    kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
+    unknown = [k for k in kernels if k not in KERNELS]
+    if unknown or args.seeds < 1:
+        print(f"search_efficiency: unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(KERNELS)}"
+              if unknown else "search_efficiency: --seeds must be at least 1", file=sys.stderr)
+        return 2
+    print(f"CPU: {cpu_name()}; budget {args.budget:g} s per search, {args.seeds} seed(s), {args.workers} worker(s)")
+    settings = ["off", "rank"] + (["rank-warm"] if args.warm else [])
+    runs: list[Run] = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="sched-eff-") as tmp:
+        work = Path(tmp)
+        warm_db = warm_history(args.budget / 2, args.workers, work) if args.warm else None
+        for kernel in kernels:
+            for seed in range(args.seeds):
+                for setting in settings:
+                    db = work / f"{kernel}-{setting}-{seed}.db"
+                    if setting == "rank-warm" and warm_db is not None:
+                        shutil.copyfile(warm_db, db)
+                    out = search(KERNELS[kernel], setting, seed, args.budget, args.workers, db)
+                    run = to_run(kernel, setting, seed, out)
+                    runs.append(run)
+                    best = f"{run.best_seconds * 1e6:.1f} us" if run.best_seconds else "-"
+                    print(f"{kernel} seed {seed} {setting}: {run.evaluated} evaluated in {run.elapsed:.0f} s, "
+                          f"best {best}, rank correlation {run.spearman}", flush=True)
+        summary = report(runs, args.budget)
+        rate = None if args.skip_throughput else throughput(args.throughput_budget, args.workers, work)
+    if rate:
+        print(f"\nthroughput: SGEMM 256, {rate['workers']} workers: {rate['per_second']:.2f} evaluated/s "
+              f"({rate['evaluated']} in {rate['elapsed']:.0f} s)")
+    print(f"\ntotal {time.monotonic() - started:.0f} s")
+    if args.out:
+        args.out.write_text(json.dumps({"cpu": cpu_name(), "budget": args.budget, "summary": summary,
+                                        "throughput": rate, "runs": [asdict(r) for r in runs]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""``Guidance``: what the search loop does with a cost model, kept out of the loop itself.
+
+It orders a round's new children for measuring (``ranking.measuring_order``), decides
+which of them a short budget skips in ``prune`` mode, feeds ``ok`` measurements to the
+model, and scores the predictions it made against what was then measured.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+
+from schedsearch.core import Candidate, CandidateRecord, CostModel, ModelAccuracy, Status, TrainingSample
+from schedsearch.search import ranking
+
+
+class Guidance:
+    """The cost model's part in one run of a search (one instance per run)."""
+
+    def __init__(self, model: CostModel, seed: int, *, prune: bool, workload_key: str = "") -> None:
+        self.model = model
+        self.prune = prune
+        self.workload_key = workload_key
+        # Its own stream, so exploration draws do not shift the strategy's.
+        self._rng = random.Random(f"measuring order {seed}")
+        # (predicted, measured) log time ratios of the latest measured children.
+        self._scored: deque[tuple[float, float]] = deque(maxlen=ranking.ACCURACY_WINDOW)
+
+    def order(
+        self,
+        children: Sequence[Candidate],
+        *,
+        seconds_left: float | None,
+        seconds_per_candidate: float | None,
+        candidates_left: int | None,
+    ) -> tuple[list[Candidate], dict[str, float], list[Candidate]]:
+        """(children to measure in order, predictions by fingerprint, children skipped).
+
+        Proposal order and no predictions while the model has none to give (not trained
+        yet, or a child without features). Pruning needs ``prune`` and a short budget
+        (``ranking.budget_is_short``); it then keeps ``ranking.kept_after_pruning`` of the
+        ordered children (random exploration picks included, when they are early enough).
+        """
+        if not children or any(c.features is None for c in children):
+            return list(children), {}, []
+        predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
+        if len(predictions) != len(children):
+            return list(children), {}, []
+        ordered = [children[i] for i in ranking.measuring_order(predictions, self._rng)]
+        predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
+        short = ranking.budget_is_short(
+            len(ordered), seconds_left=seconds_left, seconds_per_candidate=seconds_per_candidate,
+            candidates_left=candidates_left,
+        )
+        if not (self.prune and short):
+            return ordered, predicted, []
+        keep = ranking.kept_after_pruning(len(ordered))
+        return ordered[:keep], predicted, ordered[keep:]
+
+    def learn(self, record: CandidateRecord) -> None:
+        """Give the model an ``ok`` measurement; score the prediction it had made for it."""
+        measured = ranking.measured_log_ratio(record)
+        if record.status is not Status.OK or measured is None:
+            return
+        if record.predicted is not None:
+            self._scored.append((record.predicted, measured))
+        if record.features is not None:
+            self.model.observe([TrainingSample(record.features, measured, self.workload_key)])
+
+    def accuracy(self) -> ModelAccuracy:
+        """Rank correlation of the latest predictions with their measurements."""
+        predicted = [p for p, _ in self._scored]
+        measured = [m for _, m in self._scored]
+        return ModelAccuracy(
+            spearman=ranking.spearman(predicted, measured), pairs=len(self._scored),
+            window=ranking.ACCURACY_WINDOW, trained_on=self.model.trained_on(),
+        )

@@ -1,0 +1,98 @@
+"""Using the cost model's predictions: the order children are measured in, which of them a
+short budget skips, and how well the predictions ranked what was then measured.
+
+Standard library only (``search`` imports ``core`` alone).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Sequence
+
+from schedsearch.core import CandidateRecord
+
+#: Share of the measuring order given to uniformly random children instead of the
+#: predicted best, so a wrong model cannot hide a good region for ever.
+EXPLORE_SHARE = 0.1
+#: With ``--cost-model prune`` and a short budget: the predicted-slower share left out.
+PRUNE_SHARE = 0.5
+#: Weight of the prediction (made before measuring) next to the measurement when a
+#: strategy ranks measured nodes: a light prior that pulls down lucky, noisy timings of
+#: structurally poor schedules and lifts the reverse.
+PREDICTION_WEIGHT = 0.25
+#: Measurements the recorded rank correlation looks back over.
+ACCURACY_WINDOW = 50
+
+
+def measuring_order(predictions: Sequence[float], rng: random.Random, explore: float = EXPLORE_SHARE) -> list[int]:
+    """Indices of the children, predicted-fastest first, with each slot taken by a random
+    remaining child with probability ``explore`` (drawn from ``rng``: seeded, reproducible).
+    Ties keep proposal order."""
+    remaining = sorted(range(len(predictions)), key=lambda i: (predictions[i], i))
+    order: list[int] = []
+    while remaining:
+        pick = rng.randrange(len(remaining)) if rng.random() < explore else 0
+        order.append(remaining.pop(pick))
+    return order
+
+
+def budget_is_short(children: int, *, seconds_left: float | None, seconds_per_candidate: float | None,
+                    candidates_left: int | None) -> bool:
+    """True when measuring all ``children`` would not fit in what is left of the budget:
+    more children than candidates left, or more than the seconds left at the search's pace
+    so far (elapsed seconds per evaluated candidate)."""
+    if candidates_left is not None and children > candidates_left:
+        return True
+    if seconds_left is not None and seconds_per_candidate is not None:
+        return children * seconds_per_candidate > seconds_left
+    return False
+
+
+def kept_after_pruning(children: int, share: float = PRUNE_SHARE) -> int:
+    """How many of the ordered children a short budget still measures (at least one)."""
+    return max(1, math.ceil(children * (1.0 - share)))
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):  # ties share their average rank
+            ranks[order[k]] = (i + j) / 2
+        i = j + 1
+    return ranks
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Spearman's rank correlation; None for fewer than 3 pairs or a constant side."""
+    if len(xs) != len(ys) or len(xs) < 3:
+        return None
+    try:
+        return statistics.correlation(_ranks(xs), _ranks(ys))
+    except statistics.StatisticsError:
+        return None
+
+
+def measured_log_ratio(record: CandidateRecord) -> float | None:
+    """log(time / root time) of a measured ``ok`` record (from its speedup)."""
+    if record.speedup is None or record.speedup <= 0:
+        return None
+    return -math.log(record.speedup)
+
+
+def blended_key(record: CandidateRecord) -> tuple[float, int]:
+    """Frontier order with the cost model: the measured log time ratio, pulled
+    ``PREDICTION_WEIGHT`` of the way towards the prediction made before measuring."""
+    measured = measured_log_ratio(record)
+    if measured is None:
+        seconds = record.seconds
+        return (math.log(seconds) if seconds else math.inf, record.id)
+    if record.predicted is None:
+        return (measured, record.id)
+    return ((1 - PREDICTION_WEIGHT) * measured + PREDICTION_WEIGHT * record.predicted, record.id)

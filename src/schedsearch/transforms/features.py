@@ -1,0 +1,439 @@
+"""A candidate's features for the cost model: a fixed-length, named, deterministic vector.
+
+Features are read from the candidate's generated C (the code gcc will actually see, after
+every rewrite and vector instruction) and its schedule, plus the workload's sizes and the
+machine's cache sizes. The C of an Exo proc is regular enough to read line by line: one
+``for (int_fast32_t v = lo; v < hi; v++) {`` per loop, one statement per line ending in
+``;``, and array accesses ``name[index]`` with integer index arithmetic. Nothing here calls
+Exo, so features cost well under a millisecond per child next to the rewrite itself.
+
+The model predicts time *relative to the root*, and trains across workloads and sizes, so
+the features are size-aware and scale-free: logarithms of trip counts, of dynamic
+statement counts, of working sets over cache sizes; shares rather than counts.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from schedsearch.core import KERNEL_SYMBOL, FeatureVector, RewriteKind, Schedule, Workload, sha256_text
+
+#: Loop levels (outermost first) of the hot statement whose trip counts are features.
+TRIP_LEVELS = 6
+#: Innermost loop levels whose working set is compared with the L1 cache.
+WS_LEVELS = 4
+
+_FOR = re.compile(r"^for \(int_fast32_t (\w+) = (.+?); \1 < (.+?); \1\+\+\) \{$")
+_ACCESS = re.compile(r"\b([A-Za-z_]\w*)\[([^\[\]]+)\]")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_INTRINSIC = re.compile(r"\b_mm(512|256)?_(\w+?)\(")
+_DECL = re.compile(
+    r"^(?:static )?(?:const )?(float|double|int8_t|uint8_t|int16_t|uint16_t|int32_t|_Float16|"
+    r"__m512i?|__m512d|__m256i?|__m256d|__m128i?|__m128d)\s*\*?\s*(\w+)\s*(\[[^;=]*\])?\s*(=.*)?;$"
+)
+_PARAM = re.compile(r"(?:const )?(float|double|int8_t|uint8_t|int16_t|uint16_t|int32_t|_Float16)\*\s*(\w+)")
+_ELEMENT_BYTES = {
+    "float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "_Float16": 2,
+    "__m512": 64, "__m512i": 64, "__m512d": 64, "__m256": 32, "__m256i": 32, "__m256d": 32,
+    "__m128": 16, "__m128i": 16, "__m128d": 16,
+}
+_DTYPE_BYTES = {"f16": 2, "f32": 4, "f64": 8, "i8": 1, "ui8": 1, "ui16": 2, "i16": 2, "i32": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSizes:
+    """Data cache sizes in bytes (per core for L1 and L2)."""
+
+    l1: int = 32 * 1024
+    l2: int = 1024 * 1024
+    l3: int = 32 * 1024 * 1024
+
+
+@functools.cache
+def machine_caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> CacheSizes:
+    """This machine's data cache sizes from ``/sys``; the defaults for any level it lacks."""
+    found: dict[int, int] = {}
+    for index in sorted(Path(root).glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = _parse_size((index / "size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified") and size > 0:
+            found.setdefault(level, size)
+    default = CacheSizes()
+    return CacheSizes(found.get(1, default.l1), found.get(2, default.l2), found.get(3, default.l3))
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    if text and text[-1].upper() in units:
+        return int(text[:-1]) * units[text[-1].upper()]
+    return int(text)
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateFeatures:
+    """The named features of one candidate (see the module docstring). All floats."""
+
+    # the workload's size
+    log2_flops: float = 0.0
+    log2_data_over_l2: float = 0.0
+    # the schedule
+    depth: float = 0.0
+    steps_reorder: float = 0.0
+    steps_split: float = 0.0
+    steps_tile: float = 0.0
+    steps_hoist: float = 0.0
+    steps_unroll: float = 0.0
+    steps_fuse: float = 0.0
+    steps_simplify: float = 0.0
+    steps_stage_mem: float = 0.0
+    steps_parallelize: float = 0.0
+    steps_micro_kernel: float = 0.0
+    steps_pack: float = 0.0
+    steps_register_tile: float = 0.0
+    steps_compute_at: float = 0.0
+    steps_vectorize: float = 0.0
+    # the loop nest
+    loops: float = 0.0
+    max_nest_depth: float = 0.0
+    hot_nest_depth: float = 0.0
+    log2_dynamic_statements: float = 0.0
+    log2_dynamic_statements_per_flop: float = 0.0
+    trip_l0: float = 0.0
+    trip_l1: float = 0.0
+    trip_l2: float = 0.0
+    trip_l3: float = 0.0
+    trip_l4: float = 0.0
+    trip_l5: float = 0.0
+    innermost_trip: float = 0.0
+    innermost_unit_stride_share: float = 0.0
+    innermost_invariant_share: float = 0.0
+    innermost_strided_share: float = 0.0
+    # vector instructions (static counts, log2(1 + n)) and their share of dynamic work
+    vector_bits: float = 0.0
+    vec_fma: float = 0.0
+    vec_load: float = 0.0
+    vec_store: float = 0.0
+    vec_broadcast: float = 0.0
+    vec_arith: float = 0.0
+    vec_other: float = 0.0
+    dynamic_vector_share: float = 0.0
+    # the register tile
+    tile_rows: float = 0.0
+    tile_cols: float = 0.0
+    vector_accumulators: float = 0.0
+    # working set of the hot statement's innermost levels against the caches
+    ws_l1_level0: float = 0.0  # log2(bytes / L1) of the innermost loop
+    ws_l1_level1: float = 0.0
+    ws_l1_level2: float = 0.0
+    ws_l1_level3: float = 0.0
+    levels_in_l1: float = 0.0  # share of the hot statement's loop levels whose working set fits L1
+    levels_in_l2: float = 0.0
+    # code size and buffers
+    log2_statements: float = 0.0  # static statement lines: grows with unrolling
+    local_buffers: float = 0.0
+    log2_local_bytes: float = 0.0
+    heap_buffers: float = 0.0
+    heap_buffers_in_loops: float = 0.0
+    openmp: float = 0.0
+
+    def vector(self) -> FeatureVector:
+        """The values in field order, tagged with ``FEATURE_VERSION``."""
+        return FeatureVector(FEATURE_VERSION, tuple(float(getattr(self, n)) for n in FEATURE_NAMES))
+
+
+FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CandidateFeatures))
+#: Vectors are comparable only within one version: it changes whenever the names do
+#: (bump the "v1" part when a feature's meaning changes under the same name).
+FEATURE_VERSION = "v1-" + sha256_text(",".join(FEATURE_NAMES))[:8]
+
+
+# --------------------------------------------------------------------------- reading the C
+
+
+@dataclass(slots=True)
+class _Loop:
+    uid: int
+    var: str
+    trip: int
+
+
+@dataclass(slots=True)
+class _Stmt:
+    text: str
+    chain: tuple[_Loop, ...]  # enclosing loops, outermost first
+
+
+def _kernel_body(c_source: str) -> list[str]:
+    marker = f"void {KERNEL_SYMBOL}("
+    start = c_source.rfind(marker)
+    if start < 0:
+        return []
+    body = c_source[c_source.find("{", start) + 1 :]
+    return [line.strip() for line in body.splitlines() if line.strip()]
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(expr: str) -> ast.Expression | None:
+    try:
+        return ast.parse(expr.replace("/", "//"), mode="eval")
+    except SyntaxError:
+        return None
+
+
+def _eval(node: ast.AST, env: dict[str, int]) -> int:
+    """Integer C arithmetic on a parsed index; unknown names are 0. Raises ValueError."""
+    if isinstance(node, ast.Expression):
+        return _eval(node.body, env)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env.get(node.id, 0)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand, env)
+    if isinstance(node, ast.BinOp):
+        a, b = _eval(node.left, env), _eval(node.right, env)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b != 0:
+            return a // b if isinstance(node.op, ast.FloorDiv) else a % b
+    raise ValueError("not integer arithmetic")
+
+
+def _value(expr: str, env: dict[str, int] | None = None) -> int | None:
+    tree = _compile(expr)
+    if tree is None:
+        return None
+    try:
+        return _eval(tree, env or {})
+    except (ValueError, RecursionError):
+        return None
+
+
+def _parse(lines: Iterable[str]) -> tuple[list[_Stmt], int, int]:
+    """Statements with their loop chains, the number of loops, the deepest nesting."""
+    stack: list[_Loop | None] = []  # None: a brace that is not a loop (if, else)
+    stmts: list[_Stmt] = []
+    count = deepest = 0
+    for line in lines:
+        m = _FOR.match(line)
+        if m:
+            lo, hi = _value(m.group(2)), _value(m.group(3))
+            trip = max(1, hi - lo) if lo is not None and hi is not None else 16
+            count += 1
+            stack.append(_Loop(count, m.group(1), trip))
+            deepest = max(deepest, sum(1 for s in stack if s is not None))
+        elif line.endswith("{"):
+            stack.append(None)
+        elif line.startswith("}"):
+            if stack:
+                stack.pop()
+            if line.endswith("{"):  # "} else {"
+                stack.append(None)
+        elif line.endswith(";"):
+            stmts.append(_Stmt(line, tuple(s for s in stack if s is not None)))
+    return stmts, count, deepest
+
+
+def _dynamic(stmt: _Stmt) -> int:
+    return math.prod(loop.trip for loop in stmt.chain)
+
+
+def _log2(x: float) -> float:
+    return math.log2(x) if x > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Buffer:
+    name: str
+    elements: int
+    bytes: int
+    heap: bool  # malloc'ed (Exo's DRAM) rather than on the stack
+    in_loop: bool
+    vector: bool  # of vector registers (__m512, __m256, ...)
+
+
+def _element_bytes(lines: list[str], c_source: str) -> tuple[dict[str, int], list[_Buffer]]:
+    """Bytes per element of every array, and the kernel's local buffers."""
+    sizes: dict[str, int] = {}
+    header = c_source[c_source.rfind(f"void {KERNEL_SYMBOL}(") :].split("{", 1)[0]
+    for ctype, name in _PARAM.findall(header):
+        sizes[name] = _ELEMENT_BYTES[ctype]
+    buffers = []
+    depth = 0
+    for line in lines:
+        if _FOR.match(line):
+            depth += 1
+        elif line.startswith("}"):
+            depth = max(0, depth - 1) if not line.endswith("{") else depth
+        elif line.endswith("{"):
+            depth += 1
+        m = _DECL.match(line)
+        if not m:
+            continue
+        ctype, name, dims, init = m.groups()
+        sizes[name] = _ELEMENT_BYTES[ctype]
+        heap = bool(init and "malloc" in init)
+        if dims:
+            n = math.prod(_value(d) or 1 for d in re.findall(r"\[([^\]]*)\]", dims))
+        elif heap:
+            n = _value(init.split("malloc(", 1)[1].split("sizeof", 1)[0].rstrip(" *")) or 1
+        else:
+            continue
+        buffers.append(_Buffer(name, n, n * _ELEMENT_BYTES[ctype], heap, depth > 0, ctype.startswith("__m")))
+    return sizes, buffers
+
+
+def _stride(index: str, var: str, names: Iterable[str]) -> int | None:
+    env = dict.fromkeys(names, 0)
+    zero = _value(index, env)
+    env[var] = 1
+    one = _value(index, env)
+    return None if zero is None or one is None else one - zero
+
+
+def _working_sets(stmts: list[_Stmt], hot: _Stmt, sizes: dict[str, int]) -> list[int]:
+    """Bytes touched by one run of each loop of the hot statement's chain (outermost first):
+    for every array read or written under that loop, its element size times the trip counts
+    of the loops under it that its index uses (an upper bound: overlaps are not removed)."""
+    out = []
+    for level, loop in enumerate(hot.chain):
+        footprint: dict[tuple[str, frozenset[str]], int] = {}
+        for stmt in stmts:
+            if len(stmt.chain) <= level or stmt.chain[level].uid != loop.uid:
+                continue
+            inner = {lp.var: lp.trip for lp in stmt.chain[level:]}
+            for name, index in _ACCESS.findall(stmt.text):
+                used = frozenset(v for v in _IDENT.findall(index) if v in inner)
+                key = (name, used)
+                footprint[key] = sizes.get(name, 4) * math.prod(inner[v] for v in used)
+        out.append(sum(footprint.values()))
+    return out
+
+
+def _tile_shape(schedule: Schedule) -> tuple[int, int]:
+    rows = cols = 0
+    for step in schedule.steps:
+        if step.kind in (RewriteKind.REGISTER_TILE, RewriteKind.MICRO_KERNEL, RewriteKind.SIMD_KERNEL):
+            r, c = step.arg("rows", 0), step.arg("cols", 0)
+            rows = int(r) if isinstance(r, int) and not isinstance(r, bool) else rows
+            cols = int(c) if isinstance(c, int) and not isinstance(c, bool) else cols
+    return rows, cols
+
+
+def _intrinsic_kind(name: str) -> str:
+    if "fmadd" in name or "fmsub" in name:
+        return "fma"
+    if "load" in name:
+        return "load"
+    if "store" in name:
+        return "store"
+    if "set1" in name or "broadcast" in name:
+        return "broadcast"
+    if name.split("_")[0] in ("add", "sub", "mul", "div", "max", "min", "mask"):
+        return "arith"
+    return "other"
+
+
+def candidate_features(
+    c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None
+) -> CandidateFeatures:
+    """The features of the candidate whose kernel C is ``c_source``. Deterministic."""
+    caches = caches or CacheSizes()
+    lines = _kernel_body(c_source)
+    stmts, n_loops, deepest = _parse(lines)
+    sizes, buffers = _element_bytes(lines, c_source)
+    f: dict[str, float] = {}
+
+    flops = workload.flops or 0
+    data = sum(a.elements * _DTYPE_BYTES.get(a.dtype.value, 4) for a in workload.args)
+    f["log2_flops"] = _log2(flops)
+    f["log2_data_over_l2"] = _log2(data / caches.l2) if data else 0.0
+
+    f["depth"] = len(schedule)
+    for step in schedule.steps:
+        kind = RewriteKind.REGISTER_TILE if step.kind is RewriteKind.SIMD_KERNEL else step.kind
+        f[f"steps_{kind.value}"] = f.get(f"steps_{kind.value}", 0.0) + 1
+
+    # Work only: no frees, and no declarations without a value (they emit no instruction).
+    real = [
+        s for s in stmts
+        if not s.text.startswith(("free(", "return")) and not ((m := _DECL.match(s.text)) and not m.group(4))
+    ]
+    dynamic = [_dynamic(s) for s in real]
+    total = sum(dynamic)
+    f["loops"] = n_loops
+    f["max_nest_depth"] = deepest
+    f["log2_dynamic_statements"] = _log2(total)
+    f["log2_dynamic_statements_per_flop"] = _log2(total / flops) if total and flops else 0.0
+    f["log2_statements"] = _log2(len(real))
+
+    kinds = {"fma": 0, "load": 0, "store": 0, "broadcast": 0, "arith": 0, "other": 0}
+    bits = 0
+    vector_dynamic = 0
+    for stmt, dyn in zip(real, dynamic, strict=True):
+        found = _INTRINSIC.findall(stmt.text)
+        for width, name in found:
+            kinds[_intrinsic_kind(name)] += 1
+            bits = max(bits, int(width) if width else 128)
+        if found:
+            vector_dynamic += dyn
+    for kind, n in kinds.items():
+        f[f"vec_{kind}"] = _log2(1 + n)
+    f["vector_bits"] = bits
+    f["dynamic_vector_share"] = vector_dynamic / total if total else 0.0
+
+    rows, cols = _tile_shape(schedule)
+    f["tile_rows"], f["tile_cols"] = rows, cols
+    # The largest array of vector registers is the register tile's accumulators.
+    f["vector_accumulators"] = max((b.elements for b in buffers if b.vector), default=0)
+
+    if real:
+        # The hot statement: most dynamic executions; ties go to the first in the code.
+        hot = real[max(range(len(real)), key=lambda i: (dynamic[i], -i))]
+        f["hot_nest_depth"] = len(hot.chain)
+        for level, loop in enumerate(hot.chain[:TRIP_LEVELS]):
+            f[f"trip_l{level}"] = _log2(loop.trip)
+        if hot.chain:
+            inner = hot.chain[-1]
+            f["innermost_trip"] = _log2(inner.trip)
+            names = [lp.var for lp in hot.chain]
+            strides = [_stride(index, inner.var, names) for _, index in _ACCESS.findall(hot.text)]
+            known = [s for s in strides if s is not None]
+            if known:
+                f["innermost_unit_stride_share"] = sum(abs(s) == 1 for s in known) / len(known)
+                f["innermost_invariant_share"] = sum(s == 0 for s in known) / len(known)
+                f["innermost_strided_share"] = sum(abs(s) > 1 for s in known) / len(known)
+            ws = _working_sets(real, hot, sizes)
+            for k, bytes_ in enumerate(reversed(ws[-WS_LEVELS:])):
+                f[f"ws_l1_level{k}"] = _log2(bytes_ / caches.l1) if bytes_ else 0.0
+            f["levels_in_l1"] = sum(b <= caches.l1 for b in ws) / len(ws)
+            f["levels_in_l2"] = sum(b <= caches.l2 for b in ws) / len(ws)
+
+    f["local_buffers"] = sum(not b.vector for b in buffers)
+    f["log2_local_bytes"] = _log2(sum(b.bytes for b in buffers if not b.vector))
+    f["heap_buffers"] = sum(b.heap for b in buffers)
+    f["heap_buffers_in_loops"] = sum(b.heap and b.in_loop for b in buffers)
+    f["openmp"] = float("#pragma omp" in c_source)
+    return CandidateFeatures(**{k: float(v) for k, v in f.items()})
+
+
+def feature_vector(
+    c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None
+) -> FeatureVector:
+    """``candidate_features(...)`` as the plain vector a ``Candidate`` carries."""
+    return candidate_features(c_source, schedule, workload, caches).vector()

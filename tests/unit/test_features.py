@@ -1,0 +1,105 @@
+"""Candidate features: deterministic, named, size-aware, and read correctly from Exo's C."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from schedsearch.core import Rewrite, RewriteKind, Schedule
+from schedsearch.testing.fakes import fake_workload
+from schedsearch.transforms.features import (
+    FEATURE_NAMES,
+    FEATURE_VERSION,
+    CacheSizes,
+    candidate_features,
+    feature_vector,
+    machine_caches,
+)
+
+HEADER = "void schedsearch_kernel( void *ctxt, const float* A, const float* B, float* C ) {\n"
+
+NAIVE = HEADER + """for (int_fast32_t i = 0; i < 64; i++) {
+  for (int_fast32_t j = 0; j < 64; j++) {
+    for (int_fast32_t k = 0; k < 64; k++) {
+      C[i * 64 + j] += A[i * 64 + k] * B[k * 64 + j];
+    }
+  }
+}
+}
+"""
+
+TILED = HEADER + """for (int_fast32_t io = 0; io < 10; io++) {
+  __m512 C_reg[6][4];
+  for (int_fast32_t k = 0; k < 64; k++) {
+    __m512 B_vec[4];
+    B_vec[0] = _mm512_loadu_ps(&B[(k) * (64)]);
+    __m512 A_vec;
+    A_vec = _mm512_set1_ps(A[(6 * io) * (64) + k]);
+    C_reg[0][0] = _mm512_fmadd_ps(A_vec, B_vec[0], C_reg[0][0]);
+    C_reg[0][1] = _mm512_fmadd_ps(A_vec, B_vec[1], C_reg[0][1]);
+  }
+  _mm512_storeu_ps(&C[(6 * io) * (64)], C_reg[0][0]);
+}
+float *B_pack = (float*) malloc(64 * 64 * sizeof(*B_pack));
+free(B_pack);
+}
+"""
+
+
+def test_names_are_fixed_and_the_version_follows_them() -> None:
+    assert len(FEATURE_NAMES) == len(set(FEATURE_NAMES)) > 40
+    vector = feature_vector(NAIVE, Schedule(), fake_workload())
+    assert vector.version == FEATURE_VERSION and len(vector.values) == len(FEATURE_NAMES)
+
+
+def test_features_are_deterministic() -> None:
+    schedule = Schedule((Rewrite.make(RewriteKind.REGISTER_TILE, "i #0", rows=6, cols=64),))
+    first = feature_vector(TILED, schedule, fake_workload(), CacheSizes())
+    assert all(feature_vector(TILED, schedule, fake_workload(), CacheSizes()) == first for _ in range(3))
+
+
+def test_the_naive_loop_nest() -> None:
+    f = candidate_features(NAIVE, Schedule(), fake_workload(n=64), CacheSizes(l1=32 * 1024))
+    assert (f.loops, f.max_nest_depth, f.hot_nest_depth) == (3, 3, 3)
+    assert (f.trip_l0, f.trip_l1, f.trip_l2, f.trip_l3) == (6, 6, 6, 0)  # log2(64) per level
+    assert f.log2_dynamic_statements == pytest.approx(18)
+    # Innermost k: C[i,j] does not move, A[i,k] is contiguous, B[k,j] strides a row.
+    assert (f.innermost_invariant_share, f.innermost_unit_stride_share, f.innermost_strided_share) == pytest.approx(
+        (1 / 3, 1 / 3, 1 / 3))
+    # One k loop touches a row of A and a column of B plus one C element: 2*64*4 + 4 bytes.
+    assert f.ws_l1_level0 == pytest.approx(__import__("math").log2((2 * 64 * 4 + 4) / (32 * 1024)))
+    assert f.vector_bits == 0 and f.vec_fma == 0 and f.local_buffers == 0
+
+
+def test_vector_code_register_tile_and_buffers() -> None:
+    schedule = Schedule((Rewrite.make(RewriteKind.REGISTER_TILE, "i #0", rows=6, cols=64),
+                         Rewrite.make(RewriteKind.PACK, "i #0", buffer="B")))
+    f = candidate_features(TILED, schedule, fake_workload())
+    assert f.vector_bits == 512
+    assert f.vec_fma == pytest.approx(__import__("math").log2(3))  # two FMAs
+    assert (f.vec_load, f.vec_broadcast, f.vec_store) == (1, 1, 1)  # log2(1 + 1)
+    assert (f.tile_rows, f.tile_cols, f.vector_accumulators) == (6, 64, 24)
+    assert (f.steps_register_tile, f.steps_pack, f.depth) == (1, 1, 2)
+    assert (f.local_buffers, f.heap_buffers, f.heap_buffers_in_loops) == (1, 1, 0)
+    assert f.dynamic_vector_share > 0.95  # the store runs 10 times, the k loop's 4 lines 640 times
+
+
+def test_sizes_count_relative_to_the_caches() -> None:
+    small = candidate_features(NAIVE, Schedule(), fake_workload(n=64))
+    large = candidate_features(NAIVE, Schedule(), fake_workload(n=1024))
+    assert large.log2_flops - small.log2_flops == pytest.approx(12)
+    assert large.log2_data_over_l2 - small.log2_data_over_l2 == pytest.approx(8)
+
+
+def test_machine_caches_reads_sys_and_falls_back(tmp_path) -> None:
+    for n, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K")]):
+        d = tmp_path / f"index{n}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    caches = machine_caches(str(tmp_path))
+    assert caches == CacheSizes(l1=48 * 1024, l2=2048 * 1024, l3=CacheSizes().l3)
+    assert machine_caches(str(tmp_path / "missing")) == CacheSizes()
+    assert dataclasses.is_dataclass(caches)

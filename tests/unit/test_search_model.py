@@ -1,0 +1,174 @@
+"""The cost model in the search, on fakes: measuring order, seeded exploration, pruning,
+accuracy, strategies ranking with predictions, and measured_at."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import pytest
+
+from schedsearch.core import CandidateRecord, CostModelMode, SearchConfig, Status, StrategyKind, Timing
+from schedsearch.search import BestFirst, make_strategy, run_search
+from schedsearch.search.beam import Beam
+from schedsearch.search.ranking import blended_key, budget_is_short, kept_after_pruning, measuring_order, spearman
+from schedsearch.store import InMemoryStore
+from schedsearch.testing.fakes import (
+    FakeClock,
+    FakeCostModel,
+    FakeExecutor,
+    FakeTree,
+    fake_root,
+    fake_workload,
+    label_of,
+    oracle,
+)
+
+TREE = FakeTree(moves=9, branching=6, failure_rate=0.0, features=True, seed=2)
+
+
+def _search(mode: CostModelMode, model=None, *, tree: FakeTree = TREE, seed: int = 0, clock=None, **kw):
+    cfg = SearchConfig(max_seconds=kw.pop("max_seconds", None), max_candidates=kw.pop("max_candidates", 40),
+                       cost_model=mode, seed=seed, **kw)
+    ex = FakeExecutor(tree, clock=clock, eval_seconds=0.5 if clock else 0.0)
+    store = InMemoryStore()
+    extra = {"clock": clock} if clock else {}
+    outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg,
+                         cost_model=model, **extra)
+    return outcome, store, ex
+
+
+def test_measuring_order_is_by_prediction_and_seeded() -> None:
+    predictions = [0.5, -1.0, 0.0, 2.0, -0.5, 1.0] * 5
+    assert measuring_order(predictions, random.Random(1), explore=0.0) == sorted(
+        range(30), key=lambda i: (predictions[i], i))
+    first = measuring_order(predictions, random.Random(7))
+    assert first == measuring_order(predictions, random.Random(7))  # same seed, same order
+    assert sorted(first) == list(range(30))
+    assert any(measuring_order(predictions, random.Random(s)) != first for s in range(8, 12))
+
+
+def test_children_are_measured_predicted_fastest_first() -> None:
+    model = FakeCostModel(oracle(TREE))
+    _, store, ex = _search(CostModelMode.RANK, model, max_candidates=7)
+    children = [fp for fp in ex.evaluated[1:]]  # the root's six children
+    records = {r.fingerprint: r for r in store.candidates(1)}
+    predicted = [records[fp].predicted for fp in children]
+    assert None not in predicted
+    # A perfect model and 10% exploration: mostly ascending; the first is the best guess or a random pick.
+    inversions = sum(a > b for a, b in zip(predicted, predicted[1:]))
+    assert inversions <= 1
+    truth = [math.log(TREE.seconds(label_of(records[fp].schedule)) / TREE.seconds("")) for fp in children]
+    assert predicted == pytest.approx(truth)
+
+
+def test_off_measures_in_proposal_order_and_never_asks_the_model() -> None:
+    model = FakeCostModel(oracle(TREE))
+    _, store, ex = _search(CostModelMode.OFF, model)
+    _, _, plain = _search(CostModelMode.OFF, None)
+    assert ex.evaluated == plain.evaluated
+    assert model.predicted == [] and model.observed == []
+    assert all(r.predicted is None for r in store.candidates(1))
+
+
+def test_a_search_with_the_model_is_reproducible() -> None:
+    runs = [_search(CostModelMode.RANK, FakeCostModel(oracle(TREE)), seed=5, max_candidates=60)[2].evaluated
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+    other = _search(CostModelMode.RANK, FakeCostModel(oracle(TREE)), seed=6, max_candidates=60)[2].evaluated
+    assert other != runs[0]  # the seed drives the exploration picks
+
+
+def test_the_model_learns_every_ok_measurement_and_accuracy_is_recorded() -> None:
+    model = FakeCostModel(oracle(TREE))
+    outcome, store, _ = _search(CostModelMode.RANK, model, max_candidates=40)
+    assert len(model.observed) == outcome.counters.ok == 40
+    assert model.observed[0].log_ratio == 0.0  # the root, relative to itself
+    accuracy = store.get_search(outcome.search_id).model_accuracy
+    assert accuracy is not None and accuracy.pairs == 39 and accuracy.trained_on == 40
+    assert accuracy.spearman == pytest.approx(1.0)
+
+
+def test_a_poor_model_scores_poorly() -> None:
+    truth = oracle(TREE)
+    outcome, store, _ = _search(CostModelMode.RANK, FakeCostModel(lambda f: -truth(f)), max_candidates=40)
+    assert store.get_search(outcome.search_id).model_accuracy.spearman == pytest.approx(-1.0)
+
+
+def test_an_untrained_model_changes_nothing() -> None:
+    _, store, ex = _search(CostModelMode.PRUNE, FakeCostModel(oracle(TREE), ready=False), max_candidates=20)
+    _, _, plain = _search(CostModelMode.OFF, None, max_candidates=20)
+    assert ex.evaluated == plain.evaluated
+    assert store.get_search(1).counters.pruned == 0
+
+
+def test_prune_skips_the_predicted_slower_half_when_the_budget_is_short() -> None:
+    # 10 candidates left after the root and a first round of 6: the next round's 12 is "short".
+    outcome, store, ex = _search(CostModelMode.PRUNE, FakeCostModel(oracle(TREE)), max_candidates=16,
+                                 expand_batch=2)
+    c = outcome.counters
+    assert c.pruned > 0
+    stored = store.candidates(outcome.search_id)
+    # Pruned children are not stored (each fake expansion reports one duplicate of its own).
+    fresh = c.generated - (c.duplicates - len(ex.expanded))
+    assert len(stored) == 1 + fresh - c.pruned
+    ranked = _search(CostModelMode.RANK, FakeCostModel(oracle(TREE)), max_candidates=16, expand_batch=2)[0]
+    assert ranked.counters.pruned == 0
+    assert outcome.best.seconds <= ranked.best.seconds * 1.0001
+
+
+def test_budget_is_short_rules() -> None:
+    assert budget_is_short(10, seconds_left=None, seconds_per_candidate=None, candidates_left=9)
+    assert not budget_is_short(10, seconds_left=None, seconds_per_candidate=None, candidates_left=10)
+    assert budget_is_short(10, seconds_left=19.0, seconds_per_candidate=2.0, candidates_left=None)
+    assert not budget_is_short(10, seconds_left=21.0, seconds_per_candidate=2.0, candidates_left=None)
+    assert not budget_is_short(10, seconds_left=1.0, seconds_per_candidate=None, candidates_left=None)
+    assert (kept_after_pruning(10), kept_after_pruning(1), kept_after_pruning(7)) == (5, 1, 4)
+
+
+def test_measured_at_is_the_searchs_elapsed_time() -> None:
+    clock = FakeClock(1000.0)
+    _, store, _ = _search(CostModelMode.RANK, FakeCostModel(oracle(TREE)), clock=clock, max_candidates=8)
+    measured = [r.measured_at for r in store.candidates(1) if r.status is not Status.PENDING]
+    assert measured == [0.5 * (i + 1) for i in range(8)]
+
+
+def _record(rid: int, seconds: float, predicted: float | None) -> CandidateRecord:
+    return CandidateRecord(
+        id=rid, search_id=1, parent_id=None, depth=1, schedule=fake_root().schedule, fingerprint=str(rid),
+        status=Status.OK, timing=Timing(seconds, seconds, seconds, seconds), speedup=1.0 / seconds,
+        predicted=predicted,
+    )
+
+
+@pytest.mark.parametrize("strategy", ["best-first", "beam"])
+def test_strategies_weigh_predictions_when_measurements_are_close(strategy: str) -> None:
+    # 1 is measured 2% faster than 2, but the model expected 1 to be 2x slower and 2 to be 2x faster.
+    lucky, solid = _record(1, 0.49, math.log(1.0)), _record(2, 0.50, math.log(0.25))
+    far = _record(3, 0.20, math.log(1.0))  # a clear measured win still wins
+    s = BestFirst(12, explore_every=0, key=blended_key) if strategy == "best-first" else Beam(3, 12, key=blended_key)
+    for r in (lucky, solid):
+        s.tell(r)
+    assert [r.id for r in s.ask(2)] == [2, 1]
+    s2 = BestFirst(12, explore_every=0, key=blended_key) if strategy == "best-first" else Beam(3, 12, key=blended_key)
+    for r in (lucky, solid, far):
+        s2.tell(r)
+    assert s2.ask(1)[0].id == 3
+
+
+def test_make_strategy_uses_predictions_unless_off() -> None:
+    lucky, solid = _record(1, 0.49, 0.0), _record(2, 0.50, math.log(0.25))
+    for mode, first in ((CostModelMode.OFF, 1), (CostModelMode.RANK, 2)):
+        s = make_strategy(SearchConfig(strategy=StrategyKind.BEST_FIRST, cost_model=mode))
+        s.tell(lucky)
+        s.tell(solid)
+        assert s.ask(1)[0].id == first
+
+
+def test_spearman() -> None:
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486833)
+    assert spearman([1, 2], [1, 2]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
+    assert dataclasses.is_dataclass(_record(1, 1.0, None))
