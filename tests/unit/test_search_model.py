@@ -110,8 +110,8 @@ def test_prune_skips_the_predicted_slower_half_when_the_budget_is_short() -> Non
     c = outcome.counters
     assert c.pruned > 0
     stored = store.candidates(outcome.search_id)
-    # Pruned children are not stored (each fake expansion reports one duplicate of its own).
-    fresh = c.generated - (c.duplicates - len(ex.expanded))
+    # Pruned children are not stored; every rewrite tried is a duplicate, illegal, or new.
+    fresh = c.generated - c.duplicates - c.illegal
     assert len(stored) == 1 + fresh - c.pruned
     ranked = _search(CostModelMode.RANK, FakeCostModel(oracle(TREE)), max_candidates=16, expand_batch=2)[0]
     assert ranked.counters.pruned == 0
