@@ -199,6 +199,11 @@ class DType(StrEnum):
         return self in (DType.F16, DType.F32, DType.F64)
 
     @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return {"f16": 2, "f32": 4, "f64": 8, "i8": 1, "ui8": 1, "ui16": 2, "i16": 2, "i32": 4}[self.value]
+
+    @property
     def c_type(self) -> str:
         return {
             DType.F16: "_Float16",
@@ -264,6 +269,11 @@ class ArgSpec(JsonRecord):
         for d in self.shape:
             n *= d
         return n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one copy of the argument (a scalar counts as one element)."""
+        return max(1, self.elements) * self.dtype.itemsize
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,11 @@ import operator
 import os
 from collections.abc import Mapping
 
+import psutil
 from exo import Procedure
 
-from schedsearch.core import ArgRole, ArgSpec, DType, Workload, sha256_text
-from schedsearch.errors import WorkloadError
+from schedsearch.core import INT64_MAX, ArgRole, ArgSpec, DType, Workload, sha256_text
+from schedsearch.errors import LimitError, UntrustedSourceError, WorkloadError
 from schedsearch.transforms.codegen import count_flops
 from schedsearch.transforms.source import execute_source, procs_in, read_source
 from schedsearch.transforms.walk import literal, written_buffers
@@ -43,7 +44,11 @@ def list_procs(path: str | os.PathLike) -> list[str]:
 
 
 def load_workload(
-    path: str | os.PathLike, proc: str | None = None, sizes: Mapping[str, int] | None = None
+    path: str | os.PathLike,
+    proc: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    *,
+    expected_sha256: str | None = None,
 ) -> Workload:
     """Load the proc ``proc`` (or the file's only proc) from ``path`` with concrete sizes.
 
@@ -54,12 +59,23 @@ def load_workload(
     ``SCHEDSEARCH_PROC = "proc_name"``. The proc's ``assert`` statements are checked with the bound values
     (Exo does not check them itself).
 
+    With ``expected_sha256`` (a schedule file's record of the file) the text read is checked
+    against it before it is executed: UntrustedSourceError when it differs.
+
     Raises WorkloadError, with one sentence naming the problem, for: a missing file, a
     syntax error, an import failure, no procs, several procs and no name, an unknown proc
     name, missing/unknown/non-positive sizes, a violated assertion, and arguments the
-    harness cannot handle (windows, index/stride/bool arguments, non-DRAM memories, ...).
+    harness cannot handle (windows, index/stride/bool arguments, non-DRAM memories, ...);
+    LimitError (a WorkloadError) for sizes that do not fit in 64 bits or buffers that need
+    more memory than this machine has available.
     """
     abspath, source = read_source(path)
+    if expected_sha256 is not None and sha256_text(source) != expected_sha256:
+        raise UntrustedSourceError(
+            f"{os.fspath(path)} is not the file that was recorded (sha256 {sha256_text(source)[:12]}, recorded "
+            f"{expected_sha256[:12] or 'nothing'}), so it is not run; re-export the schedule, or record the new "
+            "sha256 if the change is intended"
+        )
     module = execute_source(source, os.fspath(path), os.path.dirname(abspath))
     procs = procs_in(module)
     default = getattr(module, PROC_ATTRIBUTE, None)
@@ -71,15 +87,45 @@ def load_workload(
     bound_sizes = _check_sizes(name, unbound, given, explicit=dict(sizes or {}))
     _check_assertions(name, unbound, dict(bound_sizes))
     bound = unbound.partial_eval(**dict(bound_sizes)) if bound_sizes else unbound
+    args = arg_specs(name, bound)
+    check_memory(name, bound_sizes, args)
+    flops = count_flops(bound)
     return Workload(
         path=abspath,
         source=source,
         source_sha256=sha256_text(source),
         proc=name,
         sizes=bound_sizes,
-        args=arg_specs(name, bound),
-        flops=count_flops(bound),
+        args=args,
+        # A count beyond 64 bits cannot be stored; it is then simply unknown.
+        flops=flops if flops is None or flops <= INT64_MAX else None,
     )
+
+
+def memory_needed(args: tuple[ArgSpec, ...]) -> int:
+    """Bytes the benchmark driver allocates for one workload: every argument twice (the
+    buffer and its initial contents) and the outputs once more (the reference results)."""
+    return sum(2 * a.nbytes + (a.nbytes if a.output else 0) for a in args)
+
+
+def check_memory(name: str, sizes: tuple[tuple[str, int], ...], args: tuple[ArgSpec, ...]) -> None:
+    """LimitError when the workload's buffers need more memory than is available now."""
+    needed = memory_needed(args)
+    available = psutil.virtual_memory().available
+    if needed > available:
+        shown = ", ".join(f"{k}={v}" for k, v in sizes)
+        raise LimitError(
+            f"{name} with {shown or 'these sizes'} needs {_bytes(needed)} for its buffers but this machine has "
+            f"{_bytes(available)} available; choose smaller sizes with --size"
+        )
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB", "EB"):
+        if n < 1000 or unit == "EB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{n} B"
+        n /= 1000
+    return f"{n} B"
 
 
 def bound_proc_from_source(workload: Workload) -> Procedure:
@@ -129,6 +175,8 @@ def _check_sizes(
             raise WorkloadError(f"size {key} of {name} must be an integer, not {value!r}.")
         if value <= 0:
             raise WorkloadError(f"size {key} of {name} must be positive, not {value}.")
+        if value > INT64_MAX:
+            raise LimitError(f"size {key} of {name} is {value}, which does not fit in a 64-bit integer.")
     missing = [k for k in size_args if k not in given]
     if missing:
         raise WorkloadError(f"{name} needs values for its size arguments: {', '.join(missing)}.")
@@ -189,5 +237,8 @@ def arg_specs(name: str, proc: Procedure) -> tuple[ArgSpec, ...]:
             if any(d is None for d in dims):
                 raise WorkloadError(f"{where} has a shape that is not constant after binding sizes ({typ}).")
             shape = tuple(int(d) for d in dims)
-        specs.append(ArgSpec(arg, role, dtype, shape, output=arg in outputs))
+        try:
+            specs.append(ArgSpec(arg, role, dtype, shape, output=arg in outputs))
+        except ValueError as exc:
+            raise LimitError(f"{where} cannot be used: {exc}.") from None
     return tuple(specs)
