@@ -47,13 +47,14 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
                 cflags: str | None, parallel: bool, target: str) -> None:
     """Load the workload, check the compiler, open the store, search, report."""
-    from schedsearch.evaluate import check_toolchain
+    from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
     from schedsearch.transforms import load_workload, root_candidate
 
     refuse_transient_db(db)
     workload = load_workload(file, proc, sizes)
     bench = bench_config(cc, cflags, seed)
     check_toolchain(bench)
+    private_cache_dir(default_cache_dir())  # before a search is recorded, not after
     config = SearchConfig(
         strategy=StrategyKind(strategy),
         seed=seed,
@@ -78,7 +79,7 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
     The stored source runs only when it matches its recorded sha256 and the file it came
     from is still here with the same content, or with ``trust_db_source``.
     """
-    from schedsearch.evaluate import check_toolchain
+    from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
     from schedsearch.transforms import root_candidate
     from schedsearch.trust import check_stored_source
 
@@ -91,6 +92,7 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
                  EXIT_USAGE)
         check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search_id}")
         check_toolchain(config.bench)
+        private_cache_dir(default_cache_dir())
         _drive(search.workload, root_candidate(search.workload), config, store, db, address, as_json, search_id=search_id)
     finally:
         store.close()

@@ -196,11 +196,12 @@ def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None,
                     cflags: str | None, as_json: bool, strict_machine: bool = False,
                     workloads: tuple[str, ...] = ()) -> int:
     """Run every schedule file; return the exit code (0: none failed, skips included; 1: any failed)."""
-    from schedsearch.evaluate import check_toolchain, cpu_flags, machine_info
+    from schedsearch.evaluate import check_toolchain, cpu_flags, default_cache_dir, machine_info, private_cache_dir
 
     files = collect(paths)
     bench = bench_config(cc, cflags, 0)
     check_toolchain(bench)
+    private_cache_dir(default_cache_dir())
     machine = machine_info(bench)
     flags = cpu_flags()
     console = stderr_console()

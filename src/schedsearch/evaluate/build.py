@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -117,16 +118,18 @@ def _compile(
     Raises InfrastructureError when the failure is the machine's, not the source's.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, src_name = tempfile.mkstemp(dir=target.parent, prefix=".src-", suffix=".c")
-    # A name nobody holds yet (not a mkstemp file): the linker creates it with exec permissions.
-    tmp_out = target.parent / f".out-{os.getpid()}-{secrets.token_hex(8)}{target.suffix}"
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    argv = compiler_argv(config) + list(flags) + list(extra) + ["-o", str(tmp_out), src_name] + list(libs)
+    # A private folder per build, the source under a name fixed by the key and compiled from
+    # inside it: the file name gcc records in the object is then the same for every build of
+    # this key, so concurrent builders write identical bytes (and identical recorded hashes).
+    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
+    src = work / f"{target.stem}.c"
+    tmp_out = work / f"out{target.suffix}"
+    argv = compiler_argv(config) + list(flags) + list(extra) + ["-o", str(tmp_out), src.name] + list(libs)
     start = time.perf_counter()
     try:
+        src.write_text(source)
         try:
-            res = run_child(argv, timeout=config.build_timeout)
+            res = run_child(argv, timeout=config.build_timeout, cwd=work)
         except OSError as e:
             raise ToolchainError(f"The C compiler {config.cc!r} cannot be run ({e}).") from e
         seconds = time.perf_counter() - start
@@ -138,12 +141,11 @@ def _compile(
                 raise InfrastructureError(f"the C compiler {config.cc!r} cannot build kernels on this machine: {fault}")
             why = _tail(res.stderr or res.stdout) or f"compiler exited with status {res.returncode}"
             return why, seconds
-        os.replace(src_name, target.with_suffix(".c"))
+        os.replace(src, target.with_suffix(".c"))
         install(tmp_out, target)
         return "", seconds
     finally:
-        for leftover in (Path(src_name), tmp_out):
-            leftover.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _header_is(path: Path, text: str) -> bool:
