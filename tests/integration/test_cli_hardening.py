@@ -218,12 +218,13 @@ def test_a_damaged_database_is_refused_by_every_command_and_left_untouched(tmp_p
 # --------------------------------------------------------------------------- limits
 
 
-def test_hostile_sizes_are_refused_before_anything_allocates() -> None:
-    matmul = str(EXAMPLES / "matmul.py")
+def test_hostile_sizes_are_refused_before_anything_allocates(tmp_path: Path) -> None:
+    matmul, db = str(EXAMPLES / "matmul.py"), tmp_path / "r.db"
     one_line_error(run_cli("explain", matmul, "--proc", "sgemm", "--size", f"M={2**63},N=8,K=8"), 2,
                    "does not fit in a 64-bit integer")
-    one_line_error(run_cli("explain", matmul, "--proc", "sgemm", "--size", "M=100000000000,N=100000,K=100000"),
-                   2, "needs", "available", "--size")
+    r = run_cli("run", matmul, "--proc", "sgemm", "--size", "M=100000000000,N=100000,K=100000", "--db", str(db))
+    one_line_error(r, 2, "needs", "available", "--size")
+    assert not db.exists()
 
 
 @pytest.mark.slow

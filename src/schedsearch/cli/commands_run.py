@@ -47,11 +47,12 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
                 cflags: str | None, parallel: bool, target: str) -> None:
     """Load the workload, check the compiler, open the store, search, report."""
-    from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
+    from schedsearch.evaluate import check_memory, check_toolchain, default_cache_dir, private_cache_dir
     from schedsearch.transforms import load_workload, root_candidate
 
     refuse_transient_db(db)
     workload = load_workload(file, proc, sizes)
+    check_memory(workload)
     bench = bench_config(cc, cflags, seed)
     check_toolchain(bench)
     private_cache_dir(default_cache_dir())  # before a search is recorded, not after

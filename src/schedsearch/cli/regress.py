@@ -90,7 +90,7 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
     The workload runs only from inside the schedule file's folder tree or from ``allowed``
     files and folders (``--workloads``), and only when it matches the recorded sha256.
     """
-    from schedsearch.evaluate import default_cache_dir, evaluate_candidate, remeasure
+    from schedsearch.evaluate import check_memory, default_cache_dir, evaluate_candidate, remeasure
     from schedsearch.transforms import build_proc, fingerprint, kernel_c, load_workload, proc_text, root_candidate
 
     started = time.monotonic()
@@ -128,6 +128,7 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
         return result(False, str(e), machine_differs=machine_differs)
     try:
         workload = load_workload(workload_file, sf.proc, dict(sf.sizes), expected_sha256=sf.source_sha256)
+        check_memory(workload)  # before replay or the driver allocate anything
     except UntrustedSourceError as e:
         notes.append("the workload file changed since the schedule was recorded")
         return result(False, str(e), machine_differs=machine_differs, source_changed=True)

@@ -6,7 +6,6 @@ import operator
 import os
 from collections.abc import Mapping
 
-import psutil
 from exo import Procedure
 
 from schedsearch.core import INT64_MAX, ArgRole, ArgSpec, DType, Workload, sha256_text
@@ -66,8 +65,8 @@ def load_workload(
     syntax error, an import failure, no procs, several procs and no name, an unknown proc
     name, missing/unknown/non-positive sizes, a violated assertion, and arguments the
     harness cannot handle (windows, index/stride/bool arguments, non-DRAM memories, ...);
-    LimitError (a WorkloadError) for sizes that do not fit in 64 bits or buffers that need
-    more memory than this machine has available.
+    LimitError (a WorkloadError) for sizes or shapes that do not fit in 64 bits (whether
+    the buffers fit in memory is ``evaluate.check_memory``'s to say).
     """
     abspath, source = read_source(path)
     if expected_sha256 is not None and sha256_text(source) != expected_sha256:
@@ -88,7 +87,6 @@ def load_workload(
     _check_assertions(name, unbound, dict(bound_sizes))
     bound = unbound.partial_eval(**dict(bound_sizes)) if bound_sizes else unbound
     args = arg_specs(name, bound)
-    check_memory(name, bound_sizes, args)
     flops = count_flops(bound)
     return Workload(
         path=abspath,
@@ -100,32 +98,6 @@ def load_workload(
         # A count beyond 64 bits cannot be stored; it is then simply unknown.
         flops=flops if flops is None or flops <= INT64_MAX else None,
     )
-
-
-def memory_needed(args: tuple[ArgSpec, ...]) -> int:
-    """Bytes the benchmark driver allocates for one workload: every argument twice (the
-    buffer and its initial contents) and the outputs once more (the reference results)."""
-    return sum(2 * a.nbytes + (a.nbytes if a.output else 0) for a in args)
-
-
-def check_memory(name: str, sizes: tuple[tuple[str, int], ...], args: tuple[ArgSpec, ...]) -> None:
-    """LimitError when the workload's buffers need more memory than is available now."""
-    needed = memory_needed(args)
-    available = psutil.virtual_memory().available
-    if needed > available:
-        shown = ", ".join(f"{k}={v}" for k, v in sizes)
-        raise LimitError(
-            f"{name} with {shown or 'these sizes'} needs {_bytes(needed)} for its buffers but this machine has "
-            f"{_bytes(available)} available; choose smaller sizes with --size"
-        )
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB", "EB"):
-        if n < 1000 or unit == "EB":
-            return f"{n:.3g} {unit}" if unit != "B" else f"{n} B"
-        n /= 1000
-    return f"{n} B"
 
 
 def bound_proc_from_source(workload: Workload) -> Procedure:
