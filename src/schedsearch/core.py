@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import keyword
 import types
 import typing
 from collections.abc import Iterator, Mapping, Sequence
@@ -95,6 +96,30 @@ class JsonRecord:
 def sha256_text(text: str) -> str:
     """Hex sha256 of a UTF-8 string."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: The range of a signed 64-bit integer: what SQL INTEGER columns and C ``int64_t`` hold.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def is_identifier(name: object) -> bool:
+    """Whether ``name`` may be pasted into generated Python and C as a name.
+
+    Proc, size and argument names are written verbatim into exported scripts and into the
+    benchmark driver's C; a name read from a file or a database is only used when it is a
+    plain ASCII identifier that is not a Python keyword (Exo's own names always are).
+    """
+    return isinstance(name, str) and name.isascii() and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _check_name(name: object, what: str) -> None:
+    if not is_identifier(name):
+        raise ValueError(f"{what} {name!r} is not an identifier")
+
+
+def _check_int64(value: object, what: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{what} {value!r} is not an integer that fits in 64 bits")
 
 
 # --------------------------------------------------------------------------- enums
@@ -182,6 +207,11 @@ class DType(StrEnum):
         return self in (DType.F16, DType.F32, DType.F64)
 
     @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return {"f16": 2, "f32": 4, "f64": 8, "i8": 1, "ui8": 1, "ui16": 2, "i16": 2, "i32": 4}[self.value]
+
+    @property
     def c_type(self) -> str:
         return {
             DType.F16: "_Float16",
@@ -235,12 +265,23 @@ class ArgSpec(JsonRecord):
     shape: tuple[int, ...] = ()
     output: bool = False
 
+    def __post_init__(self) -> None:
+        # The name goes verbatim into the driver's C: never accept anything but a name.
+        _check_name(self.name, "argument name")
+        for d in self.shape:
+            _check_int64(d, f"dimension of {self.name}")
+
     @property
     def elements(self) -> int:
         n = 1
         for d in self.shape:
             n *= d
         return n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one copy of the argument (a scalar counts as one element)."""
+        return max(1, self.elements) * self.dtype.itemsize
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +295,13 @@ class Workload(JsonRecord):
     sizes: tuple[tuple[str, int], ...]  # in the proc's argument order
     args: tuple[ArgSpec, ...]  # the bound kernel's C arguments after ctxt
     flops: int | None = None  # arithmetic operations per call, when statically known
+
+    def __post_init__(self) -> None:
+        # Proc and size names go verbatim into exported scripts: names only.
+        _check_name(self.proc, "proc name")
+        for name, value in self.sizes:
+            _check_name(name, "size name")
+            _check_int64(value, f"size {name}")
 
     @property
     def sizes_dict(self) -> dict[str, int]:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 
 class SchedsearchError(Exception):
-    """Base class of every user-facing error."""
+    """Base class of every user-facing error.
+
+    ``search_id`` is set when the error stopped a recorded search (the search is then
+    marked failed and can be resumed once the cause is fixed).
+    """
+
+    search_id: int | None = None
 
 
 class WorkloadError(SchedsearchError):
@@ -36,8 +42,23 @@ class StoreError(SchedsearchError):
     """The results database cannot be opened or used (wrong file, newer schema, ...)."""
 
 
-class ToolchainError(SchedsearchError):
+class InfrastructureError(SchedsearchError):
+    """The machine cannot build or run kernels for a reason that is no candidate's fault:
+    a full disk, a compiler killed by a signal, a missing linker, an unwritable or unsafe
+    build cache. It stops a search (marked failed, resumable); no candidate is blamed."""
+
+
+class ToolchainError(InfrastructureError):
     """The C compiler is missing or does not work."""
+
+
+class UntrustedSourceError(SchedsearchError):
+    """Code named by data (a schedule file, a database row) is not allowed to run:
+    it lies outside the allowed folders or its content does not match the recorded hash."""
+
+
+class LimitError(WorkloadError):
+    """Sizes or a schedule exceed what this machine (or a 64-bit integer) can hold."""
 
 
 class ClusterError(SchedsearchError):

@@ -15,7 +15,10 @@ A schedule file is JSON::
       "origin": {"db": "...", "search_id": 3, "candidate_id": 57}
     }
 
-The workload path is stored relative to the schedule file, so a repository can move.
+The workload path is stored relative to the schedule file, so a repository can move. A
+schedule file is data: its workload runs only when it lies inside the schedule file's folder
+tree (or where the user allows, ``regress --workloads``) and matches ``source_sha256``
+(see ``schedsearch.trust``); names and sizes are validated when the file is read.
 Files written before targets existed have no ``target``: it is derived from their steps.
 Standard library and schedsearch's own records only.
 """
@@ -28,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedsearch.core import MachineInfo, Rewrite, Schedule
+from schedsearch.core import INT64_MAX, MachineInfo, Rewrite, Schedule, is_identifier
 from schedsearch.errors import ScheduleFileError
 from schedsearch.targets import schedule_target
+from schedsearch.trust import schedule_workload_path
 
 FORMAT = "schedsearch-schedule"
 VERSION = 1
@@ -57,10 +61,13 @@ class ScheduleFile:
         """The instruction set a machine must have to run this schedule."""
         return self.target or schedule_target(self.schedule)
 
-    def workload_path(self, schedule_path: str | os.PathLike) -> Path:
-        """Absolute path of the workload file, resolved against the schedule file."""
-        p = Path(self.workload_file)
-        return p if p.is_absolute() else (Path(schedule_path).resolve().parent / p).resolve()
+    def workload_path(self, schedule_path: str | os.PathLike, allowed: tuple[str | os.PathLike, ...] = ()) -> Path:
+        """Absolute path of the workload file, resolved against the schedule file.
+
+        Raises UntrustedSourceError when it lies outside the schedule file's folder tree
+        and is not one of (or inside one of) the ``allowed`` files and folders.
+        """
+        return schedule_workload_path(schedule_path, self.workload_file, allowed)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,7 +130,7 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
         raise ScheduleFileError(f"{p} has schedule-file version {raw.get('version')!r}; this schedsearch reads version {VERSION}")
     try:
         wl = raw["workload"]
-        return ScheduleFile(
+        sf = ScheduleFile(
             workload_file=str(wl["file"]),
             proc=str(wl["proc"]),
             sizes=tuple((str(k), int(v)) for k, v in wl["sizes"].items()),
@@ -138,3 +145,20 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ScheduleFileError(f"{p} is malformed: {type(e).__name__}: {e}") from None
+    problem = _problem(sf)
+    if problem:
+        raise ScheduleFileError(f"{p} is malformed: {problem}")
+    return sf
+
+
+def _problem(sf: ScheduleFile) -> str | None:
+    """What makes a parsed schedule file unusable before anything runs, or None."""
+    # The proc and size names are pasted into exported scripts: names only.
+    if not is_identifier(sf.proc):
+        return f"its proc name {sf.proc!r} is not an identifier"
+    for name, value in sf.sizes:
+        if not is_identifier(name):
+            return f"its size name {name!r} is not an identifier"
+        if not 0 < value <= INT64_MAX:
+            return f"its size {name}={value} is not a positive 64-bit integer"
+    return None

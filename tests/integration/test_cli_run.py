@@ -117,7 +117,7 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     assert tuple(data["machine"]["cflags"]) == build_flags(("-O3", "-march=native"), chosen)
 
     junit = tmp_path / "junit.xml"
-    ok = run_cli("regress", str(sched.parent), "--tolerance", "0.9", "--junit", str(junit), "--json")
+    ok = run_cli("regress", "--workloads", str(EXAMPLES), str(sched.parent), "--tolerance", "0.9", "--junit", str(junit), "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["passed"] is True
     assert 'failures="0"' in junit.read_text()
@@ -128,24 +128,24 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     other = dict(data, machine=dict(data["machine"], cpu_model="Some Other CPU"))
     elsewhere = sched.parent / "elsewhere.json"
     elsewhere.write_text(json.dumps(other))
-    r = run_cli("regress", str(elsewhere), "--tolerance", "0.9", "--json")
+    r = run_cli("regress", "--workloads", str(EXAMPLES), str(elsewhere), "--tolerance", "0.9", "--json")
     result = json.loads(r.stdout)["results"][0]
     assert r.returncode == 0 and result["machine_differs"] is True
     assert result["recorded_on"] == "Some Other CPU"
     assert r.stderr.count("recorded on another machine") == 1  # said once, not per row
     # Falling short of a timing recorded elsewhere warns; --strict-machine makes it fail.
     elsewhere.write_text(json.dumps(dict(other, speedup=data["speedup"] * 1000)))
-    r = run_cli("regress", str(elsewhere), "--json")
+    r = run_cli("regress", "--workloads", str(EXAMPLES), str(elsewhere), "--json")
     result = json.loads(r.stdout)["results"][0]
     assert r.returncode == 0 and result["passed"] and "another machine" in result["warning"], result
-    r = run_cli("regress", str(elsewhere), "--json", "--strict-machine")
+    r = run_cli("regress", "--workloads", str(EXAMPLES), str(elsewhere), "--json", "--strict-machine")
     assert r.returncode == 1 and "slower" in json.loads(r.stdout)["results"][0]["reason"]
     elsewhere.unlink()
 
     # A schedule for instructions this CPU lacks is skipped with the reason, not run or passed.
     foreign = sched.parent / "foreign.json"
     foreign.write_text(json.dumps(dict(data, target="neon")))
-    r = run_cli("regress", str(foreign), "--json", "--junit", str(junit))
+    r = run_cli("regress", "--workloads", str(EXAMPLES), str(foreign), "--json", "--junit", str(junit))
     result = json.loads(r.stdout)["results"][0]
     assert r.returncode == 0 and result["skipped"] and not result["passed"], result
     assert "neon" in result["reason"] and 'skipped="1"' in junit.read_text() and "<skipped" in junit.read_text()
@@ -155,7 +155,7 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     data["speedup"] = data["speedup"] * 1000
     slow = sched.parent / "too_fast.json"  # same folder: the workload path is relative
     slow.write_text(json.dumps(data))
-    r = run_cli("regress", str(slow), "--json")
+    r = run_cli("regress", "--workloads", str(EXAMPLES), str(slow), "--json")
     assert r.returncode == 1, r.stderr
     assert "slower" in json.loads(r.stdout)["results"][0]["reason"]
     # --update re-records it from this run, and it then passes as it is
@@ -171,7 +171,7 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
         data["steps"][-1]["target"] = "no_such_loop"
         stale = sched.parent / "stale.json"
         stale.write_text(json.dumps(data))
-        r = run_cli("regress", str(stale), "--json")
+        r = run_cli("regress", "--workloads", str(EXAMPLES), str(stale), "--json")
         assert r.returncode == 1
         reason = json.loads(r.stdout)["results"][0]["reason"]
         assert f"step {len(data['steps'])}" in reason or "no_such_loop" in reason

@@ -22,7 +22,7 @@ def test_committed_schedules_still_apply_verify_and_keep_their_speed(tmp_path) -
     # Small sizes and a generous tolerance: this catches schedules that stop applying or
     # verifying, and large slowdowns, not noise.
     junit = tmp_path / "regress.xml"
-    r = run_cli("regress", str(SCHEDULES), "--tolerance", "0.6", "--junit", str(junit), "--json", timeout=600)
+    r = run_cli("regress", str(SCHEDULES), "--workloads", str(REPO / "examples"), "--tolerance", "0.6", "--junit", str(junit), "--json", timeout=600)
     report = json.loads(r.stdout)
     failed = [(x["name"], x["reason"]) for x in report["results"] if not x["passed"]]
     assert r.returncode == 0 and not failed, failed

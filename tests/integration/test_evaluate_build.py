@@ -148,3 +148,65 @@ def test_intrinsics_kernels_share_one_precompiled_immintrin(tmp_path: Path) -> N
     assert all("-include" in c for c in calls[1:3]) and "-include" not in calls[3]
     trace = log.read_text()
     assert trace.count(".h.gch") == 2 and "\n! " in trace and "\nx " not in trace
+
+
+# --------------------------------------------------------------------------- a safe cache
+
+
+def test_a_planted_artifact_is_rebuilt_never_loaded(tmp_path: Path) -> None:
+    from schedsearch.core import Candidate, Schedule, Status, Workload, sha256_text
+    from schedsearch.evaluate import evaluate_candidate
+    from schedsearch.evaluate.cache import verified
+
+    cache, marker = tmp_path / "cache", tmp_path / "MARKER"
+    args = (ArgSpec("x", ArgRole.TENSOR, DType.F32, (1,), output=True),)
+    workload = Workload("w.py", "w", sha256_text("w"), "w", (), args)
+    root = Candidate(Schedule(), C_OK, sha256_text(C_OK), "root")
+    fast = BenchConfig(warmup_seconds=0.001, min_sample_seconds=0.001, samples=3)
+    assert evaluate_candidate(workload, root, root, fast, cache).status is Status.OK
+    first = build_kernel(C_OK, fast, cache)
+    assert first.cached and first.path is not None
+    planted_text = str(marker).encode()
+    # Someone writes a different shared object at the kernel's cache key.
+    evil = tmp_path / "evil.c"
+    evil.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void grab(void) {{ fopen("{marker}", "w"); }}\n'
+                    + C_OK)
+    assert os.system(f"gcc -shared -fPIC -o {first.path} {evil}") == 0
+    assert planted_text in first.path.read_bytes() and not verified(first.path)
+    again = build_kernel(C_OK, fast, cache)
+    assert again.ok and not again.cached and again.path == first.path
+    assert planted_text not in first.path.read_bytes() and verified(first.path)
+    first.path.write_bytes(b"garbage")  # a damaged artifact is rebuilt too
+    assert evaluate_candidate(workload, root, root, fast, cache).status is Status.OK
+    assert not marker.exists() and verified(first.path)
+
+
+def test_the_cache_is_private(tmp_path: Path) -> None:
+    from schedsearch.errors import InfrastructureError
+    from schedsearch.evaluate import private_cache_dir
+
+    new = private_cache_dir(tmp_path / "a" / "cache")
+    assert stat.S_IMODE(new.stat().st_mode) == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(InfrastructureError, match="writable by other users.*chmod go-w"):
+        private_cache_dir(shared)
+    if os.geteuid() == 0:  # only root can give a folder away
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o700)
+        os.chown(theirs, 65534, 65534)
+        with pytest.raises(InfrastructureError, match="belongs to user id 65534"):
+            private_cache_dir(theirs)
+
+
+def test_machine_faults_raise_and_code_faults_are_build_errors(tmp_path: Path) -> None:
+    from schedsearch.errors import InfrastructureError
+
+    killer = tmp_path / "killer.sh"
+    killer.write_text('#!/bin/sh\n[ "$1" = --version ] && exec gcc --version\nkill -9 $$\n')
+    killer.chmod(0o755)
+    with pytest.raises(InfrastructureError, match="killed by signal 9"):
+        build_kernel(C_OK, BenchConfig(cc=str(killer)), tmp_path / "c1")
+    res = build_kernel("this is not C\n", BenchConfig(), tmp_path / "c2")
+    assert not res.ok and "error" in res.error

@@ -23,7 +23,7 @@ from schedsearch.core import (
     Workload,
     sha256_text,
 )
-from schedsearch.errors import SearchError, ToolchainError
+from schedsearch.errors import InfrastructureError, SearchError, ToolchainError
 from schedsearch.evaluate import evaluate_candidate, remeasure, run_once
 from schedsearch.evaluate.bench import bench_lock
 
@@ -289,7 +289,7 @@ def test_benchmarks_wait_for_the_node_lock(ref: Candidate, cache: Path) -> None:
 def test_unwritable_cache_dir_is_an_infrastructure_error(ref: Candidate, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(ToolchainError, match="cache directory"):
+    with pytest.raises(InfrastructureError, match="build cache"):
         evaluate_candidate(SGEMM, ref, ref, FAST, blocker / "cache")
 
 

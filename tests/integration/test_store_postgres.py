@@ -26,6 +26,9 @@ from sqlalchemy import make_url
 
 from schedsearch.errors import StoreError
 from schedsearch.store import SCHEMA_VERSION, SqlStore, open_store
+from tests.integration.test_store_concurrent_create import PROCESSES as RACERS
+from tests.integration.test_store_concurrent_create import ROUNDS as RACE_ROUNDS
+from tests.integration.test_store_concurrent_create import _race
 from schedsearch.testing.store_contract import (
     StoreContract,
     make_candidate,
@@ -189,3 +192,23 @@ def test_unreachable_server_is_one_sentence(pg_admin_url: str) -> None:
     with pytest.raises(StoreError, match="cannot open .*schedsearch_no_such_db.*the server is running") as info:
         open_store(url)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+def test_eight_processes_create_one_postgres_schema_twenty_times(pg_admin_url: str) -> None:
+    admin_url = make_url(pg_admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    for round_ in range(RACE_ROUNDS):
+        name = f"schedsearch_race_{round_}"
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{name}"')
+        url = make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
+        try:
+            outcomes = _race(url)
+            assert outcomes == ["ok"] * RACERS, (round_, outcomes)
+            db_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+            with psycopg.connect(db_url) as conn:
+                assert conn.execute("SELECT version FROM schema_info").fetchall() == [(SCHEMA_VERSION,)]
+        finally:
+            with psycopg.connect(admin_url, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -39,7 +39,7 @@ def _record_json(r: CandidateRecord, search: SearchRecord) -> dict[str, Any]:
 
 def list_command(db: str | None, as_json: bool) -> None:
     """Every search in the database, newest last."""
-    store = open_db(db, create=False)
+    store = open_db(db, create=False, read_only=True)
     try:
         searches = store.list_searches()
     finally:
@@ -74,7 +74,7 @@ def _best_record(store: Store, search: SearchRecord) -> CandidateRecord | None:
 
 def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> None:
     """Summary and top candidates of one search."""
-    store = open_db(db, create=False)
+    store = open_db(db, create=False, read_only=True)
     try:
         search = store.get_search(search_id)
         best = _best_record(store, search)
@@ -97,7 +97,7 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
 
 def tree_command(search_id: int, depth: int | None, db: str | None, as_json: bool, sort: str = "order") -> None:
     """The whole search tree (or down to --depth), siblings in search order or fastest first."""
-    store = open_db(db, create=False)
+    store = open_db(db, create=False, read_only=True)
     try:
         search = store.get_search(search_id)
         records = store.candidates(search_id)
@@ -115,7 +115,7 @@ def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, d
     from schedsearch.transforms import load_workload
 
     workload = load_workload(file, proc, sizes)
-    store = open_db(db, create=False)
+    store = open_db(db, create=False, read_only=True)
     try:
         records = store.best_for_workload(workload.key, top)
     finally:
@@ -139,13 +139,19 @@ def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, d
         console.print(f"  {line}", highlight=False, markup=False)
 
 
-def export_command(search_id: int | None, candidate_id: int | None, fmt: str, output: str | None, db: str | None) -> None:
-    """Write a schedule as a Python script, C, or a schedule file."""
+def export_command(search_id: int | None, candidate_id: int | None, fmt: str, output: str | None, db: str | None,
+                   trust_db_source: bool = False) -> None:
+    """Write a schedule as a Python script, C, or a schedule file.
+
+    Only ``--format c`` runs the workload's stored source (to generate the C); it does so
+    under the same rule as ``resume`` (``schedsearch.trust.check_stored_source``).
+    """
     from schedsearch.transforms import schedule_script, user_c
+    from schedsearch.trust import check_stored_source
 
     if (search_id is None) == (candidate_id is None):
         fail("give either SEARCH_ID or --candidate ID (not both)", EXIT_USAGE)
-    store = open_db(db, create=False)
+    store = open_db(db, create=False, read_only=True)
     try:
         if candidate_id is not None:
             record = store.get_candidate(candidate_id)
@@ -162,7 +168,12 @@ def export_command(search_id: int | None, candidate_id: int | None, fmt: str, ou
         store.close()
     workload = search.workload
     out_path = Path(output).resolve() if output else Path.cwd() / "schedule.out"
-    _warn_if_workload_changed(workload.path, workload.source_sha256)
+    if output:
+        _check_writable(out_path, output)
+    if fmt == "c":
+        check_stored_source(workload, trust_db_source=trust_db_source, what=f"search {search.id}")
+    else:
+        _warn_if_workload_changed(workload.path, workload.source_sha256)
     if fmt == "py":
         text = schedule_script(workload, record.schedule, relative_workload_path(workload.path, out_path))
     elif fmt == "c":
@@ -177,15 +188,41 @@ def export_command(search_id: int | None, candidate_id: int | None, fmt: str, ou
             origin={"db": db_label(db), "search_id": search.id, "candidate_id": record.id},
         )
         if output:
-            write_schedule_file(output, data)
-            stderr_console().print(f"wrote {output}")
+            _write(output, lambda: write_schedule_file(output, data))
+            _note_outside(workload.path, out_path)
             return
         text = json.dumps(data.to_json(), indent=2) + "\n"
     if output:
-        Path(output).write_text(text)
-        stderr_console().print(f"wrote {output}")
+        _write(output, lambda: Path(output).write_text(text))
     else:
         click.echo(text, nl=False)
+
+
+def _check_writable(out_path: Path, shown: str) -> None:
+    """Fail with one line before any work when the export cannot be written there."""
+    folder = out_path.parent
+    if not folder.is_dir():
+        fail(f"cannot write {shown}: the folder {folder} does not exist; create it or choose another -o path",
+             EXIT_USAGE)
+    if out_path.is_dir():
+        fail(f"cannot write {shown}: it is a folder; give a file path with -o", EXIT_USAGE)
+
+
+def _write(shown: str, write: Any) -> None:
+    try:
+        write()
+    except OSError as e:
+        fail(f"cannot write {shown}: {e.strerror or e}; choose a writable -o path", EXIT_USAGE)
+    stderr_console().print(f"wrote {shown}")
+
+
+def _note_outside(workload_path: str, schedule_path: Path) -> None:
+    """A schedule file whose workload lies outside its folder needs --workloads to regress."""
+    base, target = schedule_path.parent, Path(workload_path).resolve()
+    if base not in target.parents:
+        stderr_console().print(
+            f"note: the workload {workload_path} lies outside {base}; `schedsearch regress` runs it only when "
+            f"named: regress ... --workloads {target.parent}", highlight=False, markup=False)
 
 
 def _warn_if_workload_changed(path: str, sha: str) -> None:

@@ -22,6 +22,7 @@ from schedsearch.cli.wiring import (
     make_executor,
     open_db,
     print_json,
+    refuse_transient_db,
     stderr_console,
 )
 from schedsearch.core import (
@@ -36,6 +37,7 @@ from schedsearch.core import (
     Store,
     Workload,
 )
+from schedsearch.errors import ClusterError, InfrastructureError, StoreError
 
 DEFAULT_BUDGET = 120.0
 DEFAULT_WORKERS = 2
@@ -47,12 +49,15 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
                 cflags: str | None, parallel: bool, target: str, cost_model: str = "rank") -> None:
     """Load the workload, check the compiler, open the store, search, report."""
-    from schedsearch.evaluate import check_toolchain
+    from schedsearch.evaluate import check_memory, check_toolchain, default_cache_dir, private_cache_dir
     from schedsearch.transforms import load_workload, root_candidate
 
+    refuse_transient_db(db)
     workload = load_workload(file, proc, sizes)
+    check_memory(workload)
     bench = bench_config(cc, cflags, seed, target)
     check_toolchain(bench)
+    private_cache_dir(default_cache_dir())  # before a search is recorded, not after
     config = SearchConfig(
         strategy=StrategyKind(strategy),
         seed=seed,
@@ -72,10 +77,15 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
 
 
 def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
-                   address: str | None, db: str | None, as_json: bool) -> None:
-    """Continue a search from the store: same workload (stored source), same settings."""
-    from schedsearch.evaluate import check_toolchain
+                   address: str | None, db: str | None, as_json: bool, trust_db_source: bool = False) -> None:
+    """Continue a search from the store: same workload (stored source), same settings.
+
+    The stored source runs only when it matches its recorded sha256 and the file it came
+    from is still here with the same content, or with ``trust_db_source``.
+    """
+    from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
     from schedsearch.transforms import root_candidate
+    from schedsearch.trust import check_stored_source
 
     store = open_db(db, create=False)
     try:
@@ -84,7 +94,9 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
         if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
             fail(f"search {search_id} already completed; add --budget SECONDS (or --max-candidates N) to search further",
                  EXIT_USAGE)
+        check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search_id}")
         check_toolchain(config.bench)
+        private_cache_dir(default_cache_dir())
         _drive(search.workload, root_candidate(search.workload), config, store, db, address, as_json, search_id=search_id)
     finally:
         store.close()
@@ -133,6 +145,12 @@ def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Sto
         with _stop_on_signals(stop), ProgressView(console, config.max_seconds, workload.label) as view:
             outcome = run_search(workload, root, make_strategy(config), executor, store, config, view,
                                  search_id=search_id, stop=stop, cost_model=model)
+    except (InfrastructureError, StoreError, ClusterError) as e:
+        # The machine, not a candidate, stopped the search: say how to continue it.
+        if e.search_id is None:
+            raise
+        raise type(e)(f"{e}; search {e.search_id} is marked failed and keeps everything measured — once "
+                      f"that is fixed, continue it with `schedsearch resume {e.search_id}{_db_args(db)}`") from e
     finally:
         if model is not None:
             model.close()

@@ -73,7 +73,8 @@ def cli() -> None:
 @search_options
 @click.option("--max-depth", type=click.IntRange(min=1), default=12, show_default=True, help="Longest schedule.")
 @click.option("--strategy", type=click.Choice(["best-first", "beam", "random"]), default="best-first", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Makes the search reproducible.")
+@click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True,
+              help="Makes the search reproducible.")
 @click.option("--cc", default=None, metavar="PATH", help="C compiler command taking gcc's arguments [default: gcc].")
 @click.option("--cflags", default=None, metavar="STR",
               help='Compiler flags [default: "-O3 -march=native"]; the target\'s own flags (e.g. '
@@ -93,9 +94,16 @@ def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> Non
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)
 
 
+def trust_option(fn: Any) -> Any:
+    return click.option("--trust-db-source", is_flag=True,
+                        help="Run the workload source stored in the database even when its file is not here "
+                             "with the same content (its recorded sha256 must still match).")(fn)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.argument("search_id", type=int)
 @search_options
+@trust_option
 def resume(search_id: int, **opts: Any) -> None:
     """Continue an interrupted search; nothing measured is measured again."""
     handle_errors(commands_run.resume_command)(search_id, **opts)
@@ -151,9 +159,11 @@ def best(file: str, proc: str | None, sizes: tuple[str, ...], top: int, db: str 
               help="py: a readable Exo script; c: the generated C; json: a schedule file for `regress`.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @db_option
-def export(search_id: int | None, candidate_id: int | None, fmt: str, output: str | None, db: str | None) -> None:
+@trust_option
+def export(search_id: int | None, candidate_id: int | None, fmt: str, output: str | None, db: str | None,
+           trust_db_source: bool) -> None:
     """Export a search's best schedule (or --candidate ID) as Python, C or a schedule file."""
-    handle_errors(commands_read.export_command)(search_id, candidate_id, fmt, output, db)
+    handle_errors(commands_read.export_command)(search_id, candidate_id, fmt, output, db, trust_db_source)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -183,15 +193,18 @@ def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool,
               help="Re-record each schedule's speedup, time and machine from this run (rewrites the files); "
                    "a schedule that fails to replay or verify, or is slower than the unscheduled proc, is not "
                    "re-recorded and still fails.")
+@click.option("--workloads", multiple=True, metavar="PATH", type=click.Path(exists=True),
+              help="A workload file, or a folder of them, that schedule files may name from outside their own "
+                   "folder (repeatable). Otherwise a workload must lie in the schedule file's folder tree.")
 @json_option
 def regress(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str | None, cflags: str | None,
-            as_json: bool, strict_machine: bool, update: bool) -> None:
+            as_json: bool, strict_machine: bool, update: bool, workloads: tuple[str, ...]) -> None:
     """Replay schedule files; fail when one no longer applies, is wrong, got slower than
     recorded, or is slower than the unscheduled proc."""
     from schedsearch.cli import regress as regress_mod
 
     code = handle_errors(regress_mod.regress_command)(paths, tolerance, junit, cc, cflags, as_json, strict_machine,
-                                                      update)
+                                                      update, workloads)
     sys.exit(code)
 
 

@@ -6,6 +6,10 @@ fingerprint drift, and time the schedule side by side with the unscheduled proc 
 process; fail when the speedup fell below the recorded one less the tolerance, or when the
 schedule is slower than the unscheduled proc beyond the measured spread.
 
+A schedule file is data: its workload is imported only from inside the schedule file's
+folder tree (or a file or folder named with ``--workloads``) and only when its text matches
+the recorded sha256; otherwise the case fails and nothing of it runs.
+
 A timing recorded on another machine or toolchain is weak evidence here: falling below it
 is a warning unless ``--strict-machine``. A schedule whose instruction set this CPU lacks
 is skipped with the reason (a JUnit ``skipped``), never run and never passed. A malformed
@@ -26,8 +30,8 @@ from rich.text import Text
 
 from schedsearch.cli.render import fmt_num
 from schedsearch.cli.wiring import bench_config, fail, print_json, stderr_console
-from schedsearch.core import BenchConfig, Candidate, MachineInfo, Status, Timing, sha256_text
-from schedsearch.errors import ReplayError, ScheduleFileError, WorkloadError
+from schedsearch.core import BenchConfig, Candidate, MachineInfo, Status, Timing
+from schedsearch.errors import ReplayError, ScheduleFileError, UntrustedSourceError, WorkloadError
 from schedsearch.schedule_file import read_schedule_file, write_schedule_file
 from schedsearch.targets import TARGETS, target
 
@@ -93,10 +97,15 @@ def collect(paths: tuple[str, ...]) -> list[Path]:
 
 
 def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: MachineInfo,
-              cpu_flags: tuple[str, ...], strict_machine: bool = False) -> CaseResult:
+              cpu_flags: tuple[str, ...], strict_machine: bool = False,
+              allowed: tuple[str, ...] = ()) -> CaseResult:
     """Replay, verify and time one schedule file (on a CPU with ``cpu_flags``); every outcome,
-    a malformed file included, becomes a CaseResult."""
-    from schedsearch.evaluate import default_cache_dir, evaluate_candidate, remeasure
+    a malformed file included, becomes a CaseResult.
+
+    The workload runs only from inside the schedule file's folder tree or from ``allowed``
+    files and folders (``--workloads``), and only when it matches the recorded sha256.
+    """
+    from schedsearch.evaluate import check_memory, default_cache_dir, evaluate_candidate, remeasure
     from schedsearch.transforms import build_proc, fingerprint, kernel_c, load_workload, proc_text, root_candidate
 
     started = time.monotonic()
@@ -122,14 +131,24 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
         return result(False, f"skipped: this CPU lacks the {needed.name} instructions the schedule uses "
                       f"(needs CPU flags {' '.join(needed.cpu_flags)})", skipped=True)
     machine_differs = bool(sf.machine.cpu_model) and sf.machine.fingerprint != machine.fingerprint
+    # Data never chooses code: the workload must be where the schedule file may point, and
+    # be the very text that was recorded, before anything of it is imported.
+    if not sf.source_sha256:
+        return result(False, "it records no source_sha256 for its workload, so the workload is not run; "
+                      "export it again with `schedsearch export ... --format json`", machine_differs=machine_differs)
     try:
-        workload = load_workload(sf.workload_path(path), sf.proc, dict(sf.sizes))
+        workload_file = sf.workload_path(path, allowed)
+    except UntrustedSourceError as e:
+        return result(False, str(e), machine_differs=machine_differs)
+    try:
+        workload = load_workload(workload_file, sf.proc, dict(sf.sizes), expected_sha256=sf.source_sha256)
+        check_memory(workload)  # before replay or the driver allocate anything
+    except UntrustedSourceError as e:
+        notes.append("the workload file changed since the schedule was recorded")
+        return result(False, str(e), machine_differs=machine_differs, source_changed=True)
     except WorkloadError as e:
         return result(False, f"workload does not load: {e}", machine_differs=machine_differs)
-    source_changed = bool(sf.source_sha256) and sha256_text(workload.source) != sf.source_sha256
-    if source_changed:
-        notes.append("the workload file changed since the schedule was recorded")
-    flags = {"machine_differs": machine_differs, "source_changed": source_changed}
+    flags = {"machine_differs": machine_differs, "source_changed": False}
     try:
         proc = build_proc(workload, sf.schedule)
     except ReplayError as e:
@@ -210,17 +229,19 @@ def junit_xml(results: list[CaseResult], path: str) -> None:
 
 
 def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str | None,
-                    cflags: str | None, as_json: bool, strict_machine: bool = False, update: bool = False) -> int:
+                    cflags: str | None, as_json: bool, strict_machine: bool = False, update: bool = False,
+                    workloads: tuple[str, ...] = ()) -> int:
     """Run every schedule file; return the exit code (0: none failed, skips included; 1: any failed).
 
     With ``update``, every schedule that replayed, verified and is not slower than the
     unscheduled proc is re-recorded with this run's speedup, time and machine (its file is
     rewritten) and passes."""
-    from schedsearch.evaluate import check_toolchain, cpu_flags, machine_info
+    from schedsearch.evaluate import check_toolchain, cpu_flags, default_cache_dir, machine_info, private_cache_dir
 
     files = collect(paths)
     bench = bench_config(cc, cflags, 0)
     check_toolchain(bench)
+    private_cache_dir(default_cache_dir())
     machine = machine_info(bench)
     flags = cpu_flags()
     console = stderr_console()
@@ -228,9 +249,9 @@ def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None,
                   f"{machine.compiler_version}", highlight=False)
     results = []
     for i, f in enumerate(files, 1):
-        r = check_one(f, tolerance, bench, machine, flags, strict_machine)
-        verdict = "skip" if r.skipped else "pass" if r.passed else "FAIL"
-        console.print(f"[{i}/{len(files)}] {verdict} {r.name} ({r.seconds:.1f} s)", highlight=False)
+        r = check_one(f, tolerance, bench, machine, flags, strict_machine, workloads)
+        mark = "skip" if r.skipped else "pass" if r.passed else "FAIL"
+        console.print(f"[{i}/{len(files)}] {mark} {r.name} ({r.seconds:.1f} s)", highlight=False)
         results.append(r)
     if update:
         results = [_updated(r) for r in results]

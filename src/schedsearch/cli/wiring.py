@@ -22,19 +22,22 @@ from rich.console import Console
 from schedsearch.core import BenchConfig, CostModel, CostModelMode, Executor, ExpandOptions, SearchConfig, Store
 from schedsearch.errors import (
     ClusterError,
+    InfrastructureError,
     ReplayError,
     ScheduleFileError,
     SchedsearchError,
     SearchError,
     StoreError,
-    ToolchainError,
+    UntrustedSourceError,
     WorkloadError,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Errors caused by what the user typed or pointed at: exit code 2.
-INPUT_ERRORS = (WorkloadError, ScheduleFileError, StoreError, ToolchainError, ClusterError, ReplayError)
+#: Errors caused by what the user typed or pointed at, or by the machine it runs on (a
+#: compiler, disk, cache or database the user must fix): exit code 2.
+INPUT_ERRORS = (WorkloadError, ScheduleFileError, StoreError, InfrastructureError, ClusterError, ReplayError,
+                UntrustedSourceError)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -120,11 +123,23 @@ def expand_options(parallel: bool, target: str) -> ExpandOptions:
     return ExpandOptions(allow_parallel=parallel, target=resolve(target, cpu_flags()).name.value)
 
 
-def open_db(url: str | None, *, create: bool) -> Store:
-    """Open the results store named by --db (default ./schedsearch.db)."""
+def open_db(url: str | None, *, create: bool, read_only: bool = False) -> Store:
+    """Open the results store named by --db (default ./schedsearch.db); ``read_only`` for
+    the commands that only read (nothing is written, read-only media work)."""
     from schedsearch.store import open_store
 
-    return open_store(url, create=create)
+    return open_store(url, create=create, read_only=read_only)
+
+
+def refuse_transient_db(url: str | None) -> None:
+    """A search's results must outlive it: refuse in-memory databases for ``run``."""
+    from schedsearch.store import is_transient
+
+    if is_transient(url):
+        raise StoreError(
+            f"--db {url} is an in-memory database: the results would vanish when the search ends and "
+            "`schedsearch show` could not read them; pass a file path such as --db results.db"
+        )
 
 
 def db_label(url: str | None) -> str:

@@ -7,7 +7,12 @@ cache directory may be shared between nodes) and the harness version. Artifacts 
 to a temporary name in the same directory and renamed into place, so concurrent processes
 (Ray workers, parallel searches) never see a half-written file; whoever finishes last wins
 with identical content. Paths change whenever content changes, which also defeats
-``dlopen``'s by-path caching.
+``dlopen``'s by-path caching. Each artifact's sha256 is recorded beside it and checked
+before it is used (``cache``): a planted or damaged file is rebuilt, never loaded.
+
+A compile that fails for a reason outside the candidate's code — a full disk, a killed
+compiler, a missing assembler or linker (``faults``) — raises ``InfrastructureError``
+instead of becoming the candidate's build error.
 
 A kernel becomes a shared object (``-shared -fPIC``); ``-Wl,-Bsymbolic`` binds the kernel's
 calls to its own helper functions, so that several kernels loaded into one driver (finalists
@@ -26,13 +31,16 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from schedsearch.core import ArgSpec, BenchConfig
-from schedsearch.errors import ToolchainError
+from schedsearch.errors import InfrastructureError, ToolchainError
+from schedsearch.evaluate.cache import install, verified
+from schedsearch.evaluate.faults import machine_fault
 from schedsearch.evaluate.harness import HARNESS_VERSION, driver_source
 from schedsearch.evaluate.machine import compiler_argv, machine_info
 from schedsearch.evaluate.process import run_child
@@ -105,32 +113,46 @@ def _compile(
     extra: tuple[str, ...],
     libs: tuple[str, ...],
 ) -> tuple[str, float]:
-    """Compile ``source`` into ``target`` atomically. Returns (error text or "", seconds)."""
+    """Compile ``source`` into ``target`` atomically. Returns (error text or "", seconds).
+
+    Raises InfrastructureError when the failure is the machine's, not the source's.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, src_name = tempfile.mkstemp(dir=target.parent, prefix=".src-", suffix=".c")
-    # A name nobody holds yet (not a mkstemp file): the linker creates it with exec permissions.
-    tmp_out = target.parent / f".out-{os.getpid()}-{secrets.token_hex(8)}{target.suffix}"
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    argv = compiler_argv(config) + list(flags) + list(extra) + ["-o", str(tmp_out), src_name] + list(libs)
+    # A private folder per build, the source under a name fixed by the key and compiled from
+    # inside it: the file name gcc records in the object is then the same for every build of
+    # this key, so concurrent builders write identical bytes (and identical recorded hashes).
+    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
+    src = work / f"{target.stem}.c"
+    tmp_out = work / f"out{target.suffix}"
+    argv = compiler_argv(config) + list(flags) + list(extra) + ["-o", str(tmp_out), src.name] + list(libs)
     start = time.perf_counter()
     try:
+        src.write_text(source)
         try:
-            res = run_child(argv, timeout=config.build_timeout)
+            res = run_child(argv, timeout=config.build_timeout, cwd=work)
         except OSError as e:
             raise ToolchainError(f"The C compiler {config.cc!r} cannot be run ({e}).") from e
         seconds = time.perf_counter() - start
         if res.timed_out:
             return f"compiler did not finish within {config.build_timeout:g} s", seconds
         if res.returncode != 0:
+            fault = machine_fault(res.returncode, f"{res.stderr}\n{res.stdout}")
+            if fault:
+                raise InfrastructureError(f"the C compiler {config.cc!r} cannot build kernels on this machine: {fault}")
             why = _tail(res.stderr or res.stdout) or f"compiler exited with status {res.returncode}"
             return why, seconds
-        os.replace(src_name, target.with_suffix(".c"))
-        os.replace(tmp_out, target)
+        os.replace(src, target.with_suffix(".c"))
+        install(tmp_out, target)
         return "", seconds
     finally:
-        for leftover in (Path(src_name), tmp_out):
-            leftover.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _header_is(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def precompiled_immintrin(config: BenchConfig, flags: tuple[str, ...], cache_dir: Path) -> Path | None:
@@ -140,7 +162,7 @@ def precompiled_immintrin(config: BenchConfig, flags: tuple[str, ...], cache_dir
     key = artifact_key("pch", _PCH_TEXT, config, flags)
     header = _artifact_path(cache_dir, key, ".h")
     gch = header.with_name(header.name + ".gch")
-    if gch.exists():
+    if verified(gch) and _header_is(header, _PCH_TEXT):
         return header
     header.parent.mkdir(parents=True, exist_ok=True)
     token = f"{os.getpid()}-{secrets.token_hex(8)}"
@@ -156,7 +178,7 @@ def precompiled_immintrin(config: BenchConfig, flags: tuple[str, ...], cache_dir
             return None
         if res.timed_out or res.returncode != 0:
             return None
-        os.replace(tmp_gch, gch)
+        install(tmp_gch, gch)
         return header
     finally:
         tmp_header.unlink(missing_ok=True)
@@ -172,7 +194,7 @@ def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
     flags = kernel_flags(config, openmp)
     key = artifact_key("kernel", c_source, config, flags + _SHARED_FLAGS)
     path = _artifact_path(cache_dir, key, ".so")
-    if path.exists():
+    if verified(path):
         return BuildResult(key, path, cached=True)
     extra = _SHARED_FLAGS
     if _PCH_TRIGGER in c_source:
@@ -194,7 +216,7 @@ def build_driver(args: tuple[ArgSpec, ...], config: BenchConfig, cache_dir: Path
     source = driver_source(args)
     key = artifact_key("driver", source, config, _DRIVER_FLAGS)
     path = _artifact_path(cache_dir, key, ".exe")
-    if path.exists():
+    if verified(path):
         return path
     error, _ = _compile(config, source, path, _DRIVER_FLAGS, (), ("-ldl", "-lm"))
     if error:

@@ -29,9 +29,10 @@ from schedsearch.core import (
     Workload,
     sha256_text,
 )
-from schedsearch.errors import SearchError, ToolchainError
+from schedsearch.errors import InfrastructureError, SearchError
 from schedsearch.evaluate.bench import bench_lock, dump_kernel, parse_report, run_kernels, timing_from_samples
 from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel
+from schedsearch.evaluate.cache import install, private_cache_dir, verified
 from schedsearch.evaluate.machine import machine_info
 from schedsearch.evaluate.process import ChildResult
 
@@ -49,12 +50,16 @@ class KernelIO:
 
 @contextlib.contextmanager
 def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
-    """A cache directory we cannot write (or a driver we cannot start) is broken
-    infrastructure, not a candidate's fault: raise one clear ToolchainError."""
+    """A cache directory we cannot use or write (full, read-only, someone else's) or a
+    driver we cannot start is broken infrastructure, not a candidate's fault: raise one
+    clear InfrastructureError."""
+    private_cache_dir(cache_dir)
     try:
         yield
     except OSError as e:
-        raise ToolchainError(f"Cannot build or run kernels with the cache directory {cache_dir} ({e}).") from e
+        raise InfrastructureError(
+            f"cannot build or run kernels with the cache directory {cache_dir} ({e.strerror or e})"
+        ) from e
 
 
 def _tail(text: str) -> str:
@@ -105,7 +110,7 @@ def _reference_file(
     # The argument list decides which buffers are outputs and how the inputs are drawn.
     signature = sha256_text(json.dumps([a.to_json() for a in args], sort_keys=True))[:16]
     path = Path(cache_dir) / "reference" / f"{ref_build.key}-{signature}-{config.seed}.out"
-    if path.exists():
+    if verified(path):
         return path, None
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}")
@@ -114,7 +119,7 @@ def _reference_file(
         failure = _child_failure(res, "the reference kernel", config.run_timeout)
         if failure is not None:
             return None, failure
-        os.replace(tmp, path)
+        install(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path, None
@@ -165,7 +170,9 @@ def evaluate_candidate(
     Never raises for anything the candidate does: the result's status is ``ok``,
     ``build_error`` (with the tail of the compiler's message), ``run_error`` (with the signal
     name), ``timeout`` or ``wrong_result`` (with the max error and the first bad element).
-    Raises ToolchainError if the compiler is unusable, and SearchError if the reference
+    Raises ToolchainError if the compiler is unusable, InfrastructureError when a build
+    fails for the machine's reasons (a full disk, a killed compiler, an unusable cache),
+    and SearchError if the reference
     itself cannot be built or run (when ``candidate`` is the reference, that is reported as
     its status instead).
     """
@@ -273,7 +280,7 @@ def run_once(workload: Workload, candidate: Candidate, config: BenchConfig, cach
     For checks against an independent implementation (numpy) and for debugging. Raises
     SearchError if the candidate does not build or run.
     """
-    cache_dir = Path(cache_dir)
+    cache_dir = private_cache_dir(Path(cache_dir))
     driver = build_driver(workload.args, config, cache_dir)
     b = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
     if not b.ok or b.path is None:

@@ -46,7 +46,7 @@ from schedsearch.core import (
     Store,
     Workload,
 )
-from schedsearch.errors import SearchError
+from schedsearch.errors import SchedsearchError, SearchError
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.outcome import SearchOutcome
@@ -79,7 +79,10 @@ def run_search(
 
     Raises ``SearchError`` (after marking the search ``failed``) when the root itself
     does not build, run or verify. Any other exception also marks the search failed (or
-    interrupted, for ``KeyboardInterrupt``) before it propagates.
+    interrupted, for ``KeyboardInterrupt``) before it propagates; a ``SchedsearchError``
+    (broken infrastructure: a full disk, a killed compiler, a failing database) carries
+    the search's id in ``search_id``. Candidates being evaluated stay pending: nobody is
+    blamed, and a resume measures them.
 
     ``cost_model`` is used as ``config.cost_model`` says (not at all when that is ``off``);
     the caller owns it (and closes it).
@@ -145,6 +148,12 @@ class _Run:
             return self._finish(status)
         except KeyboardInterrupt:
             self._abort(SearchStatus.INTERRUPTED)
+            raise
+        except SchedsearchError as e:
+            self._abort(SearchStatus.FAILED)
+            # Tell the caller which search stopped, so it can say how to resume it.
+            if e.search_id is None:
+                e.search_id = self.sid
             raise
         except BaseException:
             self._abort(SearchStatus.FAILED)

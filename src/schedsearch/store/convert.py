@@ -19,7 +19,15 @@ from schedsearch.core import (
     Timing,
     Workload,
 )
+from schedsearch.errors import StoreError
 from schedsearch.store.models import CandidateRow, SearchRow, WorkloadRow
+
+
+def _invalid(what: str, row_id: object, exc: Exception) -> StoreError:
+    return StoreError(
+        f"the database holds a {what} row ({row_id}) that schedsearch would not have written ({exc}); "
+        "it may have been edited by hand or tampered with, so it is not used"
+    )
 
 
 def workload_row(workload: Workload) -> WorkloadRow:
@@ -36,15 +44,19 @@ def workload_row(workload: Workload) -> WorkloadRow:
 
 
 def workload_record(row: WorkloadRow) -> Workload:
-    return Workload(
-        path=row.path,
-        source=row.source,
-        source_sha256=row.source_sha256,
-        proc=row.proc,
-        sizes=tuple((str(name), int(value)) for name, value in row.sizes),
-        args=tuple(ArgSpec.from_json(a) for a in row.args),
-        flops=row.flops,
-    )
+    """The workload, validated: names that go into generated code must be identifiers."""
+    try:
+        return Workload(
+            path=row.path,
+            source=row.source,
+            source_sha256=row.source_sha256,
+            proc=row.proc,
+            sizes=tuple((str(name), int(value)) for name, value in row.sizes),
+            args=tuple(ArgSpec.from_json(a) for a in row.args),
+            flops=row.flops,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _invalid("workload", f"id {row.id}", exc) from None
 
 
 def search_record(row: SearchRow, workload: WorkloadRow) -> SearchRecord:
@@ -92,6 +104,13 @@ def timing_columns(timing: Timing | None) -> dict[str, Any]:
 
 
 def candidate_record(row: CandidateRow) -> CandidateRecord:
+    try:
+        return _candidate_record(row)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _invalid("candidate", f"id {row.id}", exc) from None
+
+
+def _candidate_record(row: CandidateRow) -> CandidateRecord:
     timing = None
     if row.time_median is not None:
         timing = Timing(

@@ -32,6 +32,7 @@ from importlib import metadata
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, inspect, select, text, update
+from sqlalchemy.exc import DBAPIError
 
 from schedsearch.errors import StoreError
 from schedsearch.store.models import Base, SchemaInfoRow
@@ -55,6 +56,11 @@ def _v1_to_v2(conn: Connection) -> None:
 
 #: ``MIGRATIONS[v]`` upgrades a database of version ``v`` to ``v + 1``.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+
+#: Execution option read by the SQLite "begin" listener: how to BEGIN (e.g. "IMMEDIATE").
+SQLITE_BEGIN_OPTION = "schedsearch_sqlite_begin"
+#: PostgreSQL advisory-lock key that serialises schema creation (any fixed 64-bit number).
+_CREATE_LOCK_KEY = 0x5C4ED5EA2C4
 
 
 def _package_version() -> str:
@@ -153,18 +159,39 @@ def needs_creation(state: SchemaState, where: str, *, create: bool) -> bool:
     return True
 
 
-def create_schema(engine: Engine) -> None:
-    """Create every table and stamp the schema version, in one transaction."""
-    with engine.begin() as conn:
-        Base.metadata.create_all(conn)
-        conn.execute(
-            SchemaInfoRow.__table__.insert().values(
-                id=1,
-                version=SCHEMA_VERSION,
-                created_at=time.time(),
-                created_by=f"schedsearch {_package_version()}",
-            )
-        )
+def create_schema(engine: Engine, where: str) -> None:
+    """Create every table and stamp the schema version in one transaction, at most once.
+
+    Any number of processes may open the same new database at once. Creators queue on a
+    lock (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-level advisory lock), and
+    each one looks at the tables again once it holds the lock: the first creates them, the
+    others find them made and simply use them. Another backend gets one more look after
+    a failed attempt instead.
+    """
+    dialect = engine.dialect.name
+    for attempt in range(2):
+        try:
+            with engine.connect() as conn:
+                if dialect == "sqlite":
+                    conn.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+                with conn.begin():
+                    if dialect == "postgresql":
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK_KEY})
+                    if not needs_creation(read_state(conn), where, create=True):
+                        return
+                    Base.metadata.create_all(conn)
+                    conn.execute(
+                        SchemaInfoRow.__table__.insert().values(
+                            id=1,
+                            version=SCHEMA_VERSION,
+                            created_at=time.time(),
+                            created_by=f"schedsearch {_package_version()}",
+                        )
+                    )
+                return
+        except DBAPIError:
+            if attempt or dialect in ("sqlite", "postgresql"):
+                raise
 
 
 def backup_sqlite(path: Path, version: int) -> Path:

@@ -13,7 +13,7 @@ from typing import Any, Self
 
 from sqlalchemy import Select, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from schedsearch.core import (
@@ -42,15 +42,17 @@ class SqlStore:
 
     ``url`` is any SQLAlchemy URL (``sqlite:///schedsearch.db``,
     ``postgresql+psycopg://user@host/db``). With ``create=False`` the database must already
-    hold schedsearch tables. Raises ``StoreError`` for a file that is not a database, a
-    newer schema, someone else's tables, or a server that cannot be reached.
+    hold schedsearch tables; ``read_only`` opens it so that nothing can be written (SQLite:
+    ``mode=ro``, and ``immutable`` on read-only media). Raises ``StoreError`` for a file that
+    is not a database or is damaged, a newer schema, someone else's tables, or a server
+    that cannot be reached.
     """
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    def __init__(self, url: str, *, create: bool = True, read_only: bool = False) -> None:
         parsed = engine.parse_url(url)
         self.url = parsed
         self.where = engine.describe(parsed)
-        self._engine = engine.open_engine(parsed, create=create)
+        self._engine = engine.open_engine(parsed, create=create, read_only=read_only)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         dialect_insert = _DIALECT_INSERTS.get(self._engine.dialect.name)
         # Built once, values bound per call, so SQLAlchemy compiles it a single time.
@@ -80,6 +82,12 @@ class SqlStore:
         except OperationalError as exc:
             # Locked past the busy timeout, disk full, server gone: infrastructure, not data.
             raise StoreError(f"{self.where} failed: {engine.first_line(exc)}; check the database and retry") from exc
+        except DatabaseError as exc:
+            # A page damaged after the database was opened (its check passed): stop, write nothing more.
+            raise StoreError(
+                f"{self.where} failed: {engine.first_line(exc)}; the database may be damaged — check it with "
+                f"`sqlite3 {self.where} 'PRAGMA integrity_check'` or restore a backup"
+            ) from exc
 
     # ------------------------------------------------------------------ writing
 

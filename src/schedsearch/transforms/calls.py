@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from exo.stdlib import scheduling
 
+from schedsearch.transforms.walk import count_statements, literal
+
 ArgData = int | str | bool | tuple[str, ...]
 
 #: Scheduling operations a call may name (all from ``exo.stdlib.scheduling``).
@@ -194,6 +196,30 @@ def _resolve(proc, value):
     return value
 
 
+#: Most statements one ``unroll_loop`` may produce. Far above anything the search proposes
+#: (see ``rewrites.MAX_UNROLLED_STATEMENTS``) or a composite step emits; it stops a schedule
+#: file or database row from asking Exo for billions of statements (and all the memory).
+MAX_UNROLL_STATEMENTS = 4096
+
+
+def _check_unroll(proc, target) -> None:
+    """ValueError (a rejected rewrite) when unrolling ``target`` would exceed the limit."""
+    try:
+        loop = proc.find_loop(target) if isinstance(target, str) else target
+        lo, hi = literal(loop.lo()), literal(loop.hi())
+        body = count_statements(loop.body())
+    except Exception:  # noqa: BLE001 - not a loop Exo can find: Exo itself says why below
+        return
+    if lo is None or hi is None:
+        return
+    produced = max(0, hi - lo) * max(1, body)
+    if produced > MAX_UNROLL_STATEMENTS:
+        raise ValueError(
+            f"unrolling {target if isinstance(target, str) else 'the loop'} would produce {produced} statements, "
+            f"over the limit of {MAX_UNROLL_STATEMENTS}"
+        )
+
+
 def run(proc, call: ExoCall):
     """Apply one call to ``proc`` and return the new proc (Exo raises when illegal)."""
     if call.op not in OPS:
@@ -201,6 +227,8 @@ def run(proc, call: ExoCall):
     fn = getattr(scheduling, call.op)
     args = [_resolve(proc, a) for a in call.args]
     kwargs = {k: _resolve(proc, v) for k, v in call.kwargs}
+    if call.op == "unroll_loop" and args:
+        _check_unroll(proc, args[0])
     return fn(proc, *args, **kwargs)
 
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from exo import Procedure
 
-from schedsearch.core import ArgRole, ArgSpec, DType, Workload, sha256_text
-from schedsearch.errors import WorkloadError
+from schedsearch.core import INT64_MAX, ArgRole, ArgSpec, DType, Workload, sha256_text
+from schedsearch.errors import LimitError, UntrustedSourceError, WorkloadError
 from schedsearch.transforms.codegen import count_flops
 from schedsearch.transforms.source import execute_source, procs_in, read_source
 from schedsearch.transforms.walk import literal, written_buffers
@@ -43,7 +43,11 @@ def list_procs(path: str | os.PathLike) -> list[str]:
 
 
 def load_workload(
-    path: str | os.PathLike, proc: str | None = None, sizes: Mapping[str, int] | None = None
+    path: str | os.PathLike,
+    proc: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    *,
+    expected_sha256: str | None = None,
 ) -> Workload:
     """Load the proc ``proc`` (or the file's only proc) from ``path`` with concrete sizes.
 
@@ -54,12 +58,23 @@ def load_workload(
     ``SCHEDSEARCH_PROC = "proc_name"``. The proc's ``assert`` statements are checked with the bound values
     (Exo does not check them itself).
 
+    With ``expected_sha256`` (a schedule file's record of the file) the text read is checked
+    against it before it is executed: UntrustedSourceError when it differs.
+
     Raises WorkloadError, with one sentence naming the problem, for: a missing file, a
     syntax error, an import failure, no procs, several procs and no name, an unknown proc
     name, missing/unknown/non-positive sizes, a violated assertion, and arguments the
-    harness cannot handle (windows, index/stride/bool arguments, non-DRAM memories, ...).
+    harness cannot handle (windows, index/stride/bool arguments, non-DRAM memories, ...);
+    LimitError (a WorkloadError) for sizes or shapes that do not fit in 64 bits (whether
+    the buffers fit in memory is ``evaluate.check_memory``'s to say).
     """
     abspath, source = read_source(path)
+    if expected_sha256 is not None and sha256_text(source) != expected_sha256:
+        raise UntrustedSourceError(
+            f"{os.fspath(path)} is not the file that was recorded (sha256 {sha256_text(source)[:12]}, recorded "
+            f"{expected_sha256[:12] or 'nothing'}), so it is not run; re-export the schedule, or record the new "
+            "sha256 if the change is intended"
+        )
     module = execute_source(source, os.fspath(path), os.path.dirname(abspath))
     procs = procs_in(module)
     default = getattr(module, PROC_ATTRIBUTE, None)
@@ -71,14 +86,17 @@ def load_workload(
     bound_sizes = _check_sizes(name, unbound, given, explicit=dict(sizes or {}))
     _check_assertions(name, unbound, dict(bound_sizes))
     bound = unbound.partial_eval(**dict(bound_sizes)) if bound_sizes else unbound
+    args = arg_specs(name, bound)
+    flops = count_flops(bound)
     return Workload(
         path=abspath,
         source=source,
         source_sha256=sha256_text(source),
         proc=name,
         sizes=bound_sizes,
-        args=arg_specs(name, bound),
-        flops=count_flops(bound),
+        args=args,
+        # A count beyond 64 bits cannot be stored; it is then simply unknown.
+        flops=flops if flops is None or flops <= INT64_MAX else None,
     )
 
 
@@ -129,6 +147,8 @@ def _check_sizes(
             raise WorkloadError(f"size {key} of {name} must be an integer, not {value!r}.")
         if value <= 0:
             raise WorkloadError(f"size {key} of {name} must be positive, not {value}.")
+        if value > INT64_MAX:
+            raise LimitError(f"size {key} of {name} is {value}, which does not fit in a 64-bit integer.")
     missing = [k for k in size_args if k not in given]
     if missing:
         raise WorkloadError(f"{name} needs values for its size arguments: {', '.join(missing)}.")
@@ -189,5 +209,8 @@ def arg_specs(name: str, proc: Procedure) -> tuple[ArgSpec, ...]:
             if any(d is None for d in dims):
                 raise WorkloadError(f"{where} has a shape that is not constant after binding sizes ({typ}).")
             shape = tuple(int(d) for d in dims)
-        specs.append(ArgSpec(arg, role, dtype, shape, output=arg in outputs))
+        try:
+            specs.append(ArgSpec(arg, role, dtype, shape, output=arg in outputs))
+        except ValueError as exc:
+            raise LimitError(f"{where} cannot be used: {exc}.") from None
     return tuple(specs)
