@@ -17,7 +17,8 @@ A schedule file is JSON::
 
 The workload path is stored relative to the schedule file, so a repository can move.
 Files written before targets existed have no ``target``: it is derived from their steps.
-Standard library and schedsearch's own records only.
+A file is data, never code: it is parsed, and every step's arguments are checked against
+its kind's typed record (``transforms.rules``) before anything is replayed.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class ScheduleFile:
                 "source_sha256": self.source_sha256,
             },
             "steps": [_step_json(s) for s in self.schedule.steps],
-            "readable": [s.describe() for s in self.schedule.steps],
+            "readable": [_describe(s) for s in self.schedule.steps],
             "fingerprint": self.fingerprint,
             "speedup": self.speedup,
             "seconds": self.seconds,
@@ -86,6 +87,24 @@ class ScheduleFile:
 def _step_json(step: Rewrite) -> dict[str, Any]:
     # Arguments as an object: schedule files are meant to be read and edited by people.
     return {"kind": step.kind.value, "target": step.target, "args": dict(step.args)}
+
+
+def _describe(step: Rewrite) -> str:
+    # The rules know which arguments only name new loops; they load Exo, so only when needed.
+    from schedsearch.transforms import describe_step
+
+    return describe_step(step)
+
+
+def _check_steps(path: Path, schedule: Schedule) -> None:
+    """ScheduleFileError naming the first step whose arguments its kind cannot take."""
+    from schedsearch.transforms import ArgError, decode_step
+
+    for index, step in enumerate(schedule.steps):
+        try:
+            decode_step(step)
+        except ArgError as e:
+            raise ScheduleFileError(f"{path}: step {index} `{step.kind.value} {step.target}`: {e}") from None
 
 
 def _step_from_json(data: dict[str, Any]) -> Rewrite:
@@ -123,7 +142,7 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
         raise ScheduleFileError(f"{p} has schedule-file version {raw.get('version')!r}; this schedsearch reads version {VERSION}")
     try:
         wl = raw["workload"]
-        return ScheduleFile(
+        data = ScheduleFile(
             workload_file=str(wl["file"]),
             proc=str(wl["proc"]),
             sizes=tuple((str(k), int(v)) for k, v in wl["sizes"].items()),
@@ -138,3 +157,5 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ScheduleFileError(f"{p} is malformed: {type(e).__name__}: {e}") from None
+    _check_steps(p, data.schedule)
+    return data

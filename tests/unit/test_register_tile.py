@@ -54,7 +54,7 @@ def test_register_tiles_follow_the_target_and_its_registers(small):
 
 def test_tile_shapes_fit_every_targets_registers():
     from schedsearch.targets import TARGETS
-    from schedsearch.transforms.register_tile import tile_shapes
+    from schedsearch.transforms.rules.tile_nests import tile_shapes
 
     for t in TARGETS:
         shapes = tile_shapes(t)
