@@ -14,7 +14,7 @@ import json
 import keyword
 import types
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -137,9 +137,9 @@ class RewriteKind(StrEnum):
     SIMPLIFY = "simplify"
     STAGE_MEM = "stage_mem"
     PARALLELIZE = "parallelize"
-    MICRO_KERNEL = "micro_kernel"  # tile + stage the output tile + unroll rows, in one step
+    MICRO_KERNEL = "micro_kernel"  # older schedule files' name for a scalar-target register_tile
     PACK = "pack"  # copy a re-read input panel into a contiguous buffer
-    REGISTER_TILE = "register_tile"  # a register tile in the target's vector instructions, in one step
+    REGISTER_TILE = "register_tile"  # a register tile (the target's vector instructions, or gcc's), in one step
     SIMD_KERNEL = "simd_kernel"  # older schedule files' name for an AVX2 register_tile
     COMPUTE_AT = "compute_at"  # compute a producer's rows inside its consumer's loop, in a line buffer
     VECTORIZE = "vectorize"  # a loop in the target's vector instructions, tails cut or masked
@@ -325,9 +325,6 @@ class Workload(JsonRecord):
 
 ArgValue = int | str | bool
 
-#: Rewrite arguments that only name the loops and buffers a rewrite creates.
-NAMING_ARGS = frozenset({"inner", "outer", "ai", "ao", "aii", "aio", "bi", "bo", "name", "names", "tail_names"})
-
 
 @dataclass(frozen=True, slots=True)
 class Rewrite(JsonRecord):
@@ -335,7 +332,8 @@ class Rewrite(JsonRecord):
 
     ``target`` is a stable Exo pattern (``"j #0"``, ``"i j"``) or a statement path; ``args``
     are sorted (name, value) pairs. Applying the same Rewrite to the same proc is
-    deterministic.
+    deterministic. This is the wire form stored in databases and schedule files; each
+    kind's rule (``transforms.rules``) decodes the arguments into a typed, checked record.
     """
 
     kind: RewriteKind
@@ -353,12 +351,15 @@ class Rewrite(JsonRecord):
                 return v
         return default
 
-    def describe(self, verbose: bool = False) -> str:
-        """One readable line, e.g. ``split i #0 factor=8 tail=perfect``.
+    def describe(self, hidden: Collection[str] = ()) -> str:
+        """One readable line, e.g. ``split i #0 factor=8 tail=perfect``, leaving out the
+        arguments named in ``hidden``.
 
-        The names given to new loops and buffers are left out unless ``verbose``.
+        Which arguments only name the loops and buffers a step creates is declared by the
+        kind's rule, which core does not know: callers pass them
+        (``transforms.rules.naming_args(kind)``, or ``transforms.describe_step``).
         """
-        extra = " ".join(f"{k}={v}" for k, v in self.args if verbose or k not in NAMING_ARGS)
+        extra = " ".join(f"{k}={v}" for k, v in self.args if k not in hidden)
         return f"{self.kind.value} {self.target}" + (f" {extra}" if extra else "")
 
 

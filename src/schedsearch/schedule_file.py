@@ -20,7 +20,8 @@ schedule file is data: its workload runs only when it lies inside the schedule f
 tree (or where the user allows, ``regress --workloads``) and matches ``source_sha256``
 (see ``schedsearch.trust``); names and sizes are validated when the file is read.
 Files written before targets existed have no ``target``: it is derived from their steps.
-Standard library and schedsearch's own records only.
+A file is data, never code: it is parsed, and every step's arguments are checked against
+its kind's typed record (``transforms.rules``) before anything is replayed.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class ScheduleFile:
                 "source_sha256": self.source_sha256,
             },
             "steps": [_step_json(s) for s in self.schedule.steps],
-            "readable": [s.describe() for s in self.schedule.steps],
+            "readable": [_describe(s) for s in self.schedule.steps],
             "fingerprint": self.fingerprint,
             "speedup": self.speedup,
             "seconds": self.seconds,
@@ -93,6 +94,24 @@ class ScheduleFile:
 def _step_json(step: Rewrite) -> dict[str, Any]:
     # Arguments as an object: schedule files are meant to be read and edited by people.
     return {"kind": step.kind.value, "target": step.target, "args": dict(step.args)}
+
+
+def _describe(step: Rewrite) -> str:
+    # The rules know which arguments only name new loops; they load Exo, so only when needed.
+    from schedsearch.transforms import describe_step
+
+    return describe_step(step)
+
+
+def _check_steps(path: Path, schedule: Schedule) -> None:
+    """ScheduleFileError naming the first step whose arguments its kind cannot take."""
+    from schedsearch.transforms import ArgError, decode_step
+
+    for index, step in enumerate(schedule.steps):
+        try:
+            decode_step(step)
+        except ArgError as e:
+            raise ScheduleFileError(f"{path}: step {index} `{step.kind.value} {step.target}`: {e}") from None
 
 
 def _step_from_json(data: dict[str, Any]) -> Rewrite:
@@ -148,6 +167,7 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
     problem = _problem(sf)
     if problem:
         raise ScheduleFileError(f"{p} is malformed: {problem}")
+    _check_steps(p, sf.schedule)
     return sf
 
 

@@ -17,7 +17,8 @@ from schedsearch.transforms import (
     try_apply,
 )
 from schedsearch.transforms.calls import OPS
-from schedsearch.transforms.rewrites import lower, split_factors
+from schedsearch.transforms.rules import lower
+from schedsearch.transforms.rules.loops import split_factors
 from schedsearch.transforms.walk import loops, statements
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -44,10 +44,12 @@ NAMES = {"ao": "io", "ai": "ii", "bo": "jo", "bi": "ji", "aio": "iio", "aii": "i
 
 
 def micro_kernel(rows: int, cols: int, group: int, order: str) -> Rewrite:
+    """The scalar target's register tile (once its own kind, ``micro_kernel``)."""
     window = f"C[{rows} * io:{rows} * io + {rows}, {cols} * jo:{cols} * jo + {cols}]"
     return Rewrite.make(
-        RewriteKind.MICRO_KERNEL,
+        RewriteKind.REGISTER_TILE,
         "i #0",
+        isa="scalar",
         inner="j #0",
         red="k #0",
         rows=rows,
@@ -133,13 +135,14 @@ def test_longer_paths_through_an_interchange_reach_the_same_code(workload):
 
 def test_micro_kernel_proposals_are_few_and_only_for_reduction_nests(workload):
     proc = build_proc(workload)
-    kernels = [r for r in propose(proc, OPTIONS) if r.kind is RewriteKind.MICRO_KERNEL]
+    kernels = [r for r in propose(proc, OPTIONS) if r.kind is RewriteKind.REGISTER_TILE]
+    assert {r.arg("isa") for r in kernels} == {"scalar"}
     shapes = {(r.arg("rows"), r.arg("cols"), r.arg("group"), r.arg("order")) for r in kernels}
     assert (8, 8, 4, "cols") in shapes and (8, 8, 4, "rows") in shapes
     assert len(kernels) == len(shapes) <= 8
     # after the micro-kernel there is no i-j-k reduction nest left to block again
     blocked = try_apply(proc, FAST_PATH[0])
-    assert not [r for r in propose(blocked, OPTIONS) if r.kind is RewriteKind.MICRO_KERNEL]
+    assert not [r for r in propose(blocked, OPTIONS) if r.kind is RewriteKind.REGISTER_TILE]
 
 
 def test_pack_is_proposed_only_for_read_only_panels_reused_by_the_loop(workload):

@@ -24,7 +24,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_transforms_imports_stay_in_their_room():
-    files = sorted(PACKAGE.glob("*.py"))
+    files = sorted(PACKAGE.rglob("*.py"))
     assert len(files) >= 8
     for path in files:
         for name in imported_modules(path):

@@ -11,7 +11,9 @@ import click
 from rich.table import Table
 
 from schedsearch.cli.commands_run import gflops, run_json, steps_json
-from schedsearch.cli.render import candidates_table, fmt_num, fmt_seconds, schedule_lines, search_summary, step_text
+from schedsearch.cli.render import (
+    candidates_table, describe, fmt_num, fmt_seconds, schedule_lines, search_summary, step_text,
+)
 from schedsearch.cli.tree_view import TreeSort, search_tree
 from schedsearch.cli.wiring import EXIT_USAGE, db_label, expand_options, fail, open_db, print_json, stderr_console
 from schedsearch.core import CandidateRecord, ExpandOptions, SearchRecord, Store
@@ -248,14 +250,14 @@ def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel
     if as_json:
         print_json({"proc": workload.proc, "sizes": workload.sizes_dict, "flops": workload.flops,
                     "proposed": len(proposals), "legal": [{"kind": r.kind.value, "target": r.target,
-                                                           "args": dict(r.args), "text": r.describe()} for r in legal]})
+                                                           "args": dict(r.args), "text": describe(r)} for r in legal]})
         return
     click.echo(f"{workload.label}  ({workload.flops if workload.flops is not None else 'unknown'} FLOP per call)")
     click.echo(loop_nest_text(p).rstrip())
     click.echo("")
     width = max((len(r.kind.value) for r in legal), default=0)
     for r in legal:
-        rest = r.describe()[len(r.kind.value) + 1:]
+        rest = describe(r)[len(r.kind.value) + 1:]
         click.echo(f"{r.kind.value:<{width}}  {rest}")
     kinds: dict[str, int] = {}
     for r in legal:

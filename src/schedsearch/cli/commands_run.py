@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from schedsearch.cli.render import ProgressView, fmt_num, fmt_seconds, schedule_lines
+from schedsearch.cli.render import ProgressView, describe, fmt_num, fmt_seconds, schedule_lines
 from schedsearch.cli.wiring import (
     EXIT_USAGE,
     bench_config,
@@ -206,7 +206,7 @@ def gflops(workload: Workload, seconds: float | None) -> float | None:
 
 def steps_json(record: CandidateRecord) -> list[dict[str, Any]]:
     """A schedule as a list of step objects with a readable ``text``."""
-    return [{"kind": s.kind.value, "target": s.target, "args": dict(s.args), "text": s.describe()}
+    return [{"kind": s.kind.value, "target": s.target, "args": dict(s.args), "text": describe(s)}
             for s in record.schedule.steps]
 
 

@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from schedsearch.core import CandidateRecord, EventKind, SearchEvent, SearchRecord, Status
+from schedsearch.core import CandidateRecord, EventKind, Rewrite, SearchEvent, SearchRecord, Status
 
 STATUS_STYLE = {
     Status.OK: "green",
@@ -44,10 +44,18 @@ def fmt_num(x: float | None, suffix: str = "", digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}{suffix}"
 
 
+def describe(step: Rewrite) -> str:
+    """A step on one line without the names it gives new loops and buffers (the rewrite
+    rules declare which those are; imported here, not at start-up, because they load Exo)."""
+    from schedsearch.transforms import describe_step
+
+    return describe_step(step)
+
+
 def step_text(record: CandidateRecord) -> str:
     """The last rewrite that produced this candidate ("(unscheduled)" for the root)."""
     steps = record.schedule.steps
-    return steps[-1].describe() if steps else "(unscheduled)"
+    return describe(steps[-1]) if steps else "(unscheduled)"
 
 
 def candidates_table(records: Sequence[CandidateRecord], title: str = "") -> Table:
@@ -106,7 +114,7 @@ def schedule_lines(record: CandidateRecord) -> list[str]:
     """The schedule of a candidate as numbered readable steps."""
     if not record.schedule.steps:
         return ["(no rewrites: the unscheduled proc is the best)"]
-    return [f"{i + 1:2d}. {s.describe()}" for i, s in enumerate(record.schedule.steps)]
+    return [f"{i + 1:2d}. {describe(s)}" for i, s in enumerate(record.schedule.steps)]
 
 
 class ProgressView:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
-from schedsearch.core import CandidateRecord, SearchRecord, Store
+from schedsearch.core import CandidateRecord, Rewrite, SearchRecord, Store
 from schedsearch.explore._optional import require
 from schedsearch.explore.kinds import KindStats
 from schedsearch.explore.summary import format_seconds
@@ -70,7 +70,8 @@ def nodes_frame(nodes: Sequence[TreeNode]) -> pandas.DataFrame:
     return frame
 
 
-def top_frame(records: Sequence[CandidateRecord]) -> pandas.DataFrame:
+def top_frame(records: Sequence[CandidateRecord], describe: Callable[[Rewrite], str] = Rewrite.describe,
+              ) -> pandas.DataFrame:
     """Ranked table of candidates (already sorted fastest first) with their full schedules."""
     pd = require("pandas")
     rows = [
@@ -83,7 +84,7 @@ def top_frame(records: Sequence[CandidateRecord]) -> pandas.DataFrame:
             "seconds": r.seconds,
             "gflops": r.gflops,
             "speedup": r.speedup,
-            "schedule": " ; ".join(s.describe() for s in r.schedule.steps) or "(unscheduled)",
+            "schedule": " ; ".join(describe(s) for s in r.schedule.steps) or "(unscheduled)",
         }
         for rank, r in enumerate(records, 1)
     ]

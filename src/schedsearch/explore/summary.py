@@ -95,4 +95,4 @@ def summary_html(tree: SearchTree) -> str:
 
 def _last_step(tree: SearchTree, candidate_id: int) -> str:
     steps = tree[candidate_id].schedule.steps
-    return steps[-1].describe() if steps else "(unscheduled)"
+    return tree.describe(steps[-1]) if steps else "(unscheduled)"

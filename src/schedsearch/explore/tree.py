@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import difflib
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from schedsearch.core import CandidateRecord, ProgressPoint, SearchRecord, Status, Store
+from schedsearch.core import CandidateRecord, ProgressPoint, Rewrite, SearchRecord, Status, Store
 from schedsearch.explore import frames, plotting
 from schedsearch.explore._optional import require
 from schedsearch.explore.kinds import KindStats, kind_stats
@@ -41,14 +41,14 @@ class TreeNode:
     error: str  # first line of the error text, "" when none
 
     @staticmethod
-    def of(record: CandidateRecord) -> TreeNode:
-        """Flatten a stored candidate."""
+    def of(record: CandidateRecord, describe: Callable[[Rewrite], str] = Rewrite.describe) -> TreeNode:
+        """Flatten a stored candidate; ``describe`` prints its last step."""
         steps = record.schedule.steps
         return TreeNode(
             id=record.id,
             parent_id=record.parent_id,
             depth=record.depth,
-            step=steps[-1].describe() if steps else "",
+            step=describe(steps[-1]) if steps else "",
             status=record.status,
             seconds=record.seconds,
             gflops=record.gflops,
@@ -61,11 +61,17 @@ class TreeNode:
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class SearchTree:
-    """A search record, its candidates in insertion order and its best-so-far curve."""
+    """A search record, its candidates in insertion order and its best-so-far curve.
+
+    ``describe`` prints a step. Which arguments only name created loops and buffers is
+    known to the rewrite rules, not to this package: pass ``transforms.describe_step`` to
+    leave them out (the default prints every argument).
+    """
 
     search: SearchRecord
     records: tuple[CandidateRecord, ...]
     progress: tuple[ProgressPoint, ...] = ()
+    describe: Callable[[Rewrite], str] = Rewrite.describe
     _by_id: Mapping[int, CandidateRecord] = field(init=False)
     _children: Mapping[int, tuple[int, ...]] = field(init=False)
 
@@ -82,12 +88,13 @@ class SearchTree:
         )
 
     @classmethod
-    def load(cls, store: Store, search_id: int) -> SearchTree:
+    def load(cls, store: Store, search_id: int, describe: Callable[[Rewrite], str] = Rewrite.describe) -> SearchTree:
         """Read search ``search_id`` with all its candidates and progress from ``store``."""
         return cls(
             search=store.get_search(search_id),
             records=tuple(store.candidates(search_id)),
             progress=tuple(store.progress(search_id)),
+            describe=describe,
         )
 
     # ------------------------------------------------------------------ access
@@ -129,7 +136,7 @@ class SearchTree:
 
     def nodes(self) -> list[TreeNode]:
         """Every candidate as a flat TreeNode, in insertion order."""
-        return [TreeNode.of(r) for r in self.records]
+        return [TreeNode.of(r, self.describe) for r in self.records]
 
     def children(self, candidate_id: int) -> list[CandidateRecord]:
         """The direct children of a candidate, in the order the search produced them."""
@@ -198,8 +205,8 @@ class SearchTree:
         lines = difflib.unified_diff(
             old.proc_text.splitlines(),
             new.proc_text.splitlines(),
-            fromfile=_label(old),
-            tofile=_label(new),
+            fromfile=_label(old, self.describe),
+            tofile=_label(new, self.describe),
             n=context,
             lineterm="",
         )
@@ -208,7 +215,7 @@ class SearchTree:
     def schedule_text(self, candidate_id: int) -> str:
         """The candidate's schedule, one numbered rewrite per line."""
         steps = self[candidate_id].schedule.steps
-        return "\n".join(f"{i}. {s.describe()}" for i, s in enumerate(steps, 1)) or "(unscheduled)"
+        return "\n".join(f"{i}. {self.describe(s)}" for i, s in enumerate(steps, 1)) or "(unscheduled)"
 
     # ------------------------------------------------------------------ views
 
@@ -219,7 +226,7 @@ class SearchTree:
 
     def top_dataframe(self, k: int = 10) -> pandas.DataFrame:
         """The ``k`` fastest ok candidates with their rank and full schedule."""
-        return frames.top_frame(self.best(k))
+        return frames.top_frame(self.best(k), self.describe)
 
     def kinds(self) -> list[KindStats]:
         """Per rewrite kind: how often it was tried, legal, ok, faster than its parent, and
@@ -273,6 +280,6 @@ class SearchTree:
         return summary_data(self)
 
 
-def _label(record: CandidateRecord) -> str:
+def _label(record: CandidateRecord, describe: Callable[[Rewrite], str]) -> str:
     steps = record.schedule.steps
-    return f"#{record.id} " + (steps[-1].describe() if steps else "(unscheduled)")
+    return f"#{record.id} " + (describe(steps[-1]) if steps else "(unscheduled)")

@@ -13,12 +13,18 @@ from schedsearch.transforms.codegen import (
 )
 from schedsearch.transforms.expand import Expander, propose, root_candidate
 from schedsearch.transforms.replay import build_proc, try_apply, user_c
+from schedsearch.transforms.rules import ArgError
+from schedsearch.transforms.rules import decode as decode_step
+from schedsearch.transforms.rules import describe as describe_step
 from schedsearch.transforms.script import schedule_script
 from schedsearch.transforms.workload import list_procs, load_workload
 
 __all__ = [
+    "ArgError",
     "Expander",
     "build_proc",
+    "decode_step",
+    "describe_step",
     "fingerprint",
     "kernel_c",
     "list_procs",

@@ -20,7 +20,7 @@ from schedsearch.core import (
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
 from schedsearch.transforms.features import CacheSizes, feature_vector, machine_caches
 from schedsearch.transforms.replay import EXO_ERRORS, replay, try_apply
-from schedsearch.transforms.rewrites import propose_all
+from schedsearch.transforms.rules import propose_all
 from schedsearch.transforms.workload import bound_proc_from_source
 
 #: Procs kept per Expander: enough for the frontier a worker sees, small enough for memory.

@@ -9,7 +9,7 @@ from exo.core.memory import MemGenError
 from schedsearch.core import Rewrite, Schedule, Workload
 from schedsearch.errors import ReplayError
 from schedsearch.transforms.calls import run_all
-from schedsearch.transforms.rewrites import lower
+from schedsearch.transforms.rules import ArgError, describe, lower
 from schedsearch.transforms.workload import bound_proc_from_source
 
 #: What Exo raises when a rewrite does not apply. Anything else is a bug and propagates.
@@ -29,7 +29,8 @@ def apply_rewrite(proc, rewrite: Rewrite):
     """Apply one rewrite; raises one of EXO_ERRORS when Exo rejects it.
 
     The rewrite is lowered to Exo calls first, outside any handler: a fault in our own
-    lowering is a bug that surfaces, never a rewrite silently counted as illegal.
+    lowering (or a malformed proposal, ``ArgError``) is a bug that surfaces, never a
+    rewrite silently counted as illegal.
     """
     calls = lower(rewrite)
     return run_all(proc, calls)
@@ -52,17 +53,21 @@ def replay(proc, steps, first_index: int = 0):
             # A step read from a file or a database may carry arguments its kind cannot
             # take: that is a malformed schedule, said as such, not "does not apply".
             calls = lower(step)
-        except (KeyError, TypeError, ValueError) as exc:
-            reason = f"malformed arguments: {type(exc).__name__}: {exc}"
-            raise ReplayError(f"step {index} ({step.describe()}) is malformed: {exc}", step=index, reason=reason) from None
+        except ArgError as exc:
+            raise ReplayError(f"{step_label(index, step)}: {exc}", step=index, reason=f"malformed: {exc}") from None
         try:
             proc = run_all(proc, calls)
         except EXO_ERRORS as exc:
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise ReplayError(
-                f"step {index} ({step.describe()}) does not apply: {reason}", step=index, reason=reason
+                f"step {index} ({describe(step)}) does not apply: {reason}", step=index, reason=reason
             ) from None
     return proc
+
+
+def step_label(index: int, step: Rewrite) -> str:
+    """How an error names a step: ``step 3 `split i #0```."""
+    return f"step {index} `{step.kind.value} {step.target}`"
 
 
 def build_proc(workload: Workload, schedule: Schedule = Schedule()):

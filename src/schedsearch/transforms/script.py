@@ -5,7 +5,7 @@ from __future__ import annotations
 from schedsearch.core import Schedule, Workload
 from schedsearch.targets import schedule_target
 from schedsearch.transforms.calls import FIND_IN_SOURCE, OPS, imports_needed, needs_find_in, render
-from schedsearch.transforms.rewrites import lower
+from schedsearch.transforms.rules import describe, lower
 
 _TEMPLATE = '''\
 """Schedule for {label}, {count} step(s), for the {target} target.
@@ -42,7 +42,7 @@ def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) 
     for index, step in enumerate(schedule.steps):
         calls = lower(step)
         all_calls.extend(calls)
-        lines.append(f"# step {index}: {step.describe()}")
+        lines.append(f"# step {index}: {describe(step)}")
         lines.extend(render(call) for call in calls)
     used_ops = sorted({call.op for call in all_calls} & OPS) or ["simplify"]
     imports = "".join(f"from {module} import {', '.join(names)}\n" for module, names in imports_needed(all_calls).items())

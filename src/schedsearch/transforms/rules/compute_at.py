@@ -28,13 +28,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 
 from exo.API_cursors import AllocCursor
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.accesses import Accesses, accesses, uses_outside
 from schedsearch.transforms.calls import ExoCall, Loop, Memory, Stmt
-from schedsearch.transforms.kernels import fresh_names
+from schedsearch.transforms.rules.args import ArgError, StepArgs, count, loop, naming
+from schedsearch.transforms.rules.base import ProcView, Rule
 from schedsearch.transforms.walk import LoopInfo, literal
 
 #: Output rows per strip offered in ``strip`` form.
@@ -177,7 +179,38 @@ def strip_rows(s: Stages, allow_tails: bool) -> list[int]:
     return out
 
 
-class ComputeAt:
+class ComputeMode(StrEnum):
+    STRIP = "strip"  # the producer rows of each strip of consumer rows, before the strip
+    SLIDE = "slide"  # each producer row once, before the first consumer row reading it
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeAtArgs(StepArgs):
+    """The producer, the buffer between the stages and the form; each form's own fields."""
+
+    producer: str = loop()
+    buffer: str
+    dim: int = count(0)  # the buffer's row dimension
+    mode: ComputeMode
+    stack: bool = False  # the shrunk local buffer goes on the stack
+    lead: int | None = count(default=None)  # slide: producer rows before the first consumer row
+    fold: int | None = count(0, default=None)  # slide: rows of the circular buffer (0: not folded)
+    rows: int | None = count(default=None)  # strip: consumer rows per strip
+    strips: int | None = count(default=None)
+    extent: int | None = count(default=None)  # strip: producer rows per strip
+    local: bool | None = None  # strip: the buffer is a local that shrinks to a strip's rows
+    names: str | None = naming(default=None)  # strip: the strip loop, the consumer's and producer's rows
+
+    def check(self) -> None:
+        needs = ("lead",) if self.mode is ComputeMode.SLIDE else ("rows", "strips", "extent", "local", "names")
+        for name in needs:
+            if getattr(self, name) is None:
+                raise ArgError(f"missing argument {name!r} (mode {self.mode.value} needs {', '.join(needs)})")
+        if self.names is not None and len(self.names.split()) != 3:
+            raise ArgError("names must be three names separated by spaces")
+
+
+class ComputeAt(Rule):
     """Compute the rows of a producer's buffer that a consumer strip reads, inside the strip.
 
     ``compute_at y #1 producer=y #0 buffer=tmp mode=strip rows=8 strips=64 extent=10``
@@ -208,45 +241,46 @@ class ComputeAt:
     """
 
     kind = RewriteKind.COMPUTE_AT
+    records = (ComputeAtArgs,)
 
-    def propose(self, view, options: ExpandOptions) -> list[Rewrite]:
+    def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
         out = []
         for s in stages(view):
             base = {"producer": s.producer.pattern, "buffer": s.buffer, "dim": s.dim}
             if s.lead >= 1:
                 fold = s.lead - s.low + 1 if s.local else 0
-                out.append(Rewrite.make(self.kind, s.consumer.pattern, **base, mode="slide", lead=s.lead,
-                                        fold=fold, stack=s.on_stack(fold)))
+                args = ComputeAtArgs(**base, mode=ComputeMode.SLIDE, lead=s.lead, fold=fold, stack=s.on_stack(fold))
+                out.append(self.step(s.consumer.pattern, args))
             if s.lead == 0 and not s.local:
                 continue  # no halo and no buffer to shrink: strips are a fuse and a split
-            outer, c_inner, p_inner = fresh_names(view, f"{s.consumer.name}o", f"{s.consumer.name}i",
-                                                  f"{s.producer.name}p")
+            outer, c_inner, p_inner = view.fresh(f"{s.consumer.name}o", f"{s.consumer.name}i", f"{s.producer.name}p")
             for rows in strip_rows(s, options.allow_tails):
                 strips = int(s.consumer.trip or 0) // rows
                 extent = rows + s.lead + int(s.consumer.trip or 0) % rows  # producer rows per strip
-                out.append(Rewrite.make(
-                    self.kind, s.consumer.pattern, **base, mode="strip", rows=rows, strips=strips,
-                    extent=extent, local=s.local, stack=s.on_stack(extent), names=f"{outer} {c_inner} {p_inner}",
-                ))
+                args = ComputeAtArgs(
+                    **base, mode=ComputeMode.STRIP, rows=rows, strips=strips, extent=extent, local=s.local,
+                    stack=s.on_stack(extent), names=f"{outer} {c_inner} {p_inner}",
+                )
+                out.append(self.step(s.consumer.pattern, args))
         return out
 
-    def lower(self, rewrite: Rewrite) -> list[ExoCall]:
-        if rewrite.arg("mode") == "slide":
-            return _slide(rewrite)
-        return _strip(rewrite)
+    def lower(self, target: str, args: ComputeAtArgs) -> list[ExoCall]:
+        if args.mode is ComputeMode.SLIDE:
+            return _slide(args)
+        return _strip(target, args)
 
 
-def _memory(rewrite: Rewrite, buffer: str) -> list[ExoCall]:
-    return [ExoCall("set_memory", (buffer, Memory("DRAM_STACK")))] if rewrite.arg("stack") else []
+def _memory(args: ComputeAtArgs) -> list[ExoCall]:
+    return [ExoCall("set_memory", (args.buffer, Memory("DRAM_STACK")))] if args.stack else []
 
 
-def _strip(rewrite: Rewrite) -> list[ExoCall]:
-    rows, strips = int(rewrite.arg("rows")), int(rewrite.arg("strips"))
-    buffer, producer = str(rewrite.arg("buffer")), str(rewrite.arg("producer"))
-    outer, c_inner, p_inner = str(rewrite.arg("names")).split()
+def _strip(target: str, args: ComputeAtArgs) -> list[ExoCall]:
+    assert args.rows and args.strips and args.extent and args.names  # ComputeAtArgs.check
+    rows, strips, buffer, producer = args.rows, args.strips, args.buffer, args.producer
+    outer, c_inner, p_inner = args.names.split()
     calls = [
         # the consumer first: splitting the producer first would renumber the consumer's pattern
-        ExoCall("divide_with_recompute", (Loop(rewrite.target), strips, rows, (outer, c_inner))),
+        ExoCall("divide_with_recompute", (Loop(target), strips, rows, (outer, c_inner))),
         ExoCall("divide_with_recompute", (Loop(producer), strips, rows, (outer, p_inner))),
         # Exo cannot prove that a strip's recomputed edge rows rewrite the values an earlier
         # strip read (they are equal: a row depends only on the producer's inputs, which the
@@ -254,29 +288,30 @@ def _strip(rewrite: Rewrite) -> list[ExoCall]:
         ExoCall("fuse", (Loop(outer), Loop(outer, next=True)), (("unsafe_disable_check", True),)),
         ExoCall("simplify"),
     ]
-    if not rewrite.arg("local"):
+    if not args.local:
         return calls
     # store_at: the allocation moves into the strip loop and keeps only the strip's rows
     calls += [
         ExoCall("sink_alloc", (buffer,)),
-        ExoCall("resize_dim", (buffer, int(rewrite.arg("dim")), int(rewrite.arg("extent")), f"{rows} * {outer}")),
+        ExoCall("resize_dim", (buffer, args.dim, args.extent, f"{rows} * {outer}")),
     ]
-    return calls + _memory(rewrite, buffer) + [ExoCall("simplify")]
+    return calls + _memory(args) + [ExoCall("simplify")]
 
 
-def _slide(rewrite: Rewrite) -> list[ExoCall]:
-    producer, buffer = str(rewrite.arg("producer")), str(rewrite.arg("buffer"))
+def _slide(args: ComputeAtArgs) -> list[ExoCall]:
+    assert args.lead is not None  # ComputeAtArgs.check
+    producer, buffer = args.producer, args.buffer
     calls = [
         # the first ``lead`` rows before the loop; the rest shifted to start at 0 so that
         # consumer row y computes producer row y + lead, then fused (Exo checks the order)
-        ExoCall("cut_loop", (Loop(producer), int(rewrite.arg("lead")))),
+        ExoCall("cut_loop", (Loop(producer), args.lead)),
         ExoCall("shift_loop", (Loop(producer, next=True), 0)),
         ExoCall("fuse", (Loop(producer, next=True), Stmt(producer, ("next", "next")))),
         ExoCall("simplify"),
     ]
-    fold = int(rewrite.arg("fold", 0))
+    fold = args.fold or 0
     if not fold:
         return calls
     # a row is dead once the consumer moved ``fold`` rows past it: a circular buffer
-    calls.append(ExoCall("resize_dim", (buffer, int(rewrite.arg("dim")), fold, 0), (("fold", True),)))
-    return calls + _memory(rewrite, buffer) + [ExoCall("simplify")]
+    calls.append(ExoCall("resize_dim", (buffer, args.dim, fold, 0), (("fold", True),)))
+    return calls + _memory(args) + [ExoCall("simplify")]

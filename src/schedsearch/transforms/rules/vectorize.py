@@ -16,9 +16,14 @@ masked vector step (``tail=masked``: AVX-512 masks, AVX2 prefix loads and stores
 
 from __future__ import annotations
 
-from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
-from schedsearch.targets import Role, chain, target
+from dataclasses import dataclass
+from enum import StrEnum
+
+from schedsearch.core import DType, ExpandOptions, Rewrite, RewriteKind
+from schedsearch.targets import Role, TargetName, chain, target
 from schedsearch.transforms.calls import ExoCall, Instr, Memory, Stmt
+from schedsearch.transforms.rules.args import ArgError, StepArgs, count, naming
+from schedsearch.transforms.rules.base import ProcView, Rule
 from schedsearch.transforms.vector_plan import buffers_of, plan_loop
 from schedsearch.transforms.vector_steps import (
     Plan,
@@ -40,7 +45,55 @@ ACCUMULATORS = (1, 2, 4, 8)
 VECTORS = (2, 4, 8)
 
 
-class Vectorize:
+class VectorTail(StrEnum):
+    """What happens to iterations past the last whole vector."""
+
+    PERFECT = "perfect"  # none: the lanes divide the trip count
+    CUT = "cut"  # a scalar remainder loop
+    MASKED = "masked"  # one masked vector step
+
+
+class VectorMode(StrEnum):
+    MAP = "map"  # each iteration writes its own outputs
+    REDUCE = "reduce"  # every iteration adds into one output
+
+
+@dataclass(frozen=True, slots=True)
+class VectorizeArgs(StepArgs):
+    """A vectorized loop: the target, the width, the tail, and the plan (``Plan.args``)."""
+
+    isa: TargetName
+    lanes: int = count()
+    trip: int = count()
+    tail: VectorTail
+    names: str = naming()  # the loops the step creates (and a reduction's buffers)
+    mode: VectorMode
+    dtype: DType
+    binds: str  # the plan: binds, staged windows, body shape, instructions, folds
+    stages: str
+    body: str
+    ops: str
+    folds: str | None = None
+    accs: int | None = count(default=None)  # vectors of partial sums (a reduction)
+    vecs: int | None = count(default=None)  # output vectors side by side (a loop with an inner loop)
+
+    def check(self) -> None:
+        try:
+            plan = self.plan()
+        except (ValueError, IndexError) as exc:
+            raise ArgError(f"binds, stages, ops and folds do not make a vectorize plan: {exc}") from None
+        ops = target(self.isa).vector(plan.dtype)
+        if ops is None or target(self.isa).memory is None:
+            raise ArgError(f"isa {self.isa.value} has no {self.dtype.value} vector instructions")
+        if len(self.names.split()) < 4:
+            raise ArgError("names must be at least four names separated by spaces")
+
+    def plan(self) -> Plan:
+        """The plan these arguments carry."""
+        return Plan.from_args(lambda name, default=None: getattr(self, name) if getattr(self, name) is not None else default)
+
+
+class Vectorize(Rule):
     """Turn a loop into vector instructions of the search's target.
 
     ``vectorize i #0 isa=avx512 mode=map lanes=16 tail=perfect ...`` on conv1d::
@@ -71,8 +124,9 @@ class Vectorize:
     """
 
     kind = RewriteKind.VECTORIZE
+    records = (VectorizeArgs,)
 
-    def propose(self, view, options: ExpandOptions) -> list[Rewrite]:
+    def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
         t = target(options.target)
         if not t.is_vector:
             return []
@@ -93,8 +147,8 @@ class Vectorize:
             lanes = home.lanes(plan.dtype)
 
             def make(tail: str, p: Plan, names: tuple[str, ...], **extra: int) -> Rewrite:
-                args = dict(isa=home.name.value, lanes=lanes, trip=info.trip, tail=tail, names=" ".join(names))
-                return Rewrite.make(self.kind, info.pattern, **args, **extra, **p.args())
+                args = dict(isa=home.name, lanes=lanes, trip=info.trip, tail=tail, names=" ".join(names))
+                return self.step(info.pattern, VectorizeArgs(**args, **extra, **p.args()))
 
             def tail_of(width: int) -> str | None:
                 if info.trip < width or (info.trip % width and not options.allow_tails):
@@ -119,17 +173,16 @@ class Vectorize:
                         out.append(make(tail, plan, (o, i, k, l), vecs=vecs))
         return out
 
-    def lower(self, rewrite: Rewrite) -> list[ExoCall]:
-        plan = Plan.from_args(rewrite.arg)
-        t = target(str(rewrite.arg("isa")))
+    def lower(self, target_loop: str, args: VectorizeArgs) -> list[ExoCall]:
+        plan = args.plan()
+        t = target(args.isa)
         ops = t.vector(plan.dtype)
-        if ops is None or t.memory is None or t.module is None:
-            raise ValueError(f"target {t.name} has no {plan.dtype} vector instructions")
-        lanes, tail = int(rewrite.arg("lanes")), str(rewrite.arg("tail"))
-        accs, vecs = int(rewrite.arg("accs", 1)), int(rewrite.arg("vecs", 1))
+        assert ops is not None and t.memory is not None and t.module is not None  # VectorizeArgs.check
+        lanes, tail = args.lanes, args.tail.value
+        accs, vecs = args.accs or 1, args.vecs or 1
         vector = Memory(t.memory, t.memory_module)
-        names = str(rewrite.arg("names")).split()
-        loop, vo, vi = rewrite.target, names[0], names[1]
+        names = args.names.split()
+        loop, vo, vi = target_loop, names[0], names[1]
         calls = binds(loop, plan)
         if plan.mode == "map":
             calls += [ExoCall("stage_mem", (Stmt(loop, ("body",)), window, name)) for window, name in plan.stages]
@@ -137,7 +190,7 @@ class Vectorize:
         if tail == "perfect":
             calls.append(ExoCall("divide_loop", (loop, width, (vo, vi)), (("perfect", True),)))
         else:
-            # simplify folds the "n / f * f" a cut leaves in indices (see rewrites.Split)
+            # simplify folds the "n / f * f" a cut leaves in indices (see rules.loops.Split)
             calls += [ExoCall("divide_loop", (loop, width, (vo, vi)), (("tail", "cut"),)), ExoCall("simplify")]
         roles = plan.roles
         groups = 0  # loops of several vectors side by side, unrolled at the end

@@ -1,0 +1,82 @@
+"""What every rule is, and what the proposers know about a proc.
+
+A rule implements one rewrite kind (and the older kinds it still replays, its
+``aliases``): ``propose(view, options)`` builds plausible steps from typed argument records,
+``lower(target, args)`` turns one step's record into Exo calls. Proposals are only
+*plausible*; legality is decided by Exo when the calls run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from schedsearch.core import ArgValue, ExpandOptions, Rewrite, RewriteKind
+from schedsearch.transforms.calls import ExoCall
+from schedsearch.transforms.rules.args import StepArgs, encode, field_names
+from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loops
+
+
+@dataclass(frozen=True, slots=True)
+class ProcView:
+    """What the proposers need to know about a proc, computed once per proposal round."""
+
+    proc: object
+    loops: tuple[LoopInfo, ...]
+    names: frozenset[str]
+    arg_tensors: frozenset[str]
+
+    @staticmethod
+    def of(proc) -> ProcView:
+        """The view of ``proc``."""
+        tensors = frozenset(a.name() for a in proc.args() if a.is_tensor())
+        return ProcView(proc, tuple(loops(proc)), frozenset(all_names(proc)), tensors)
+
+    def loop(self, pattern: str) -> LoopInfo:
+        """The loop at ``pattern``."""
+        return next(info for info in self.loops if info.pattern == pattern)
+
+    def fresh(self, *bases: str) -> list[str]:
+        """One unused name per base, all different (``io``, ``io_1``, ...)."""
+        used = set(self.names)
+        out = []
+        for base in bases:
+            name = fresh_name(used, base)
+            used.add(name)
+            out.append(name)
+        return out
+
+
+class Rule:
+    """One rewrite kind: its argument record(s), its proposals and its lowering."""
+
+    kind: ClassVar[RewriteKind]
+    #: Kinds of older schedule files this rule replays.
+    aliases: ClassVar[tuple[RewriteKind, ...]] = ()
+    #: Every argument record the rule's steps may have (one, unless forms differ).
+    records: ClassVar[tuple[type[StepArgs], ...]]
+
+    def record_for(self, kind: RewriteKind, raw: Mapping[str, ArgValue]) -> type[StepArgs]:
+        """The record a step of ``kind`` with these raw arguments decodes into."""
+        return self.records[0]
+
+    def step(self, target: str, args: StepArgs) -> Rewrite:
+        """The wire form of a step of this rule's kind."""
+        return Rewrite(self.kind, target, encode(args))
+
+    def naming_args(self) -> frozenset[str]:
+        """Arguments that only name created loops and buffers, in any of the records."""
+        return frozenset().union(*(field_names(r, "naming") for r in self.records))
+
+    def shape_blind_args(self) -> frozenset[str]:
+        """Arguments left out of a proposal's shape: names and loop patterns."""
+        return self.naming_args() | frozenset().union(*(field_names(r, "loop") for r in self.records))
+
+    def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
+        """Plausible steps at ``view``'s proc, in a deterministic order."""
+        raise NotImplementedError
+
+    def lower(self, target: str, args: StepArgs) -> list[ExoCall]:
+        """The Exo calls that apply a step of this rule."""
+        raise NotImplementedError

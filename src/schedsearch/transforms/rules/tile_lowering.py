@@ -1,0 +1,152 @@
+"""The Exo calls of a register tile: in the target's vector instructions, or staged and
+unrolled for gcc's vectoriser (the ``scalar`` target's tile)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from schedsearch.targets import Role, target
+from schedsearch.transforms.calls import After, ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
+
+if TYPE_CHECKING:
+    from schedsearch.transforms.rules.register_tile import ScalarTileArgs, VectorTileArgs
+
+#: Roles a register tile needs, in the order ``replace_all`` is given them.
+ROLES = (Role.LOAD, Role.STORE, Role.BROADCAST, Role.FMA)
+
+
+def loop_name(pattern: str) -> str:
+    """``"j #0"`` -> ``"j"``."""
+    return pattern.split()[0]
+
+
+def next_pattern(pattern: str) -> str:
+    """The same loop name's next occurrence: the cut tail's copy of a loop."""
+    name, _, count = pattern.partition("#")
+    return f"{name.strip()} #{int(count or 0) + 1}"
+
+
+def patterns(text: str) -> list[str]:
+    """``"c #0 r #0"`` -> ``["c #0", "r #0"]``."""
+    words = text.split()
+    return [f"{words[i]} {words[i + 1]}" for i in range(0, len(words) - 1, 2)]
+
+
+def vector_tile(target_loop: str, args: VectorTileArgs) -> list[ExoCall]:
+    """The calls of a vector register tile, and of its cut tail when the rows do not divide."""
+    reds = [args.red] + patterns(args.reds or "")
+    trip = args.trip or 0
+    names = args.names.split()
+    a_name = loop_name(target_loop)
+    calls = _kernel(args, a_name, target_loop, reds, args.rows, names, base=None, cut=bool(trip % args.rows))
+    if trip % args.rows:
+        # The cut tail's rows loop is the only one left with the main kernel's row
+        # name; its reduction loops are the next ones named like the main kernel's.
+        start = trip // args.rows * args.rows
+        tail = [next_pattern(r) for r in reds]
+        calls += _kernel(args, a_name, f"{names[1]} #0", tail, trip % args.rows, args.tail_names.split(), base=start)
+    return calls
+
+
+def _kernel(
+    args: VectorTileArgs, a_name: str, rows_loop: str, reds: list[str], rows: int, names: list[str],
+    base: int | None, cut: bool = False,
+) -> list[ExoCall]:
+    """The calls for one kernel on the nest whose rows loop (``a_name`` before the step) is
+    ``rows_loop`` and whose
+    reduction loops are ``reds`` (outermost first); ``base`` is the first row of a tail nest
+    (None for the main nest, whose rows start at 0); ``cut`` splits the rows with a cut tail
+    left for a second kernel. The output tile is staged around the outermost reduction loop;
+    the vectors and broadcasts are loaded in the innermost."""
+    ao, ai, bo, bi, bv, bl, reg, vec, bcast = names
+    red, inner = reds[0], reds[-1]
+    t = target(args.isa)
+    ops = t.vector(args.dtype)
+    assert ops is not None and t.memory is not None and t.module is not None  # VectorTileArgs.check
+    lanes = ops.lanes
+    memory = Memory(t.memory, t.memory_module)
+    cols = args.cols
+    vectors = cols // lanes
+    calls = []
+    if cut:
+        calls += [ExoCall("divide_loop", (rows_loop, rows, (ao, ai)), (("tail", "cut"),)), ExoCall("simplify")]
+    else:
+        calls.append(ExoCall("divide_loop", (rows_loop, rows, (ao, ai)), (("perfect", True),)))
+    calls += [
+        ExoCall("divide_loop", (args.inner, cols, (bo, bi)), (("perfect", True),)),
+        ExoCall("reorder_loops", (Nest(f"{ai} {bo}"),)),
+    ]
+    for k in reds:  # each reduction loop moves above the tile's rows and columns
+        calls += [ExoCall("reorder_loops", (Loop(k, up=1),)), ExoCall("reorder_loops", (Loop(k, up=1),))]
+    if args.order == "cols":
+        calls.append(ExoCall("reorder_loops", (Nest(f"{ao} {bo}"),)))
+    first = f"{rows} * {ao}" if base is None else f"{base} + {rows} * {ao}"
+    b_name = loop_name(args.inner)
+    dims = {a_name: f"{first}:{first} + {rows}", b_name: f"{cols} * {bo}:{cols} * {bo} + {cols}"}
+    index = (args.index or f"{a_name} {b_name}").split()
+    window = f"{args.out}[{', '.join(dims.get(v, v) for v in index)}]"
+    calls += [
+        ExoCall("stage_mem", (Loop(red), window, reg)),
+        ExoCall("simplify"),
+        # columns -> vectors x lanes, in the compute loop and the tile's load and store loops
+        ExoCall("divide_loop", (bi, lanes, (bv, bl)), (("perfect", True),)),
+        ExoCall("divide_loop", (Stmt(red, ("prev", 0)), lanes, (bv, bl)), (("perfect", True),)),
+        ExoCall("divide_loop", (Stmt(red, ("next", 0)), lanes, (bv, bl)), (("perfect", True),)),
+        ExoCall("divide_dim", (reg, 1, lanes)),
+        ExoCall("simplify"),
+        ExoCall("set_memory", (reg, memory)),
+        # the column vectors of the streamed operand: loaded once per reduction step
+        ExoCall("bind_expr", (Within(inner, f"{args.vec}[_]"), vec)),
+        ExoCall("expand_dim", (vec, lanes, bl)),
+        ExoCall("expand_dim", (vec, vectors, bv)),
+        ExoCall("lift_alloc", (vec,), (("n_lifts", 3),)),
+        ExoCall("fission", (After(f"{vec} = _"),), (("n_lifts", 3),)),
+        ExoCall("remove_loop", (Stmt(inner, (1,)),)),
+        ExoCall("set_memory", (vec, memory)),
+        # one broadcast element per row
+        ExoCall("bind_expr", (Within(inner, f"{args.bcast}[_]"), bcast)),
+        ExoCall("expand_dim", (bcast, lanes, bl)),
+        ExoCall("lift_alloc", (bcast,), (("n_lifts", 2),)),
+        ExoCall("fission", (After(f"{bcast} = _"),), (("n_lifts", 2),)),
+        ExoCall("remove_loop", (Stmt(inner, (2, 1)),)),
+        ExoCall("set_memory", (bcast, memory)),
+        ExoCall("simplify"),
+        ExoCall("replace_all", (tuple(Instr(str(ops.get(r)), t.module) for r in ROLES),)),
+        # straight-line code: the vector loads, the FMAs of a row, then the rows
+        ExoCall("unroll_loop", (Stmt(inner, (1,)),)),
+        ExoCall("unroll_loop", (Stmt(inner, (1 + vectors, 2)),)),
+        ExoCall("unroll_loop", (Stmt(inner, (1 + vectors,)),)),
+        ExoCall("simplify"),
+    ]
+    return calls
+
+
+def scalar_tile(target_loop: str, args: ScalarTileArgs) -> list[ExoCall]:
+    """Tile ``a`` by rows and ``b`` by cols, move the reduction above the tile, stage the
+    output tile in a stack buffer around it, and unroll the rows in groups: gcc then
+    vectorises the column loop with the accumulators in registers."""
+    rows, group, red = args.rows, args.group, args.red
+    calls = [
+        ExoCall("divide_loop", (target_loop, rows, (args.ao, args.ai)), (("perfect", True),)),
+        ExoCall("divide_loop", (args.inner, args.cols, (args.bo, args.bi)), (("perfect", True),)),
+        ExoCall("reorder_loops", (Nest(f"{args.ai} {args.bo}"),)),
+        ExoCall("reorder_loops", (Loop(red, up=1),)),
+        ExoCall("reorder_loops", (Loop(red, up=1),)),
+    ]
+    if args.order == "cols":
+        calls.append(ExoCall("reorder_loops", (Nest(f"{args.ao} {args.bo}"),)))
+    calls += [
+        ExoCall("stage_mem", (Loop(red), args.window, args.name)),
+        ExoCall("set_memory", (args.name, Memory("DRAM_STACK"))),
+        ExoCall("simplify"),
+    ]
+    if group < rows:
+        calls += [
+            ExoCall("divide_loop", (args.ai, group, (args.aio, args.aii)), (("perfect", True),)),
+            ExoCall("reorder_loops", (Loop(args.bi, up=1),)),
+            ExoCall("unroll_loop", (args.aii,)),
+            ExoCall("unroll_loop", (args.aio,)),
+        ]
+    else:
+        calls += [ExoCall("reorder_loops", (Loop(args.bi, up=1),)), ExoCall("unroll_loop", (args.ai,))]
+    return calls + [ExoCall("simplify")]
