@@ -97,7 +97,11 @@ def test_export_c_compiles(searched: tuple[Path, dict], tmp_path: Path) -> None:
     assert "void sgemm(" in r.stdout.replace("void sgemm (", "void sgemm(")
     src = tmp_path / "k.c"
     src.write_text(r.stdout)
-    cc = subprocess.run(["gcc", "-O2", "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    # it names the flags it was built with (vector instructions need theirs), and compiles with them
+    match = re.match(r"/\* .* built and measured with: (\S+) (.*) \*/\n", r.stdout)
+    assert match, r.stdout[:200]
+    flags = match.group(2).split()
+    cc = subprocess.run(["gcc", *flags, "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
     assert cc.returncode == 0, cc.stderr
 
 
@@ -159,12 +163,12 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     assert r.returncode == 1, r.stderr
     assert "slower" in json.loads(r.stdout)["results"][0]["reason"]
     # --update re-records it from this run, and it then passes as it is
-    r = run_cli("regress", str(slow), "--json", "--update")
+    r = run_cli("regress", "--workloads", str(EXAMPLES), str(slow), "--json", "--update")
     assert r.returncode == 0, r.stdout
     updated = json.loads(slow.read_text())
     assert updated["speedup"] < data["speedup"] / 100 and "updated_at" in updated["origin"]
     assert updated["steps"] == data["steps"] and updated["machine"]["cflags"]
-    assert run_cli("regress", str(slow), "--tolerance", "0.9").returncode == 0
+    assert run_cli("regress", "--workloads", str(EXAMPLES), str(slow), "--tolerance", "0.9").returncode == 0
 
     # A step that no longer applies fails and names the step.
     if data["steps"]:

@@ -179,7 +179,11 @@ def export_command(search_id: int | None, candidate_id: int | None, fmt: str, ou
     if fmt == "py":
         text = schedule_script(workload, record.schedule, relative_workload_path(workload.path, out_path))
     elif fmt == "c":
-        text = user_c(workload, record.schedule)
+        # The flags the search built it with: its vector instructions need their -m flags.
+        flags = " ".join(search.machine.cflags) or "-O3 -march=native"
+        text = (f"/* {workload.label}, schedule of candidate {record.id} of search {search.id}; "
+                f"built and measured with: {search.machine.compiler or 'cc'} {flags} */\n"
+                + user_c(workload, record.schedule))
     else:
         data = ScheduleFile(
             workload_file=relative_workload_path(workload.path, out_path), proc=workload.proc, sizes=workload.sizes,

@@ -188,7 +188,34 @@ def _upgrade(url: URL, engine: Engine, path: Path | None, where: str, version: i
         writer.dispose()
 
 
+class _Locked(Exception):
+    """SQLite answered "database is locked" while the database was being opened."""
+
+    def __init__(self, error: StoreError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+#: Openings retried when SQLite reports a lock at once instead of waiting (it does so, busy
+#: timeout or not, when waiting could deadlock, e.g. while another process switches a new
+#: file to WAL or recovers its index); the delays add up to about 3 seconds.
+_LOCKED_RETRIES = 6
+
+
 def open_engine(url: URL, *, create: bool, read_only: bool = False) -> Engine:
+    """An engine on a checked database with the schedsearch tables in it (see ``_open_once``);
+    an opening that meets a lock SQLite would not wait for is tried again."""
+    for attempt in range(_LOCKED_RETRIES):
+        try:
+            return _open_once(url, create=create, read_only=read_only)
+        except _Locked as locked:
+            if attempt + 1 == _LOCKED_RETRIES:
+                raise locked.error from None
+            time.sleep(0.1 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _open_once(url: URL, *, create: bool, read_only: bool = False) -> Engine:
     """An engine on a checked database with the schedsearch tables in it.
 
     ``read_only`` (the read commands) opens an SQLite file with ``mode=ro`` and
@@ -244,5 +271,8 @@ def open_engine(url: URL, *, create: bool, read_only: bool = False) -> Engine:
             hint = "check that the file and its folder are writable"
         else:
             hint = "check the URL and that the server is running"
-        raise StoreError(f"cannot open {where}: {first_line(exc)}; {hint}") from None
+        error = StoreError(f"cannot open {where}: {first_line(exc)}; {hint}")
+        if sqlite and "database is locked" in first_line(exc):
+            raise _Locked(error) from None
+        raise error from None
     return engine
