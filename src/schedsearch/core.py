@@ -660,6 +660,7 @@ class SearchRecord(JsonRecord):
     best_speedup: float | None = None
     elapsed_seconds: float = 0.0  # summed over runs (resumes add to it)
     model_accuracy: ModelAccuracy | None = None
+    failure: str = ""  # why the search was marked failed (one line); "" otherwise
 
 
 @dataclass(frozen=True, slots=True)

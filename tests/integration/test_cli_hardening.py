@@ -318,7 +318,8 @@ exec gcc "$@"
 
 def _statuses(db: Path) -> tuple[str, list[str]]:
     with contextlib.closing(sqlite3.connect(db)) as conn:
-        status = conn.execute("SELECT status FROM searches WHERE id = 1").fetchone()[0]
+        status, failure = conn.execute("SELECT status, failure FROM searches WHERE id = 1").fetchone()
+        assert bool(failure) == (status == "failed"), failure  # a failed search records why
         return status, [r[0] for r in conn.execute("SELECT status FROM candidates")]
 
 
@@ -341,6 +342,8 @@ def test_a_broken_machine_stops_the_search_and_blames_no_candidate(fault: str, s
     search_error(r, 2, says, f"schedsearch resume 1 --db {db}")
     status, candidates = _statuses(db)
     assert status == "failed" and "build_error" not in candidates and "pending" in candidates
+    shown = run_cli("show", "1", "--db", str(db), "--json")
+    assert says in json.loads(shown.stdout)["failure"], shown.stdout
     if fault == "enospc":  # once the disk has room again, the same search goes on
         mode.write_text("ok")
         r = run_cli("resume", "1", "--db", str(db), "--max-candidates", "3", "--json")

@@ -233,6 +233,7 @@ def run_json(search: SearchRecord, best: CandidateRecord | None, db: str | None)
         "proc": w.proc,
         "sizes": w.sizes_dict,
         "status": search.status.value,
+        "failure": search.failure,
         "elapsed_seconds": round(search.elapsed_seconds, 3),
         "candidates": {"generated": c.generated, "duplicates": c.duplicates, "illegal": c.illegal,
                        "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed, "pruned": c.pruned},

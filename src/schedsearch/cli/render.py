@@ -81,7 +81,7 @@ def search_summary(search: SearchRecord, db: str) -> Table:
     rows = [
         ("search", f"{search.id}  ({db})"),
         ("workload", f"{search.workload.label}  from {search.workload.path}"),
-        ("status", search.status.value),
+        ("status", search.status.value + (f": {search.failure}" if search.failure else "")),
         ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}"),
         ("elapsed", f"{search.elapsed_seconds:.1f} s"),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "

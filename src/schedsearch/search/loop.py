@@ -150,24 +150,25 @@ class _Run:
             self._abort(SearchStatus.INTERRUPTED)
             raise
         except SchedsearchError as e:
-            self._abort(SearchStatus.FAILED)
+            self._abort(SearchStatus.FAILED, str(e))
             # Tell the caller which search stopped, so it can say how to resume it.
             if e.search_id is None:
                 e.search_id = self.sid
             raise
-        except BaseException:
-            self._abort(SearchStatus.FAILED)
+        except BaseException as e:
+            self._abort(SearchStatus.FAILED, f"internal error: {type(e).__name__}: {e}")
             raise
 
     def elapsed(self) -> float:
         return self.prior_elapsed + (self.clock() - self.t0)
 
-    def _abort(self, status: SearchStatus) -> None:
+    def _abort(self, status: SearchStatus, failure: str = "") -> None:
         if self.sid is None:
             return
         with contextlib.suppress(Exception):  # the original error is the one to report
             self.store.update_search(
-                self.sid, status=status, ended_at=time.time(), counters=self.counters, elapsed_seconds=self.elapsed()
+                self.sid, status=status, ended_at=time.time(), counters=self.counters, elapsed_seconds=self.elapsed(),
+                failure=failure,
             )
 
     def _emit(self, kind: EventKind, record: CandidateRecord | None = None, message: str = "",
@@ -196,7 +197,7 @@ class _Run:
         self.counters = search.counters
         self.prior_elapsed = search.elapsed_seconds
         self.baseline = search.baseline_seconds
-        self.store.update_search(self.sid, status=SearchStatus.RUNNING)
+        self.store.update_search(self.sid, status=SearchStatus.RUNNING, failure="")
         records = self.store.candidates(self.sid)
         self.seen = set(self.store.seen_fingerprints(self.sid))
         self.fp_of = {r.id: r.fingerprint for r in records}

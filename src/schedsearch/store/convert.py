@@ -75,6 +75,7 @@ def search_record(row: SearchRow, workload: WorkloadRow) -> SearchRecord:
         best_speedup=row.best_speedup,
         elapsed_seconds=row.elapsed_seconds,
         model_accuracy=ModelAccuracy.from_json(row.model_accuracy) if row.model_accuracy else None,
+        failure=row.failure or "",
     )
 
 

@@ -89,6 +89,7 @@ class SearchRow(Base):
     best_speedup: Mapped[float | None]
     elapsed_seconds: Mapped[float]
     model_accuracy: Mapped[Any | None]  # ModelAccuracy.to_json() (schema version 2)
+    failure: Mapped[str] = mapped_column(Text, default="", server_default="")  # schema version 3
 
 
 class CandidateRow(Base):

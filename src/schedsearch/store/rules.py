@@ -26,6 +26,7 @@ SEARCH_FIELDS = frozenset(
         "best_speedup",
         "elapsed_seconds",
         "model_accuracy",
+        "failure",
     }
 )
 
@@ -42,6 +43,8 @@ def check_search_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
         out["status"] = SearchStatus(out["status"])
     if "counters" in out and not isinstance(out["counters"], Counters):
         raise TypeError(f"update_search(counters=...) needs a Counters, got {type(out['counters']).__name__}")
+    if "failure" in out:
+        out["failure"] = str(out["failure"]).strip().splitlines()[0] if str(out["failure"]).strip() else ""
     if "elapsed_seconds" in out:
         out["elapsed_seconds"] = float(out["elapsed_seconds"])
     accuracy = out.get("model_accuracy")

@@ -20,6 +20,7 @@ revision machinery; a step that rebuilds tables would be the time to bring Alemb
   time; the unix time of a measurement moves to ``measured_unix`` (old rows get
   ``measured_at = measured_unix - started_at``, exact for searches never resumed).
   Searches get ``model_accuracy``.
+- 2 -> 3: searches get ``failure``, the one-line reason a search was marked failed.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from schedsearch.errors import StoreError
 from schedsearch.store.models import Base, SchemaInfoRow
 
 #: Version of the tables this build reads and writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _v1_to_v2(conn: Connection) -> None:
@@ -54,8 +55,12 @@ def _v1_to_v2(conn: Connection) -> None:
         conn.execute(text(statement))
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    conn.execute(text("ALTER TABLE searches ADD COLUMN failure TEXT NOT NULL DEFAULT ''"))
+
+
 #: ``MIGRATIONS[v]`` upgrades a database of version ``v`` to ``v + 1``.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 #: Execution option read by the SQLite "begin" listener: how to BEGIN (e.g. "IMMEDIATE").
 SQLITE_BEGIN_OPTION = "schedsearch_sqlite_begin"

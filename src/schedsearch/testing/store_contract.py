@@ -230,6 +230,10 @@ class StoreContract:
         assert (updated.best_seconds, updated.best_speedup, updated.elapsed_seconds) == (0.001, 20.0, 61.25)
         again = store.update_search(sid, status=SearchStatus.INTERRUPTED)
         assert again.status is SearchStatus.INTERRUPTED and again.counters == counters
+        assert again.failure == ""
+        failed = store.update_search(sid, status=SearchStatus.FAILED, failure="disk full\ntraceback lines")
+        assert store.get_search(sid).failure == failed.failure == "disk full"  # one line
+        assert store.update_search(sid, status=SearchStatus.RUNNING, failure="").failure == ""
 
     def test_update_search_rejects_unknown_fields(self, store: Any) -> None:
         sid = store.create_search(make_workload(), make_config(), make_machine())
