@@ -67,3 +67,16 @@ def test_a_version_1_database_opens_upgraded_with_a_backup(old_db: Path) -> None
 
 def test_the_fixture_itself_is_never_changed() -> None:
     assert _version(V1) == 1
+
+
+def test_a_read_command_upgrades_an_old_database_it_may_write(old_db: Path) -> None:
+    from schedsearch.store import open_store
+
+    store = open_store(str(old_db), create=False, read_only=True)
+    try:
+        searches = store.list_searches()
+        assert searches and all(s.failure == "" for s in searches)
+    finally:
+        store.close()
+    assert _version(old_db) == SCHEMA_VERSION
+    assert old_db.with_name("old.db.v1.bak").exists()
