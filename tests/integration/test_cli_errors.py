@@ -56,6 +56,14 @@ def test_syntax_error_names_line(tmp_path: Path) -> None:
     assert_one_line_error(run_cli("explain", str(bad)), "broken.py", "3")
 
 
+@pytest.mark.parametrize("budget", ["nan", "inf", "-5", "0"])
+def test_a_budget_that_is_not_a_usable_number_of_seconds(budget: str, tmp_path: Path) -> None:
+    db = tmp_path / "never.db"
+    r = run_cli("run", str(EXAMPLES / "matmul.py"), "--budget", budget, "--db", str(db))
+    assert_one_line_error(r, "--budget")
+    assert not db.exists()
+
+
 def test_list_on_missing_database(tmp_path: Path) -> None:
     db = tmp_path / "none.db"
     assert_one_line_error(run_cli("list", "--db", str(db)), "none.db")

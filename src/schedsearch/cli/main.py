@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import math
 import sys
 from typing import Any
 
@@ -14,6 +15,16 @@ from schedsearch.targets import TARGETS
 
 TARGET_CHOICES = ["auto", *(t.name.value for t in TARGETS)]
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+MAX_BUDGET = 30 * 86400.0  # seconds
+
+
+def _a_number(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    # click's FloatRange lets "nan" through: every comparison with it is false.
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("must be a number of seconds, not nan")
+    return value
 
 
 def workload_options(fn: Any) -> Any:
@@ -38,8 +49,11 @@ def json_option(fn: Any) -> Any:
 def search_options(fn: Any) -> Any:
     """Options shared by run and resume: budgets, workers, compiler."""
     opts = [
-        click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-                     help="Wall-time budget in seconds [run default: 120; resume: as many more seconds]."),
+        # Bounded above: an infinite budget would not survive JSON storage (and a month is plenty).
+        click.option("--budget", type=click.FloatRange(min=0, min_open=True, max=MAX_BUDGET), default=None,
+                     metavar="SECONDS", callback=_a_number,
+                     help="Wall-time budget in seconds, at most 30 days [run default: 120; resume: as many more "
+                          "seconds]."),
         click.option("--max-candidates", type=click.IntRange(min=1), default=None, metavar="N",
                      help="Stop after N evaluated candidates."),
         click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
