@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from schedsearch.cli.wiring import make_cost_model
 from schedsearch.core import BenchConfig, Candidate, ExpandOptions, SearchConfig
 from schedsearch.evaluate import cpu_flags, machine_info
 from schedsearch.evaluate.pipeline import remeasure
@@ -163,10 +164,14 @@ def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
     cache = Path(tmp) / f"{name}.cache"  # a fresh build cache: nothing compiled before is free
     executor = RayExecutor(Expander, config.expand, config.bench, workers=2, cache_dir=cache)
     store = open_store(f"{tmp}/{name}.db")
+    model = make_cost_model(config, store, executor)  # as `schedsearch run` does (default: rank)
     started = time.perf_counter()
     try:
-        outcome = run_search(workload, root_candidate(workload), make_strategy(config), executor, store, config)
+        outcome = run_search(workload, root_candidate(workload), make_strategy(config), executor, store, config,
+                             cost_model=model)
     finally:
+        if model is not None:
+            model.close()
         executor.close()
     record = store.get_search(outcome.search_id)
     best = store.get_candidate(record.best_candidate_id) if record.best_candidate_id else None
@@ -177,6 +182,7 @@ def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
     return {
         "target": target, "cflags": " ".join(bench.cflags), "wall": time.perf_counter() - started,
         "evaluated": record.counters.evaluated, "search_seconds": record.best_seconds,
+        "model_spearman": record.model_accuracy.spearman if record.model_accuracy else None,
         "baseline": record.baseline_seconds, "flops": workload.flops,
         "schedule": [s.describe() for s in best.schedule.steps] if best else [],
         "_remeasure": (workload, root, kernel, bench, cache),
