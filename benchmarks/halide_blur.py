@@ -75,13 +75,22 @@ def _build(h: int, w: int, schedule: str, target: hl.Target) -> hl.Callable:
     return pipeline.compile_to_callable([inp], target)
 
 
-def _measure(h: int, w: int, schedule: str, samples: int, cpu: int | None) -> tuple[float, np.ndarray]:
-    """Median seconds per call of the scheduled blur, and its output on a random input."""
+def _measure(h: int, w: int, schedule: str, samples: int, cpu: int | None,
+             strict: bool = False) -> tuple[float, np.ndarray]:
+    """Median seconds per call of the scheduled blur, and its output on a random input.
+
+    ``strict`` compiles with Halide's ``StrictFloat`` feature: IEEE semantics, so ``/ 3.0``
+    stays a division (by default Halide may turn a float division by a constant into a
+    multiplication by its reciprocal, which rounds differently; an Exo schedule must keep
+    the proc's arithmetic as written)."""
     old_affinity = os.sched_getaffinity(0)
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     try:
-        blur = _build(h, w, schedule, hl.get_host_target())
+        target = hl.get_host_target()
+        if strict:
+            target = target.with_feature(hl.TargetFeature.StrictFloat)
+        blur = _build(h, w, schedule, target)
         inp_arr = np.random.default_rng(0).random((h + 2, w + 2), dtype=np.float32)
         out_arr = np.empty((h, w), dtype=np.float32)
         # The buffers wrap the numpy arrays, so the timed loop allocates nothing.
@@ -111,14 +120,15 @@ def _measure(h: int, w: int, schedule: str, samples: int, cpu: int | None) -> tu
 
 
 def halide_blur_seconds(
-    h: int = 512, w: int = 512, autoscheduler: str = "Adams2019", samples: int = 9, cpu: int | None = None
+    h: int = 512, w: int = 512, autoscheduler: str = "Adams2019", samples: int = 9, cpu: int | None = None,
+    strict: bool = False,
 ) -> float:
     """Median seconds per call of the blur scheduled by ``autoscheduler``, one thread.
 
     ``autoscheduler`` is one of ``AUTOSCHEDULERS``, or ``"compute_root"`` / ``"inline"``
     for the hand schedules. ``cpu`` pins the process to that CPU while measuring.
     """
-    return _measure(h, w, autoscheduler, samples, cpu)[0]
+    return _measure(h, w, autoscheduler, samples, cpu, strict)[0]
 
 
 def numpy_blur(inp: np.ndarray) -> np.ndarray:

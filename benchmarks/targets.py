@@ -13,7 +13,8 @@ medians, so a drift of the machine between the search and the reference hits bot
   reach a good share of the machine's matmul speed).
 - ``gemv``, ``gemv_t``, ``dgemv``, ``dgemv_t`` (1024^2): against numpy's ``A @ x`` / ``x @ A``.
 - ``blur2`` (512^2): against Halide's Adams2019 autoscheduler on the same blur
-  (``benchmarks/halide_blur.py``; needs ``pip install halide``).
+  (``benchmarks/halide_blur.py``; needs ``pip install halide``), and against the same with
+  Halide's ``StrictFloat``, which keeps ``/ 3.0`` a division as an Exo schedule must.
 
     .venv/bin/python benchmarks/targets.py [CASE ...] [--budget-scale 0.1]
 
@@ -48,7 +49,7 @@ from schedsearch.evaluate.ray_backend import RayExecutor
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import open_store
 from schedsearch.targets import build_flags, resolve
-from schedsearch.transforms import Expander, load_workload, root_candidate
+from schedsearch.transforms import Expander, describe_step, load_workload, root_candidate
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
@@ -102,11 +103,13 @@ def gemv_seconds(n: int, dtype: str, transposed: bool) -> float:
     return pinned_median(lambda: np.matmul(a, x, out=y))
 
 
-def halide_seconds(h: int, w: int) -> float:
+def halide_seconds(h: int, w: int, strict: bool = False) -> float:
+    """Halide Adams2019 on the blur; ``strict`` keeps IEEE float semantics (StrictFloat), as an
+    Exo schedule must: by default Halide divides by 3 as a multiplication by its reciprocal."""
     sys.path.insert(0, str(HERE))
     from halide_blur import halide_blur_seconds  # the sibling benchmark script
 
-    return halide_blur_seconds(h, w, "Adams2019", cpu=bench_cpu(True))
+    return halide_blur_seconds(h, w, "Adams2019", cpu=bench_cpu(True), strict=strict)
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
         "evaluated": record.counters.evaluated, "search_seconds": record.best_seconds,
         "model_spearman": record.model_accuracy.spearman if record.model_accuracy else None,
         "baseline": record.baseline_seconds, "flops": workload.flops,
-        "schedule": [s.describe() for s in best.schedule.steps] if best else [],
+        "schedule": [describe_step(s) for s in best.schedule.steps] if best else [],
         "_remeasure": (workload, root, kernel, bench, cache),
     }
 
@@ -235,6 +238,11 @@ def main() -> None:
               f"{found['baseline'] / seconds:.1f}x over unscheduled] {line}", flush=True)
         print(f"{'':14s} schedule: {'; '.join(found['schedule'])}", flush=True)
         results[name] = {**found, "reference": label, "reference_seconds": ref, "ratio": ratio}
+        if case.reference == "time:halide":
+            strict = halide_seconds(case.sizes["H"], case.sizes["W"], strict=True)
+            print(f"{'':14s} Halide Adams2019 with StrictFloat (division kept as written): {strict * 1e6:.1f} us: "
+                  f"{strict / seconds:.2f}x", flush=True)
+            results[name]["strict_float_seconds"] = strict
     if args.json:
         args.json.write_text(json.dumps({"cpu": info.cpu_model, "results": results}, indent=2))
 
