@@ -246,6 +246,28 @@ class EventKind(StrEnum):
     NEW_BEST = "new_best"
     FINALISTS = "finalists"
     FINISHED = "finished"
+    TICK = "tick"  # nothing happened, but time passed: observers redraw at least once a second
+    STOPPING = "stopping"  # a stop was asked for (Ctrl-C, SIGTERM); work in flight is cancelled
+
+
+class Phase(StrEnum):
+    """What the search is busy with (an event's ``phase``)."""
+
+    STARTING = "starting"
+    BASELINE = "baseline"  # timing the unscheduled proc
+    EXPANDING = "expanding"  # only expansions in flight
+    MEASURING = "measuring"  # evaluations in flight (the next expansion may overlap)
+    REMEASURING = "remeasuring"  # finalists timed side by side
+    STOPPING = "stopping"
+    DONE = "done"
+
+
+class JobKind(StrEnum):
+    """What an executor is asked to do with a ``Job``'s candidates."""
+
+    EXPAND = "expand"  # one parent: its legal rewrites, applied and deduplicated
+    EVALUATE = "evaluate"  # one candidate: build, verify, benchmark
+    REMEASURE = "remeasure"  # several candidates timed side by side in one process
 
 
 # --------------------------------------------------------------------------- workload
@@ -686,6 +708,31 @@ class SearchEvent(JsonRecord):
     best: CandidateRecord | None = None
     top: tuple[CandidateRecord, ...] = ()
     message: str = ""
+    phase: Phase = Phase.STARTING
+    activity: str = ""  # what the phase is doing now: "measuring 7/35 of round 3; expanding #12"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One unit of work handed to an ``Executor``. ``id`` is the submitter's, unique among
+    its jobs in flight; ``candidates`` holds the parent (expand), the candidate (evaluate)
+    or the finalists (remeasure)."""
+
+    id: int
+    kind: JobKind
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """What a finished ``Job`` gave: an expansion, or measurements in the job's order.
+
+    A failure of the candidate is a measurement with its status; a worker that died is an
+    expansion with ``error`` or a ``run_error`` measurement, never an exception."""
+
+    job: Job
+    expansion: Expansion | None = None
+    measurements: tuple[Measurement, ...] = ()
 
 
 # --------------------------------------------------------------------------- protocols
@@ -727,7 +774,27 @@ class CostModel(Protocol):
 
 @runtime_checkable
 class Executor(Protocol):
-    """Runs expansion and evaluation, possibly in parallel, streaming results."""
+    """Runs expansion and evaluation, possibly in parallel, streaming results.
+
+    The search loop uses the asynchronous half: ``submit`` hands over jobs and returns at
+    once, ``poll`` waits at most ``timeout`` seconds for finished ones, ``cancel`` abandons
+    (and stops) everything in flight. ``expand``/``evaluate``/``remeasure`` are blocking
+    conveniences on top of it for callers that want one answer.
+    """
+
+    def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
+        """Start ``jobs``; never waits for them. ``reference`` is what evaluations verify against."""
+
+    def poll(self, timeout: float) -> list[JobResult]:
+        """Jobs finished since the last poll (waiting up to ``timeout`` s for the first).
+
+        Raises a ``SchedsearchError`` when a job met broken infrastructure."""
+
+    def cancel(self) -> None:
+        """Abandon every job in flight, stopping its work (results never arrive)."""
+
+    def pending(self) -> int:
+        """Jobs submitted and not yet returned by ``poll``."""
 
     def expand(self, workload: Workload, parents: Sequence[Candidate]) -> Iterator[Expansion]:
         """One Expansion per parent, in completion order."""

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from schedsearch.core import EventKind, SearchConfig, SearchEvent, SearchStatus, Status, StrategyKind
+from schedsearch.core import EventKind, Phase, SearchConfig, SearchEvent, SearchStatus, Status, StrategyKind
 from schedsearch.errors import SearchError
-from schedsearch.search import make_strategy, run_search
+from schedsearch.search import loop, make_strategy, run_search
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.fakes import FakeClock, FakeExecutor, FakeTree, fake_root, fake_workload, fingerprint_of
 
@@ -76,14 +76,15 @@ def test_best_first_expands_the_fastest_unexpanded_node_each_round() -> None:
     run_search(fake_workload(), fake_root(), strategy, ex, store, cfg)
     sid = store.list_searches()[0].id
     rows = {r.fingerprint: r for r in store.candidates(sid)}
-    order = ex.expanded
-    # Replay: when each parent was picked, it was the fastest ok, unexpanded node measured so far.
-    for i, fp in enumerate(order):
-        pool = [r for r in rows.values() if r.status is Status.OK and r.fingerprint not in order[:i]
-                and r.depth < cfg.max_depth
-                and (r.parent_id is None or rows_by_id(rows)[r.parent_id].fingerprint in order[:i])]
+    asked: list[str] = []
+    # Replay: when each parent was picked, it was the fastest ok, not yet picked node among
+    # those measured by then (the pipeline asks while the previous round is measured).
+    for (fp,), known in zip(ex.expand_calls, ex.asked_after, strict=True):
+        pool = [rows[f] for f in ex.evaluated[:known]
+                if rows[f].status is Status.OK and f not in asked and rows[f].depth < cfg.max_depth]
         assert rows[fp].seconds == min(r.seconds for r in pool)
-    assert len(order) >= 10
+        asked.append(fp)
+    assert len(asked) >= 10
 
 
 def rows_by_id(rows):
@@ -95,8 +96,10 @@ def test_same_seed_same_search_whatever_the_completion_order() -> None:
     b, store_b, _ = search(config(max_candidates=35, seed=5), ex_b := FakeExecutor(shuffle_seed=2))
     assert ex_a.expand_calls == ex_b.expand_calls  # the same asks, round by round
     assert ex_a.expanded != ex_b.expanded and ex_a.evaluated != ex_b.evaluated  # completion order really differed
-    ids_a = [(r.id, r.fingerprint) for r in store_a.candidates(a.search_id)]
-    ids_b = [(r.id, r.fingerprint) for r in store_b.candidates(b.search_id)]
+    # What was measured is the same; what was left pending at the end (expansions of the
+    # next round that happened to finish before the budget did) may differ.
+    ids_a = [(r.id, r.fingerprint) for r in measured(store_a, a.search_id)]
+    ids_b = [(r.id, r.fingerprint) for r in measured(store_b, b.search_id)]
     assert ids_a == ids_b
     assert a.best.fingerprint == b.best.fingerprint
 
@@ -119,9 +122,28 @@ def test_wall_time_budget_with_a_fake_clock() -> None:
     ex = FakeExecutor(clock=clock, eval_seconds=1.0, expand_seconds=0.25)
     outcome, store, _ = search(config(max_seconds=10.0), ex, clock=clock)
     assert outcome.status is SearchStatus.COMPLETED
-    assert 10.0 <= outcome.elapsed < 11.5
+    # It stops a little early to leave time for the finalists (whose fake re-measurement is instant).
+    assert 8.0 <= outcome.elapsed <= 10.0 + loop.POLL_SECONDS
     assert outcome.counters.evaluated <= 10
     assert store.get_search(outcome.search_id).elapsed_seconds == pytest.approx(outcome.elapsed)
+
+
+@pytest.mark.parametrize("remeasure_seconds", [1.5, 60.0])
+def test_the_time_budget_includes_the_finalists(remeasure_seconds: float) -> None:
+    """The search leaves room for the side-by-side re-measurement; one that outlasts the
+    budget anyway is abandoned for the search's own times, a few seconds after the budget."""
+    clock = FakeClock()
+    ex = FakeExecutor(clock=clock, eval_seconds=0.5, expand_seconds=0.25, remeasure_seconds=remeasure_seconds)
+    outcome, _, events = search(config(max_seconds=20.0), ex, clock=clock)
+    finalists = [e for e in events if e.kind is EventKind.FINALISTS]
+    assert any(e.phase is Phase.REMEASURING for e in events)
+    assert outcome.elapsed <= 20.0 + loop.FINALIST_GRACE_SECONDS + loop.POLL_SECONDS
+    if remeasure_seconds < 10:
+        assert ex.remeasured and "side by side" in finalists[-1].message
+    else:
+        assert not ex.remeasured and ex.cancelled >= 1  # abandoned while it ran
+        assert "outlasted the time budget" in finalists[-1].message
+        assert outcome.best is not None and outcome.best_seconds == outcome.best.seconds
 
 
 def test_stop_event_interrupts_and_keeps_results() -> None:
@@ -132,9 +154,11 @@ def test_stop_event_interrupts_and_keeps_results() -> None:
     assert outcome.status is SearchStatus.INTERRUPTED
     assert outcome.counters.evaluated == 7 == len(measured(store, outcome.search_id))
     assert store.get_search(outcome.search_id).status is SearchStatus.INTERRUPTED
-    assert ex.remeasured, "finalists are re-measured for an interrupted search with results"
+    assert not ex.remeasured, "an interrupted search stops at once: no re-measurement"
     assert outcome.best is not None and outcome.best.status is Status.OK
     assert events[-1].kind is EventKind.FINISHED
+    assert any(e.kind is EventKind.STOPPING for e in events)  # the stop is acknowledged
+    assert "not re-measured" in [e for e in events if e.kind is EventKind.FINALISTS][-1].message
 
 
 def test_root_failure_raises_and_marks_the_search_failed() -> None:
@@ -264,15 +288,58 @@ def test_every_strategy_runs_to_exhaustion_on_a_small_tree(kind: StrategyKind) -
 
 
 def test_children_of_expansions_finished_when_the_budget_ends_are_kept_for_resume() -> None:
-    # Expansion is slow here: the budget runs out while the first round expands. The work
-    # done is not thrown away: the children are recorded as pending and a resume measures them.
+    # Expansion is slow here: the budget runs out while the second round expands, one of its
+    # two parents done. The work done is not thrown away: its children are recorded as
+    # pending and a resume measures them; the unfinished expansion is abandoned at once.
     clock = FakeClock()
     store = InMemoryStore()
-    first = FakeExecutor(clock=clock, eval_seconds=0.1, expand_seconds=5.0)
-    one, _, _ = search(config(max_seconds=2.0, expand_batch=2), first, store, clock=clock)
+    first = FakeExecutor(clock=clock, eval_seconds=0.1, expand_seconds=1.0)
+    one, _, _ = search(config(max_seconds=3.0, expand_batch=2), first, store, clock=clock)
     assert one.status is SearchStatus.COMPLETED
+    assert [len(call) for call in first.expand_calls] == [1, 2] and len(first.expanded) == 2
+    assert first.cancelled == 1 and one.elapsed <= 3.0 + loop.POLL_SECONDS
     pending = {r.fingerprint for r in store.candidates(one.search_id) if r.status is Status.PENDING}
     assert pending and not set(first.evaluated) & pending
     second = FakeExecutor()
-    search(config(max_candidates=len(pending) + 1), second, store, search_id=one.search_id)
+    search(config(max_candidates=one.counters.evaluated + len(pending)), second, store, search_id=one.search_id)
     assert pending <= set(second.evaluated)
+
+
+def test_the_next_expansion_overlaps_the_current_measurements() -> None:
+    ex = FakeExecutor(FakeTree(failure_rate=0.0), eval_seconds=0.2, expand_seconds=0.5, clock=FakeClock())
+    search(config(max_candidates=60), ex, clock=ex.clock)
+    assert len(ex.expand_calls) >= 4
+    # After the first rounds, every expansion is submitted while measurements are running.
+    assert ex.overlapped >= len(ex.expand_calls) - 2
+
+
+def test_observers_hear_at_least_once_a_second_during_a_long_expansion() -> None:
+    clock = FakeClock()
+    ex = FakeExecutor(clock=clock, eval_seconds=0.1, expand_seconds=30.0)
+    _, _, events = search(config(max_seconds=20.0), ex, clock=clock)
+    during = [e for e in events if e.phase is Phase.EXPANDING]
+    assert during and all(e.kind is EventKind.TICK for e in during)
+    assert "expanding #1" in during[0].activity
+    times = [e.elapsed for e in events]
+    assert max(b - a for a, b in zip(times, times[1:])) <= loop.TICK_SECONDS + loop.POLL_SECONDS
+    assert events[-1].elapsed <= 20.0 + loop.POLL_SECONDS  # the expansion was abandoned at the budget
+
+
+def test_a_stop_during_an_expansion_is_acknowledged_at_once() -> None:
+    clock = FakeClock()
+    stop = threading.Event()
+    seen: list[SearchEvent] = []
+
+    def observe(event: SearchEvent) -> None:
+        seen.append(event)
+        if event.phase is Phase.EXPANDING and event.elapsed > 3.0:
+            stop.set()
+
+    ex = FakeExecutor(clock=clock, eval_seconds=0.1, expand_seconds=600.0)
+    outcome = run_search(fake_workload(), fake_root(), make_strategy(config()), ex, InMemoryStore(), config(),
+                         observe, stop=stop, clock=clock)
+    assert outcome.status is SearchStatus.INTERRUPTED
+    stopping = next(e for e in seen if e.kind is EventKind.STOPPING)
+    asked = next(e for e in seen if stop.is_set() and e.elapsed > 3.0)
+    assert stopping.elapsed - asked.elapsed <= loop.POLL_SECONDS
+    assert ex.cancelled == 1 and outcome.elapsed < 5.0

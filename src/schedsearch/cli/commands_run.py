@@ -142,7 +142,8 @@ def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Sto
     model = None
     try:
         model = make_cost_model(config, store, executor)
-        with _stop_on_signals(stop), ProgressView(console, config.max_seconds, workload.label) as view:
+        with _stop_on_signals(stop), ProgressView(console, config.max_seconds, workload.label,
+                                                  config.max_candidates) as view:
             outcome = run_search(workload, root, make_strategy(config), executor, store, config, view,
                                  search_id=search_id, stop=stop, cost_model=model)
     except (InfrastructureError, StoreError, ClusterError) as e:

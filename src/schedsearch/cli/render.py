@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from schedsearch.core import CandidateRecord, EventKind, Rewrite, SearchEvent, SearchRecord, Status
+from schedsearch.core import CandidateRecord, EventKind, Phase, Rewrite, SearchEvent, SearchRecord, Status
 
 STATUS_STYLE = {
     Status.OK: "green",
@@ -118,23 +118,32 @@ def schedule_lines(record: CandidateRecord) -> list[str]:
 
 
 class ProgressView:
-    """Renders SearchEvents on stderr: a live panel on a terminal, plain lines in logs."""
+    """Renders SearchEvents on stderr: a live panel on a terminal, plain lines in logs.
+
+    The search loop sends an event at least once a second (``tick`` when nothing else
+    happened), so the panel's clock, phase, budget bar and rate keep moving in every phase;
+    it is redrawn on each event, from the loop's own thread. A stop is shown the moment
+    the loop acknowledges it.
+    """
 
     HEARTBEAT = 15.0  # seconds between plain progress lines when not on a terminal
+    #: Plain lines are printed for these at once; other events only as a heartbeat.
+    ANNOUNCED = (EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS,
+                 EventKind.STOPPING, EventKind.FINISHED)
 
-    def __init__(self, console: Console, budget: float | None, label: str) -> None:
+    def __init__(self, console: Console, budget: float | None, label: str, max_candidates: int | None = None,
+                 prior_elapsed: float = 0.0) -> None:
         self.console = console
         self.budget = budget
+        self.max_candidates = max_candidates
         self.label = label
         self.live: Live | None = None
         self._last_line = 0.0
         self._last: SearchEvent | None = None
+        self._first: SearchEvent | None = None  # for the rate of this run (a resume starts mid-way)
 
     def __enter__(self) -> ProgressView:
         if self.console.is_terminal:
-            # Redrawn on each event, never from a refresh thread: with --workers 0, Exo's SMT
-            # checks (z3 through ctypes, which releases the GIL) run in this process, and a
-            # second Python thread could then drop z3 objects concurrently.
             self.live = Live(Text("starting ..."), console=self.console, auto_refresh=False, transient=False)
             self.live.__enter__()
         return self
@@ -148,16 +157,22 @@ class ProgressView:
 
     def __call__(self, event: SearchEvent) -> None:
         self._last = event
+        if self._first is None:
+            self._first = event
         if self.live is not None:
             self.live.update(self._panel(event), refresh=True)
             return
         now = time.monotonic()
-        if event.kind in (EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS, EventKind.FINISHED):
+        if event.kind in self.ANNOUNCED or now - self._last_line >= self.HEARTBEAT:
             self.console.print(self._line(event), highlight=False)
             self._last_line = now
-        elif now - self._last_line >= self.HEARTBEAT:
-            self.console.print(self._line(event), highlight=False)
-            self._last_line = now
+
+    def rate(self, e: SearchEvent) -> float | None:
+        """Candidates evaluated per second in this run so far."""
+        first = self._first
+        if first is None or e.elapsed - first.elapsed < 1.0:
+            return None
+        return (e.counters.evaluated - first.counters.evaluated) / (e.elapsed - first.elapsed)
 
     def _line(self, e: SearchEvent) -> str:
         c = e.counters
@@ -165,30 +180,64 @@ class ProgressView:
         best_txt = (f"best {fmt_seconds(best.seconds)} {fmt_num(best.gflops, ' GFLOP/s')} {fmt_num(best.speedup, 'x')}"
                     if best is not None and best.seconds is not None else "best -")
         msg = f" {e.message}" if e.message else ""
-        return (f"[{e.elapsed:6.1f}s] {e.kind.value:<9} evaluated {c.evaluated} (ok {c.ok}, failed {c.failed}), "
-                f"generated {c.generated}, dup {c.duplicates}, illegal {c.illegal}; {best_txt}{msg}")
+        return (f"[{e.elapsed:6.1f}s] {e.kind.value:<9} {e.phase.value:<11} evaluated {c.evaluated} (ok {c.ok}, "
+                f"failed {c.failed}), generated {c.generated}, dup {c.duplicates}, illegal {c.illegal}; {best_txt}{msg}")
+
+    def _budget_bar(self, e: SearchEvent) -> Text:
+        """``[#####.....] 42% ETA 1m10s`` of the time (or candidate) budget."""
+        done: float | None = None
+        eta = ""
+        if self.budget:
+            done = min(1.0, e.elapsed / self.budget)
+            eta = f"ETA {fmt_duration(max(0.0, self.budget - e.elapsed))}"
+        elif self.max_candidates:
+            done = min(1.0, e.counters.evaluated / self.max_candidates)
+            rate = self.rate(e)
+            if rate:
+                eta = f"ETA {fmt_duration(max(0, self.max_candidates - e.counters.evaluated) / rate)}"
+        if done is None:
+            return Text("")
+        width = 24
+        filled = int(round(done * width))
+        return Text.assemble(("[" + "#" * filled + "." * (width - filled) + "]", "cyan"), f" {100 * done:3.0f}%  {eta}")
 
     def _panel(self, e: SearchEvent) -> Group:
         c = e.counters
         budget = f" / {self.budget:.0f}s" if self.budget else ""
         head = Text.assemble(
             ("schedsearch ", "bold"), (self.label, "cyan"), f"  search {e.search_id}  ",
-            (f"{e.elapsed:.1f}s{budget}", "bold"),
+            (f"{e.elapsed:.1f}s{budget}", "bold"), "  ", self._budget_bar(e),
         )
+        stopping = e.phase is Phase.STOPPING
+        phase = Text.assemble((e.phase.value, "bold yellow" if stopping else "bold magenta"),
+                              f"  {e.activity}" if e.activity else "")
+        rate = self.rate(e)
         counts = Text(
             f"generated {c.generated}   duplicate {c.duplicates}   illegal {c.illegal}   "
             f"evaluated {c.evaluated}   ok {c.ok}   failed {c.failed}"
+            + (f"   pruned {c.pruned}" if c.pruned else "")
+            + (f"   {rate:.1f}/s" if rate is not None else "")
         )
         best = e.best
         if best is not None and best.seconds is not None:
-            best_txt = Text.assemble(("best ", "bold"), f"#{best.id}  {fmt_seconds(best.seconds)}  ",
+            best_txt = Text.assemble(("best ", "bold"), f"#{best.id}  {fmt_timing(best)}  ",
                                      (f"{fmt_num(best.gflops)} GFLOP/s  ", "green"),
                                      (f"{fmt_num(best.speedup)}x", "bold green"), f"  depth {best.depth}")
         else:
             best_txt = Text("best -")
-        parts: list[object] = [head, counts, best_txt]
+        parts: list[object] = [head, phase, counts, best_txt]
         if e.top:
             parts.append(candidates_table(e.top[:5]))
         if e.message:
-            parts.append(Text(e.message, style="dim"))
+            parts.append(Text(e.message, style="bold yellow" if e.kind is EventKind.STOPPING else "dim"))
         return Group(*parts)  # type: ignore[arg-type]
+
+
+def fmt_duration(seconds: float) -> str:
+    """``45s``, ``3m05s``, ``1h02m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"

@@ -173,11 +173,9 @@ def make_cost_model(config: SearchConfig, store: Store, executor: Executor) -> C
     from schedsearch.transforms.features import FEATURE_VERSION
 
     history = store.training_samples(executor.machine().fingerprint, FEATURE_VERSION)
-    # With --workers 0 Exo's SMT checks (z3 through ctypes, which releases the GIL) run in
-    # this process; a second Python thread could then free z3 objects while z3 is busy
-    # (garbage collection runs in whichever thread allocates). Fit inline there: a fit on
-    # a few hundred samples takes tens of milliseconds.
-    return LearnedCostModel(history, seed=config.seed, background=config.workers > 0)
+    # Exo (and z3, which is not safe beside a second Python thread) runs in the executor's
+    # worker processes, never in this one, so the model can always train in the background.
+    return LearnedCostModel(history, seed=config.seed, background=True)
 
 
 def print_json(data: Any) -> None:

@@ -1,13 +1,22 @@
-"""An in-process Executor: expansion and evaluation run one by one in the calling process.
+"""A local Executor without Ray: expansion and evaluation each in one child process.
 
-Used by ``--workers 0`` and by fast tests. Native code still runs in child processes (see
-``bench``), so a crashing kernel cannot take the caller down.
+Used by ``--workers 0``, ``schedsearch.tune()`` for small work, and tests. Nothing heavy
+runs in the caller: Exo (and its SMT solver) runs in an expansion process, builds and
+benchmarks in an evaluation process, so the caller stays responsive and ``cancel`` can
+stop either at once (SIGTERM, then SIGKILL). The two run side by side, so the next
+expansion overlaps the current evaluation on a machine with two cores. Each process
+serves its jobs in order and keeps its state (the expander's replay cache) between them;
+one that dies fails only the job it was running and is started again for the rest.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.connection
+import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +25,94 @@ from schedsearch.core import (
     Candidate,
     ExpandOptions,
     Expansion,
+    Job,
+    JobKind,
+    JobResult,
     MachineInfo,
-    Measurement,
     Workload,
 )
 from schedsearch.errors import SchedsearchError
+from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
 from schedsearch.evaluate.machine import default_cache_dir, machine_info
-from schedsearch.evaluate.pipeline import evaluate_candidate, remeasure
+
+#: Seconds a cancelled worker gets to clean up (kill its compiler or kernel) before SIGKILL.
+_GRACE = 1.0
 
 
-class LocalExecutor:
-    """``core.Executor`` running everything in this process, results yielded one by one."""
+def _terminate(signum: int, frame: Any) -> None:
+    # Raised in the worker's main thread: run_child's handler then kills the running
+    # compiler or kernel group before the worker exits.
+    raise SystemExit(128 + signum)
+
+
+def _serve(conn: multiprocessing.connection.Connection, factory: Callable[[Workload, ExpandOptions], Any],
+           options: ExpandOptions, bench: BenchConfig, cache_dir: Path) -> None:
+    """A worker process: answer (workload, reference, job) messages in order until EOF."""
+    signal.signal(signal.SIGTERM, _terminate)
+    # Ctrl-C reaches the whole foreground process group; the caller decides what stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    expanders: dict[str, Any] = {}
+    while True:
+        try:
+            workload, reference, job = conn.recv()
+        except (EOFError, OSError):
+            return
+        conn.send((job.id, _run_job(workload, reference, job, factory, options, bench, cache_dir, expanders)))
+
+
+def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callable[[Workload, ExpandOptions], Any],
+             options: ExpandOptions, bench: BenchConfig, cache_dir: Path,
+             expanders: dict[str, Any]) -> JobResult | SchedsearchError:
+    from schedsearch.evaluate.pipeline import evaluate_candidate, remeasure
+
+    started = time.perf_counter()
+    try:
+        if job.kind is JobKind.EXPAND:
+            expander = expanders.get(workload.key)
+            if expander is None:
+                expander = expanders[workload.key] = factory(workload, options)
+            return JobResult(job, expansion=expander.expand(job.candidates[0]))
+        if job.kind is JobKind.EVALUATE:
+            return JobResult(job, measurements=(
+                evaluate_candidate(workload, reference, job.candidates[0], bench, cache_dir),))
+        return JobResult(job, measurements=tuple(remeasure(workload, reference, job.candidates, bench, cache_dir)))
+    except SchedsearchError as e:
+        if job.kind is JobKind.EXPAND:  # a parent that cannot be replayed is data
+            return JobResult(job, expansion=Expansion(job.candidates[0].fingerprint, (), error=str(e),
+                                                      seconds=time.perf_counter() - started))
+        return e  # broken infrastructure: re-raised by the caller's poll
+    except Exception as e:  # noqa: BLE001 - an internal error on one job must not end the search
+        return worker_failure(job, f"{type(e).__name__}: {e}")
+
+
+class _Worker:
+    """One spawned child process and the jobs sent to it, in order."""
+
+    def __init__(self, name: str, args: tuple[Any, ...]) -> None:
+        ctx = multiprocessing.get_context("spawn")  # no fork: the caller may hold threads and locks
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, *args), name=name, daemon=True)
+        self.process.start()
+        child.close()
+        self.sent: deque[tuple[Workload, Candidate, Job]] = deque()
+
+    def send(self, workload: Workload, reference: Candidate, job: Job) -> None:
+        self.conn.send((workload, reference, job))
+        self.sent.append((workload, reference, job))
+
+    def stop(self) -> None:
+        proc = self.process
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(_GRACE)
+            if proc.is_alive():
+                proc.kill()
+        proc.join()
+        self.conn.close()
+
+
+class LocalExecutor(BlockingCalls):
+    """``core.Executor`` with one expansion process and one evaluation process."""
 
     def __init__(
         self,
@@ -39,46 +125,70 @@ class LocalExecutor:
         self._options = expand_options
         self._bench = bench
         self._cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        # One expander per workload, kept: it caches replayed schedule prefixes.
-        self._expanders: dict[str, Any] = {}
         self._machine: MachineInfo | None = None
+        self._workers: dict[str, _Worker] = {}
 
     @property
     def cache_dir(self) -> Path:
         return self._cache_dir
 
-    def _expander(self, workload: Workload) -> Any:
-        exp = self._expanders.get(workload.key)
-        if exp is None:
-            exp = self._factory(workload, self._options)
-            self._expanders[workload.key] = exp
-        return exp
+    @property
+    def workers(self) -> int:
+        return 1
 
-    def expand(self, workload: Workload, parents: Sequence[Candidate]) -> Iterator[Expansion]:
-        """One Expansion per parent, in input order; a parent that cannot be expanded
-        yields an Expansion with ``error`` set instead of raising."""
-        expander = self._expander(workload)
-        for parent in parents:
-            start = time.perf_counter()
+    def _worker(self, role: str) -> _Worker:
+        worker = self._workers.get(role)
+        if worker is None:
+            args = (self._factory, self._options, self._bench, self._cache_dir)
+            worker = self._workers[role] = _Worker(f"schedsearch-{role}", args)
+        return worker
+
+    def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
+        """Queue each job on the expansion or the evaluation process; returns at once."""
+        for job in jobs:
+            self._worker("expand" if job.kind is JobKind.EXPAND else "evaluate").send(workload, reference, job)
+
+    def pending(self) -> int:
+        return sum(len(w.sent) for w in self._workers.values())
+
+    def poll(self, timeout: float) -> list[JobResult]:
+        """Finished jobs (waiting up to ``timeout`` s for the first); raises the
+        infrastructure error a job met."""
+        busy = {w.conn: (role, w) for role, w in self._workers.items() if w.sent}
+        if not busy:
+            time.sleep(max(0.0, timeout))
+            return []
+        results: list[JobResult] = []
+        for conn in multiprocessing.connection.wait(list(busy), timeout):
+            role, worker = busy[conn]  # type: ignore[index]
             try:
-                yield expander.expand(parent)
-            except SchedsearchError as e:
-                yield Expansion(parent.fingerprint, (), seconds=time.perf_counter() - start, error=str(e))
-            except Exception as e:  # noqa: BLE001 - an Exo internal error on one parent must not end the search
-                yield Expansion(
-                    parent.fingerprint, (), seconds=time.perf_counter() - start, error=f"{type(e).__name__}: {e}"
-                )
+                job_id, value = worker.conn.recv()
+            except (EOFError, OSError):
+                results.append(self._restart(role, worker))
+                continue
+            _, _, job = worker.sent.popleft()
+            assert job.id == job_id, "a worker answered out of order"
+            if isinstance(value, SchedsearchError):
+                raise value
+            results.append(value)
+        return results
 
-    def evaluate(
-        self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]
-    ) -> Iterator[Measurement]:
-        """One Measurement per candidate, in input order."""
-        for cand in candidates:
-            yield evaluate_candidate(workload, reference, cand, self._bench, self._cache_dir)
+    def _restart(self, role: str, worker: _Worker) -> JobResult:
+        """The worker died: its running job fails, the ones queued behind it go to a new one."""
+        code = worker.process.exitcode if not worker.process.is_alive() else None
+        worker.stop()
+        del self._workers[role]
+        _, _, job = worker.sent.popleft()
+        for workload, reference, queued in worker.sent:
+            self._worker(role).send(workload, reference, queued)
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        return worker_failure(job, f"the {role} worker process died ({how})")
 
-    def remeasure(self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]) -> list[Measurement]:
-        """Time the candidates side by side in one process; input order."""
-        return remeasure(workload, reference, candidates, self._bench, self._cache_dir)
+    def cancel(self) -> None:
+        """Stop both processes at once; everything in flight is abandoned."""
+        for worker in self._workers.values():
+            worker.stop()
+        self._workers.clear()
 
     def machine(self) -> MachineInfo:
         """The measuring setup (computed once per executor)."""
@@ -87,5 +197,11 @@ class LocalExecutor:
         return self._machine
 
     def close(self) -> None:
-        """Forget the expanders; nothing else is held."""
-        self._expanders.clear()
+        """Stop the worker processes."""
+        self.cancel()
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

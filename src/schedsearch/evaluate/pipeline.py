@@ -161,11 +161,22 @@ def _measurement_from_report(
     return Measurement(status=Status.OK, timing=timing, max_error=r.verdict.max_error, **base)
 
 
+@dataclass(frozen=True, slots=True)
+class Built:
+    """A candidate compiled and ready to run on the node that built it (the paths are
+    in that node's cache directory): the hand-off from a builder to the benchmark runner."""
+
+    fingerprint: str
+    driver: Path
+    kernel: BuildResult
+    reference: BuildResult
+
+
 def evaluate_candidate(
     workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
 ) -> Measurement:
     """Build ``candidate``, then (holding the node's benchmark lock) verify it against
-    ``reference`` and time it.
+    ``reference`` and time it: ``build_candidate`` followed by ``run_candidate``.
 
     Never raises for anything the candidate does: the result's status is ``ok``,
     ``build_error`` (with the tail of the compiler's message), ``run_error`` (with the signal
@@ -176,25 +187,48 @@ def evaluate_candidate(
     itself cannot be built or run (when ``candidate`` is the reference, that is reported as
     its status instead).
     """
-    with _infrastructure_errors(cache_dir):
-        return _evaluate(workload, reference, candidate, config, Path(cache_dir))
+    built = build_candidate(workload, reference, candidate, config, cache_dir)
+    if isinstance(built, Measurement):
+        return built
+    return run_candidate(workload, reference, candidate, built, config, cache_dir)
 
 
-def _evaluate(
+def build_candidate(
     workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
+) -> Built | Measurement:
+    """Compile ``candidate`` (and the reference and driver, usually cache hits): a ``Built``
+    for the benchmark runner, or the ``build_error`` Measurement. Runs no kernel, so any
+    number of builds may run beside a benchmark. Raises as ``evaluate_candidate`` does."""
+    with _infrastructure_errors(cache_dir):
+        driver, cand, ref = _build_both(workload, reference, candidate, config, Path(cache_dir))
+        if not cand.ok:
+            return Measurement(candidate.fingerprint, Status.BUILD_ERROR, error=cand.error,
+                               build_seconds=cand.seconds, machine=machine_info(config))
+        if not ref.ok:
+            raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
+        return Built(candidate.fingerprint, driver, cand, ref)
+
+
+def run_candidate(
+    workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
+    cache_dir: Path,
+) -> Measurement:
+    """Verify a built candidate against the reference and time it, holding the node's
+    benchmark lock (one timing at a time per node). Raises as ``evaluate_candidate`` does."""
+    with _infrastructure_errors(cache_dir):
+        return _run(workload, reference, candidate, built, config, Path(cache_dir))
+
+
+def _run(
+    workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
+    cache_dir: Path,
 ) -> Measurement:
     machine = machine_info(config)
-    driver, cand, ref = _build_both(workload, reference, candidate, config, cache_dir)
-    if not cand.ok:
-        return Measurement(
-            candidate.fingerprint, Status.BUILD_ERROR, error=cand.error, build_seconds=cand.seconds, machine=machine
-        )
-    if not ref.ok:
-        raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
+    cand, ref = built.kernel, built.reference
     assert cand.path is not None
     with bench_lock(cache_dir):
         started = time.perf_counter()
-        ref_file, failure = _reference_file(driver, ref, workload.args, config, cache_dir)
+        ref_file, failure = _reference_file(built.driver, ref, workload.args, config, cache_dir)
         if failure is not None:
             if candidate.fingerprint == reference.fingerprint:
                 return Measurement(
@@ -207,7 +241,7 @@ def _evaluate(
                 )
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
-        res = run_kernels(driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp)
+        res = run_kernels(built.driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp)
     return _measurement_from_report(workload, candidate, 0, res, 1, config, cand.seconds, machine)
 
 

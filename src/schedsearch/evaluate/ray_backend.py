@@ -6,11 +6,15 @@ rebuild what they need: Exo procs do not pickle.
 
 - Expansion: ``workers`` actors, each holding one ``expander_factory(workload, options)``
   per workload, so its cache of replayed schedule prefixes survives between calls.
-- Evaluation: one task per candidate (``num_cpus=1``, no retries) calling
-  ``evaluate_candidate``. Up to ``workers`` builds run at once while the node-local
-  benchmark lock inside ``evaluate_candidate`` lets only one of them time at a time.
+- Evaluation in two stages. A build task per candidate (``num_cpus=1``, no retries)
+  compiles it (``build_candidate``): builds run continuously on every worker core. The
+  built kernel then goes to the benchmark runner of the node that built it: one actor
+  per node (pinned there, ``max_concurrency=1``) that verifies and times one kernel at a
+  time (``run_candidate``), so no build task ever waits for a lock while holding a core.
   A crashed worker becomes a ``run_error`` measurement; infrastructure errors
   (``ToolchainError``, ``SearchError``) are re-raised in the driver.
+- ``cancel`` force-cancels build tasks and kills busy runners and expanders (Ray starts
+  them again); their kernels and compilers die with them.
 
 A private cluster (no ``address``) is started with ``ray.init(address="local")`` and shut
 down by ``close()``. Ray's own agents outlive a driver killed with SIGKILL for a minute or
@@ -28,6 +32,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -37,12 +42,16 @@ from schedsearch.core import (
     Candidate,
     ExpandOptions,
     Expansion,
+    Job,
+    JobKind,
+    JobResult,
     MachineInfo,
     Measurement,
     Status,
     Workload,
 )
 from schedsearch.errors import ClusterError, SchedsearchError
+from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
 
 _PROBE_TIMEOUT = 3.0
 _MACHINE_TIMEOUT = 120.0
@@ -105,16 +114,35 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
 # ----------------------------------------------------------------------------- worker side
 
 
-def _evaluate_task(
+def _build_task(
     workload: Workload, reference: Candidate, candidate: Candidate, bench: BenchConfig, cache_dir: Path | None
-) -> Measurement | SchedsearchError:
-    """Runs in a Ray worker. Infrastructure errors come back as values to be re-raised."""
-    from schedsearch.evaluate import default_cache_dir, evaluate_candidate
+) -> tuple[Any, str]:
+    """Runs in a Ray worker: a ``Built`` (or the build_error Measurement, or the
+    infrastructure error) and the id of the node whose cache holds the kernel."""
+    import ray
 
+    from schedsearch.evaluate import default_cache_dir
+    from schedsearch.evaluate.pipeline import build_candidate
+
+    node = ray.get_runtime_context().get_node_id()
     try:
-        return evaluate_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir())
+        return build_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir()), node
     except SchedsearchError as e:
-        return e
+        return e, node
+
+
+class _Runner:
+    """Ray actor body: the benchmark runner of one node; it times one kernel at a time."""
+
+    def run(self, workload: Workload, reference: Candidate, candidate: Candidate, built: Any, bench: BenchConfig,
+            cache_dir: Path | None) -> Measurement | SchedsearchError:
+        from schedsearch.evaluate import default_cache_dir
+        from schedsearch.evaluate.pipeline import run_candidate
+
+        try:
+            return run_candidate(workload, reference, candidate, built, bench, cache_dir or default_cache_dir())
+        except SchedsearchError as e:
+            return e
 
 
 def _remeasure_task(
@@ -246,7 +274,7 @@ def _quiet_kwargs() -> dict[str, Any]:
 # ----------------------------------------------------------------------------- executor
 
 
-class RayExecutor:
+class RayExecutor(BlockingCalls):
     """``core.Executor`` on a Ray cluster (a private local one unless ``address`` is given).
 
     If this process is already connected to Ray (``ray.is_initialized()``), that
@@ -277,15 +305,22 @@ class RayExecutor:
         self._machine: MachineInfo | None = None
         self._workload_refs: dict[str, Any] = {}
         self._next_actor = 0
+        # In flight: ref -> (job, stage, detail). Stages: "expand" (detail: shard parts),
+        # "build", "run" (detail: the runner), "remeasure".
+        self._flight: dict[Any, tuple[Job, str, Any]] = {}
+        self._shards: dict[int, list[Expansion]] = {}
+        self._runners: dict[str, Any] = {}
         self._connect(address, connect_timeout)
         import ray
 
         try:
-            self._eval_fn = ray.remote(num_cpus=1, max_retries=0)(_evaluate_task)
+            self._build_fn = ray.remote(num_cpus=1, max_retries=0)(_build_task)
             self._remeasure_fn = ray.remote(num_cpus=1, max_retries=0)(_remeasure_task)
             self._machine_fn = ray.remote(num_cpus=0, max_retries=0)(_machine_task)
-            actor = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
-            self._actors = [actor.remote(expander_factory, expand_options) for _ in range(workers)]
+            self._runner_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
+            self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
+            self._factory, self._options = expander_factory, expand_options
+            self._actors = [self._actor_cls.remote(expander_factory, expand_options) for _ in range(workers)]
         except BaseException:
             self.close()
             raise
@@ -335,93 +370,115 @@ class RayExecutor:
             ref = self._workload_refs[workload.key] = ray.put(workload)
         return ref
 
-    def _stream(self, refs: dict[Any, Any]) -> Iterator[tuple[Any, Any, BaseException | None]]:
-        """(key, result, ray error) for each ref as it finishes; outstanding refs are
-        cancelled when the consumer stops early."""
-        import ray
+    def _runner(self, node: str) -> Any:
+        """The benchmark runner of ``node`` (started on first use, pinned to that node)."""
+        runner = self._runners.get(node)
+        if runner is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        pending = list(refs)
-        try:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    try:
-                        yield refs[ref], ray.get(ref), None
-                    except ray.exceptions.RayError as e:
-                        yield refs[ref], None, e
-        finally:
-            for ref in pending:
-                with contextlib.suppress(Exception):  # best effort; the result is ignored anyway
-                    ray.cancel(ref)
+            strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+            runner = self._runners[node] = self._runner_cls.options(scheduling_strategy=strategy).remote()
+        return runner
 
-    def expand(self, workload: Workload, parents: Sequence[Candidate]) -> Iterator[Expansion]:
-        """One Expansion per parent, in completion order (parents spread over the actors).
-
-        With fewer parents than actors each parent's rewrites are shared out among several
-        actors (a search's first round expands the root alone, and a SIMD kernel node can
-        take seconds) and the shards are merged into one Expansion in proposal order.
-        """
-        wref = self._workload_ref(workload)
-        shards = max(1, len(self._actors) // max(1, len(parents)))
-        refs = {}
-        for parent in parents:
-            for shard in range(shards):
-                actor = self._actors[self._next_actor % len(self._actors)]
-                self._next_actor += 1
-                args = (wref, parent) if shards == 1 else (wref, parent, shard, shards)
-                refs[actor.expand.remote(*args)] = parent
-        parts: dict[str, list[Expansion]] = {}
-        for parent, expansion, error in self._stream(refs):
-            if error is not None:
-                expansion = Expansion(
-                    parent.fingerprint,
-                    (),
-                    error=f"expansion worker failed: {type(error).__name__}: {_first_line(error)}",
-                )
-            if shards == 1:
-                yield expansion
-                continue
-            done = parts.setdefault(parent.fingerprint, [])
-            done.append(expansion)
-            if len(done) == shards:
-                yield Expansion.merge(done)
-
-    def evaluate(
-        self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]
-    ) -> Iterator[Measurement]:
-        """One Measurement per candidate, in completion order; all submitted at once."""
+    def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
+        """Start the jobs and return. With fewer expansions than expander actors, each
+        parent's rewrites are shared out among several actors (a search's first round
+        expands the root alone, and a register-tile node can take seconds); the shards are
+        merged into one Expansion in proposal order."""
         import ray
 
         wref = self._workload_ref(workload)
         rref = ray.put(reference)
-        refs = {self._eval_fn.remote(wref, rref, c, self._bench, self._cache_dir): c for c in candidates}
-        for candidate, result, error in self._stream(refs):
-            if isinstance(result, SchedsearchError):
-                raise result
-            if error is not None:
-                yield Measurement(
-                    candidate.fingerprint,
-                    Status.RUN_ERROR,
-                    error=f"evaluation worker failed: {type(error).__name__}: {_first_line(error)}",
-                )
+        expands = [j for j in jobs if j.kind is JobKind.EXPAND]
+        shards = max(1, len(self._actors) // max(1, len(expands)))
+        for job in jobs:
+            if job.kind is JobKind.EXPAND:
+                for shard in range(shards):
+                    actor = self._actors[self._next_actor % len(self._actors)]
+                    self._next_actor += 1
+                    args = (wref, job.candidates[0]) if shards == 1 else (wref, job.candidates[0], shard, shards)
+                    self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, shards))
+            elif job.kind is JobKind.EVALUATE:
+                ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir)
+                self._flight[ref] = (job, "build", (wref, rref))
             else:
-                yield result
+                ref = self._remeasure_fn.remote(wref, rref, list(job.candidates), self._bench, self._cache_dir)
+                self._flight[ref] = (job, "remeasure", None)
 
-    def remeasure(self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]) -> list[Measurement]:
-        """Time the candidates side by side in one worker process; input order."""
+    def pending(self) -> int:
+        return len({job.id for job, _, _ in self._flight.values()})
+
+    def poll(self, timeout: float) -> list[JobResult]:
+        """Finished jobs (waiting up to ``timeout`` s for the first). A built kernel is
+        handed to its node's runner here, so builds and benchmarks overlap."""
         import ray
 
-        ref = self._remeasure_fn.remote(
-            self._workload_ref(workload), reference, list(candidates), self._bench, self._cache_dir
-        )
-        try:
-            result = ray.get(ref)
-        except ray.exceptions.RayError as e:
-            text = f"re-measurement worker failed: {type(e).__name__}: {_first_line(e)}"
-            return [Measurement(c.fingerprint, Status.RUN_ERROR, error=text) for c in candidates]
-        if isinstance(result, SchedsearchError):
-            raise result
-        return result
+        if not self._flight:
+            time.sleep(max(0.0, timeout))
+            return []
+        done, _ = ray.wait(list(self._flight), num_returns=1, timeout=timeout)
+        if done:
+            done, _ = ray.wait(list(self._flight), num_returns=len(self._flight), timeout=0)
+        results: list[JobResult] = []
+        for ref in done:
+            job, stage, detail = self._flight.pop(ref)
+            try:
+                value = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                if stage == "expand":
+                    value = Expansion(job.candidates[0].fingerprint, (),
+                                      error=f"expansion worker failed: {type(e).__name__}: {_first_line(e)}")
+                else:
+                    results.append(worker_failure(
+                        job, f"evaluation worker failed: {type(e).__name__}: {_first_line(e)}"))
+                    continue
+            result = self._advance(job, stage, detail, value)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def _advance(self, job: Job, stage: str, detail: Any, value: Any) -> JobResult | None:
+        """Take one finished stage of ``job`` further: a result when the job is done."""
+        if stage == "expand":
+            shards = detail[1]
+            if shards == 1:
+                return JobResult(job, expansion=value)
+            parts = self._shards.setdefault(job.id, [])
+            parts.append(value)
+            if len(parts) < shards:
+                return None
+            del self._shards[job.id]
+            return JobResult(job, expansion=Expansion.merge(parts))
+        if stage == "build":
+            built, node = value
+            if isinstance(built, SchedsearchError):
+                raise built
+            if isinstance(built, Measurement):
+                return JobResult(job, measurements=(built,))
+            wref, rref = detail
+            runner = self._runner(node)
+            ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir)
+            self._flight[ref] = (job, "run", runner)
+            return None
+        if isinstance(value, SchedsearchError):
+            raise value
+        return JobResult(job, measurements=(value,) if stage == "run" else tuple(value))
+
+    def cancel(self) -> None:
+        """Abandon everything in flight: build tasks are force-cancelled (their worker and
+        compiler die), busy runners and expanders are killed and start afresh."""
+        import ray
+
+        for ref, (_, stage, detail) in list(self._flight.items()):
+            with contextlib.suppress(Exception):  # best effort: the result is ignored anyway
+                if stage in ("build", "remeasure"):
+                    ray.cancel(ref, force=True)
+                elif stage == "run":
+                    ray.kill(detail, no_restart=False)
+                else:
+                    ray.kill(detail[0], no_restart=False)
+        self._flight.clear()
+        self._shards.clear()
 
     def machine(self) -> MachineInfo:
         """The measuring setup, as a worker sees it (computed once)."""
@@ -441,10 +498,12 @@ class RayExecutor:
         self._closed = True
         import ray
 
-        for actor in getattr(self, "_actors", ()):
+        for actor in [*getattr(self, "_actors", ()), *getattr(self, "_runners", {}).values()]:
             with contextlib.suppress(Exception):  # the cluster may already be gone
                 ray.kill(actor)
         self._actors = []
+        self._runners = {}
+        self._flight = {}
         self._workload_refs.clear()
         if self._owns_ray:
             ray.shutdown()

@@ -1,17 +1,29 @@
 """``run_search``: the one loop that asks, expands, deduplicates, evaluates, stores and tells.
 
-A round takes ``expand_batch`` parents from the strategy, expands them all in parallel,
-records every child whose C is new to this search, then submits all of them for
-evaluation at once (so every worker stays busy) and records each measurement as it
-streams back. The driver is the store's only writer.
+The loop is a pipeline over an executor's ``submit`` / ``poll``. Work goes in rounds: a
+round's parents (from ``strategy.ask``) are expanded in parallel; its new children - C
+new to this search - are stored as ``pending`` and measured, the likely winners first.
+While round k is being measured, round k+1's parents are already being expanded, so the
+workers that build and benchmark never wait for Exo. Round k+1's parents are asked for
+when round k's measuring starts: the strategy has then seen exactly the results of the
+rounds before, whatever order they completed in, so the same seed gives the same search.
+Measurements stream back and are recorded one by one; the driver is the store's only
+writer, and it never runs Exo or a compiler itself, so it stays responsive: it looks at
+``stop`` and the budget at least four times a second and sends a ``tick`` event at least
+once a second.
 
 Crash safety: children are stored as ``pending`` before they are evaluated, and a parent
 is marked expanded only once all its new children are measured. A search killed half-way
 is resumed by re-evaluating its pending candidates and re-expanding unfinished parents;
-fingerprint dedup against the store makes the re-expansion cheap.
+fingerprint dedup against the store makes the re-expansion cheap. Expansions that came
+in for a round that never started measuring are kept the same way: their children are
+stored as pending when the search ends.
 
-``stop`` and the budgets are checked between streamed results: an evaluation already
-running is abandoned (its iterator is closed) rather than waited for.
+The time budget is wall time and includes the finalists: the search stops early enough
+for the side-by-side re-measurement (estimated from the contenders' own run times), and a
+re-measurement still running at the budget's end is abandoned for the search's own
+numbers. A stop (Ctrl-C, SIGTERM) is announced at once with a ``stopping`` event, work in
+flight is cancelled, and no re-measurement runs.
 
 With a cost model (``core.CostModel``) a round's new children are measured in order of
 predicted speed (``ranking.measuring_order``, seeded exploration included) and, in
@@ -25,9 +37,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from schedsearch.core import (
     Candidate,
@@ -37,7 +52,12 @@ from schedsearch.core import (
     Counters,
     EventKind,
     Executor,
+    Expansion,
+    Job,
+    JobKind,
+    JobResult,
     Measurement,
+    Phase,
     SearchConfig,
     SearchEvent,
     SearchStatus,
@@ -53,6 +73,12 @@ from schedsearch.search.outcome import SearchOutcome
 
 #: How many of the fastest candidates events carry in ``top``.
 TOP_N = 5
+#: The longest the loop waits for results before it looks at ``stop`` and the budget again.
+POLL_SECONDS = 0.25
+#: Observers hear from the loop at least this often (a ``tick`` when nothing else happened).
+TICK_SECONDS = 1.0
+#: How far past the time budget a running re-measurement of the finalists may go.
+FINALIST_GRACE_SECONDS = 3.0
 
 
 def run_search(
@@ -94,10 +120,30 @@ def run_search(
     return run.execute(search_id)
 
 
-def _close(iterator: Iterator[object]) -> None:
-    close = getattr(iterator, "close", None)
-    if close is not None:
-        close()
+class _Stopped(Exception):
+    """Raised inside the loop when ``stop`` is set while it waits for one job."""
+
+
+@dataclass
+class _Round:
+    """One round of the pipeline: its parents' expansions, then its children's measurements."""
+
+    number: int
+    parents: list[CandidateRecord]
+    expanding: dict[int, CandidateRecord] = field(default_factory=dict)  # job id -> parent
+    expansions: dict[str, Expansion] = field(default_factory=dict)  # parent fingerprint -> expansion
+    queue: deque[Candidate] = field(default_factory=deque)  # children not yet submitted, in order
+    measuring: dict[int, Candidate] = field(default_factory=dict)  # job id -> child in flight
+    parent_of: dict[str, int] = field(default_factory=dict)  # child fingerprint -> parent id
+    waiting: dict[int, int] = field(default_factory=dict)  # parent id -> children not yet measured
+    total: int = 0  # children to measure
+    done: int = 0  # children measured
+
+    def expanded(self) -> bool:
+        return not self.expanding
+
+    def finished(self) -> bool:
+        return not self.queue and not self.measuring
 
 
 class _Run:
@@ -132,6 +178,15 @@ class _Run:
             Guidance(cost_model, config.seed, prune=config.cost_model is CostModelMode.PRUNE, workload_key=workload.key)
             if cost_model is not None else None
         )
+        self.job_ids = itertools.count(1)
+        self.rounds = itertools.count(1)
+        self.current: _Round | None = None  # children being measured
+        self.next: _Round | None = None  # parents being expanded
+        self.phase = Phase.STARTING
+        self.last_event = clock()
+        # At most this many evaluations in flight: enough to keep every worker busy,
+        # few enough that a round's order (likely winners first) still decides.
+        self.in_flight_cap = 2 * max(1, getattr(executor, "workers", config.workers) or 1)
     # ------------------------------------------------------------------ driver
 
     def execute(self, search_id: int | None) -> SearchOutcome:
@@ -140,27 +195,51 @@ class _Run:
         else:
             self.sid = search_id
         try:
-            if search_id is None:
-                self._start()
-            else:
-                self._resume()
-            status = self._search()
+            try:
+                if search_id is None:
+                    self._start()
+                else:
+                    self._resume()
+                status = self._search()
+            except _Stopped:
+                status = SearchStatus.INTERRUPTED
+            self._keep_expanded()
+            self._cancel()
             return self._finish(status)
         except KeyboardInterrupt:
+            self._cancel()
             self._abort(SearchStatus.INTERRUPTED)
             raise
         except SchedsearchError as e:
+            self._cancel()
             self._abort(SearchStatus.FAILED, str(e))
             # Tell the caller which search stopped, so it can say how to resume it.
             if e.search_id is None:
                 e.search_id = self.sid
             raise
         except BaseException as e:
+            self._cancel()
             self._abort(SearchStatus.FAILED, f"internal error: {type(e).__name__}: {e}")
             raise
 
     def elapsed(self) -> float:
         return self.prior_elapsed + (self.clock() - self.t0)
+
+    def _cancel(self) -> None:
+        """Abandon work in flight: its candidates stay pending (a resume measures them)."""
+        if self.executor.pending():
+            with contextlib.suppress(Exception):  # already failing or finishing: best effort
+                self.executor.cancel()
+        self.current = self.next = None
+
+    def _keep_expanded(self) -> None:
+        """Record the children of the expansions that came in for a round that never got
+        to measuring, as pending: a resume measures them instead of expanding again."""
+        nxt = self.next
+        if nxt is not None and nxt.expansions:
+            nxt.parents = [p for p in nxt.parents if p.fingerprint in nxt.expansions]
+            self._start_measuring(nxt)
+        self.next = None
 
     def _abort(self, status: SearchStatus, failure: str = "") -> None:
         if self.sid is None:
@@ -176,10 +255,49 @@ class _Run:
         assert self.sid is not None
         if top is None:
             top = tuple(self.top)
+        self.last_event = self.clock()
         self.on_event(SearchEvent(
             kind=kind, search_id=self.sid, elapsed=self.elapsed(), counters=self.counters, record=record,
-            best=top[0] if top else None, top=top, message=message,
+            best=top[0] if top else None, top=top, message=message, phase=self.phase, activity=self._activity(),
         ))
+
+    def _activity(self) -> str:
+        """What the pipeline is doing, in a few words, for the live view."""
+        parts = []
+        cur, nxt = self.current, self.next
+        if self.phase is Phase.BASELINE:
+            parts.append("timing the unscheduled proc")
+        if cur is not None and cur.total:
+            parts.append(f"measuring {cur.done}/{cur.total} of round {cur.number} ({len(cur.measuring)} in flight)"
+                         if cur.number else f"measuring {cur.done}/{cur.total} left pending by the last run")
+        if nxt is not None and not nxt.expanded():
+            ids = ", ".join(f"#{p.id}" for p in nxt.expanding.values())
+            parts.append(f"expanding {ids} for round {nxt.number}")
+        elif nxt is not None:
+            parts.append(f"round {nxt.number} expanded: {sum(len(e.children) for e in nxt.expansions.values())} "
+                         "children wait to be measured")
+        return "; ".join(parts)
+
+    def _tick(self) -> None:
+        """A ``tick`` event when nothing was said for a second (the live view redraws)."""
+        if self.clock() - self.last_event >= TICK_SECONDS:
+            self._emit(EventKind.TICK)
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set():
+            self.phase = Phase.STOPPING
+            self._emit(EventKind.STOPPING, message="stopping: cancelling the work in flight; "
+                                                  "everything measured is kept")
+            raise _Stopped
+
+    def _wait_for(self, job: Job) -> JobResult:
+        """Poll until ``job`` is done (other results are not expected meanwhile)."""
+        while True:
+            self._check_stop()
+            for result in self.executor.poll(POLL_SECONDS):
+                if result.job.id == job.id:
+                    return result
+            self._tick()
 
     # ------------------------------------------------------------------ start / resume
 
@@ -226,16 +344,18 @@ class _Run:
             self._offer(r)
         pending = [r for r in records if r.status is Status.PENDING and r.id != self.root_record.id]
         if pending:
-            self._evaluate([self._candidate(r) for r in pending], {}, {})
+            # Round 0: what the last run left pending, measured before anything new.
+            children = [self._candidate(r) for r in pending]
+            self.current = _Round(0, [], queue=deque(children), total=len(children))
 
     def _baseline(self) -> None:
         """Evaluate the root against itself; its median is the baseline."""
         assert self.sid is not None
-        iterator = self.executor.evaluate(self.workload, self.root, [self.root])
-        try:
-            m = next(iterator, None)
-        finally:
-            _close(iterator)
+        self.phase = Phase.BASELINE
+        job = Job(next(self.job_ids), JobKind.EVALUATE, (self.root,))
+        self.executor.submit(self.workload, self.root, [job])
+        result = self._wait_for(job)
+        m = result.measurements[0] if result.measurements else None
         if m is None:
             raise SearchError(f"the executor returned no measurement for the unscheduled {self.workload.label}")
         if m.status is not Status.OK or m.seconds is None or m.seconds <= 0:
@@ -249,49 +369,84 @@ class _Run:
         self.store.update_search(self.sid, baseline_seconds=self.baseline)
         self._emit(EventKind.BASELINE, record, message=f"baseline {m.seconds:.3g} s")
 
-    # ------------------------------------------------------------------ the loop
+    # ------------------------------------------------------------------ the pipeline
 
-    def _budget_spent(self) -> bool:
+    def _finalist_reserve(self) -> float:
+        """Seconds to keep for re-measuring the finalists: their own run times (and the
+        root's) with some slack, at most a quarter of the budget."""
         c = self.config
-        if c.max_seconds is not None and self.elapsed() >= c.max_seconds:
-            return True
-        return c.max_candidates is not None and self.counters.evaluated >= c.max_candidates
+        if c.max_seconds is None or c.finalists <= 0 or not self.top:
+            return 0.0
+        contenders = [*self.top[: c.finalists], *([self.root_record] if self.root_record else [])]
+        estimate = 1.0 + 1.5 * sum(r.run_seconds for r in contenders)
+        return min(estimate, 0.25 * c.max_seconds)
 
-    def _should_stop(self) -> bool:
-        return self.stop.is_set() or self._budget_spent()
+    def _time_spent(self) -> bool:
+        c = self.config
+        return c.max_seconds is not None and self.elapsed() >= c.max_seconds - self._finalist_reserve()
+
+    def _candidates_left(self) -> int | None:
+        """Evaluations the candidate budget still allows beyond those in flight."""
+        if self.config.max_candidates is None:
+            return None
+        flying = len(self.current.measuring) if self.current is not None else 0
+        return self.config.max_candidates - self.counters.evaluated - flying
 
     def _search(self) -> SearchStatus:
         while True:
-            if self.stop.is_set():
-                return SearchStatus.INTERRUPTED
-            if self._budget_spent() or self.strategy.exhausted():
+            self._check_stop()
+            left = self._candidates_left()
+            if self._time_spent() or (left is not None and left <= 0 and not (self.current and self.current.measuring)):
                 return SearchStatus.COMPLETED
+            if self.current is None or self.current.finished():
+                self._finish_round()
+                if self.current is None and self.next is None:
+                    return SearchStatus.COMPLETED
+                if self.current is not None and self.current.finished():
+                    continue  # a round with nothing new to measure
+            self._fill()
+            self.phase = Phase.MEASURING if self.current is not None else Phase.EXPANDING
+            for result in self.executor.poll(POLL_SECONDS):
+                self._take(result)
+            self._tick()
+
+    def _finish_round(self) -> None:
+        """Between rounds: the expanded round starts measuring, and the next parents are
+        asked for now - when the strategy has seen every earlier round's results."""
+        self.current = None
+        if self.next is not None and self.next.expanded():
+            self.current = self._start_measuring(self.next)
+            self._record_accuracy()
+            self.next = None
+            self._fill()  # measurements first: they keep the builders busy
+        if self.next is None:
+            self.next = self._start_expanding()
+
+    def _start_expanding(self) -> _Round | None:
+        while True:
             asked = self.strategy.ask(max(1, self.config.expand_batch))
             if not asked:
-                return SearchStatus.COMPLETED
+                return None
             parents = [p for p in asked if p.depth < self.config.max_depth]
             if parents:
-                self._round(parents)
+                break
+        rnd = _Round(next(self.rounds), parents)
+        jobs = []
+        for parent in parents:
+            job = Job(next(self.job_ids), JobKind.EXPAND, (self._candidate(parent),))
+            rnd.expanding[job.id] = parent
+            jobs.append(job)
+        self.executor.submit(self.workload, self.root, jobs)
+        return rnd
 
-    def _round(self, parents: Sequence[CandidateRecord]) -> None:
+    def _start_measuring(self, rnd: _Round) -> _Round:
+        """Dedup the round's children, order them, store them as pending."""
         assert self.sid is not None
-        expansions = {}
-        iterator = self.executor.expand(self.workload, [self._candidate(p) for p in parents])
-        try:
-            for expansion in iterator:
-                expansions[expansion.parent] = expansion
-                if self._should_stop():
-                    # Keep what was expanded: its children are recorded as pending below and
-                    # measured by a resume, while unfinished parents stay unexpanded.
-                    break
-        finally:
-            _close(iterator)
         fresh: list[Candidate] = []
-        parent_of: dict[str, int] = {}
         expanded: list[CandidateRecord] = []
         # Parents in ask order (not completion order) so ids are deterministic.
-        for parent in parents:
-            expansion = expansions.get(parent.fingerprint)
+        for parent in rnd.parents:
+            expansion = rnd.expansions.get(parent.fingerprint)
             if expansion is None:
                 continue
             expanded.append(parent)
@@ -302,7 +457,7 @@ class _Run:
                     dups += 1
                     continue
                 self.seen.add(child.fingerprint)
-                parent_of[child.fingerprint] = parent.id
+                rnd.parent_of[child.fingerprint] = parent.id
                 fresh.append(child)
                 new += 1
             # generated = every rewrite tried, so generated - duplicates - illegal is exactly
@@ -316,17 +471,55 @@ class _Run:
                 message += f"; cannot replay: {expansion.error.strip()}"
             self._emit(EventKind.EXPANDED, parent, message=message)
         ordered, predicted = self._measuring_order(fresh)
-        waiting: dict[int, int] = {}
         for child in ordered:
             record = self.store.add_candidate(self.sid, child, predicted.get(child.fingerprint))
             self.fp_of[record.id] = child.fingerprint
-            waiting[parent_of[child.fingerprint]] = waiting.get(parent_of[child.fingerprint], 0) + 1
+            parent_id = rnd.parent_of[child.fingerprint]
+            rnd.waiting[parent_id] = rnd.waiting.get(parent_id, 0) + 1
         for parent in expanded:
-            if parent.id not in waiting:
+            if parent.id not in rnd.waiting:
                 self.store.mark_expanded(self.sid, parent.id)
-        if ordered and not self._should_stop():
-            self._evaluate(ordered, parent_of, waiting)
-        self._record_accuracy()
+        rnd.queue = deque(ordered)
+        rnd.total = len(ordered)
+        return rnd
+
+    def _fill(self) -> None:
+        """Submit the current round's next children, up to the in-flight cap and the budget."""
+        rnd = self.current
+        if rnd is None:
+            return
+        jobs = []
+        while rnd.queue and len(rnd.measuring) < self.in_flight_cap:
+            left = self._candidates_left()
+            if left is not None and left <= 0:
+                break
+            child = rnd.queue.popleft()
+            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,))
+            rnd.measuring[job.id] = child
+            jobs.append(job)
+        if jobs:
+            self.executor.submit(self.workload, self.root, jobs)
+
+    def _take(self, result: JobResult) -> None:
+        """Record one finished job of either round."""
+        job = result.job
+        nxt, cur = self.next, self.current
+        if nxt is not None and job.id in nxt.expanding and result.expansion is not None:
+            parent = nxt.expanding.pop(job.id)
+            nxt.expansions[parent.fingerprint] = result.expansion
+            return
+        if cur is None or job.id not in cur.measuring:
+            return  # a job abandoned earlier
+        del cur.measuring[job.id]
+        for m in result.measurements:
+            cur.done += 1
+            self._record(m, announce=True)
+            parent_id = cur.parent_of.get(m.fingerprint)
+            if parent_id is not None:
+                cur.waiting[parent_id] -= 1
+                if cur.waiting[parent_id] == 0:
+                    assert self.sid is not None
+                    self.store.mark_expanded(self.sid, parent_id)
 
     def _measuring_order(self, children: list[Candidate]) -> tuple[list[Candidate], dict[str, float]]:
         """The children to measure, in order, and their predictions (by fingerprint).
@@ -352,27 +545,6 @@ class _Run:
     def _record_accuracy(self) -> None:
         if self.guide is not None and self.sid is not None:
             self.store.update_search(self.sid, model_accuracy=self.guide.accuracy())
-
-    def _evaluate(self, candidates: Sequence[Candidate], parent_of: dict[str, int], waiting: dict[int, int]) -> None:
-        """Evaluate (within the candidate budget), record each result as it streams back."""
-        assert self.sid is not None
-        if self.config.max_candidates is not None:
-            candidates = candidates[: max(0, self.config.max_candidates - self.counters.evaluated)]
-        if not candidates or self.stop.is_set():
-            return
-        iterator = self.executor.evaluate(self.workload, self.root, candidates)
-        try:
-            for m in iterator:
-                self._record(m, announce=True)
-                parent_id = parent_of.get(m.fingerprint)
-                if parent_id is not None:
-                    waiting[parent_id] -= 1
-                    if waiting[parent_id] == 0:
-                        self.store.mark_expanded(self.sid, parent_id)
-                if self._should_stop():
-                    return
-        finally:
-            _close(iterator)
 
     def _record(self, m: Measurement, *, announce: bool) -> CandidateRecord:
         assert self.sid is not None
@@ -420,12 +592,17 @@ class _Run:
 
     def _finish(self, status: SearchStatus) -> SearchOutcome:
         assert self.sid is not None
+        self._record_accuracy()
         best = self.top[0] if self.top else None
         best_seconds = best.seconds if best else None
         best_speedup = best.speedup if best else None
         baseline = self.baseline
-        if best is not None:
+        if best is not None and status is not SearchStatus.INTERRUPTED:
             best, best_seconds, best_speedup, baseline = self._finalists(best)
+        elif best is not None:
+            self._emit(EventKind.FINALISTS, message="interrupted: finalists not re-measured; "
+                                                    "the search's own times stand")
+        self.phase = Phase.DONE
         elapsed = self.elapsed()
         self.store.update_search(
             self.sid, status=status, ended_at=time.time(), counters=self.counters, elapsed_seconds=elapsed,
@@ -439,7 +616,7 @@ class _Run:
         """Re-measure the top candidates and the root side by side; pick the winner from that.
 
         Falls back to the search's own measurements (and says so in the FINALISTS event)
-        when the re-measurement cannot run.
+        when the re-measurement cannot run, is stopped, or outlasts the time budget.
         """
         assert self.sid is not None and self.root_record is not None
         fallback = (best, best.seconds, best.speedup, self.baseline)
@@ -450,10 +627,18 @@ class _Run:
         if not top:
             return fallback
         contenders = [self.root_record, *top]
+        self.phase = Phase.REMEASURING
+        self._emit(EventKind.TICK, message=f"re-measuring {len(contenders)} side by side")
+        job = Job(next(self.job_ids), JobKind.REMEASURE, tuple(self._candidate(r) for r in contenders))
         try:
-            ms = self.executor.remeasure(self.workload, self.root, [self._candidate(r) for r in contenders])
+            self.executor.submit(self.workload, self.root, [job])
+            ms = self._remeasured(job)
         except Exception as e:  # noqa: BLE001 - keep the search's result; report why
+            self._cancel()
             self._emit(EventKind.FINALISTS, message=f"re-measurement failed: {type(e).__name__}: {e}")
+            return fallback
+        if ms is None:
+            self._cancel()
             return fallback
         root_m = ms[0] if ms else None
         reference = root_m.seconds if root_m and root_m.status is Status.OK and root_m.seconds else self.baseline
@@ -478,3 +663,21 @@ class _Run:
                    top=tuple(timed))
         stored = self.store.get_candidate(winner.id)
         return stored, winner.seconds, winner.speedup, reference
+
+    def _remeasured(self, job: Job) -> tuple[Measurement, ...] | None:
+        """The re-measurement's results, or None (after saying why) when a stop or the end
+        of the time budget (plus a little grace) comes first."""
+        limit = self.config.max_seconds
+        while True:
+            if self.stop.is_set():
+                self._emit(EventKind.FINALISTS, message="stopped during the re-measurement; "
+                                                        "the search's own times stand")
+                return None
+            if limit is not None and self.elapsed() >= limit + FINALIST_GRACE_SECONDS:
+                self._emit(EventKind.FINALISTS, message="the re-measurement outlasted the time budget; "
+                                                        "the search's own times stand")
+                return None
+            for result in self.executor.poll(POLL_SECONDS):
+                if result.job.id == job.id:
+                    return result.measurements
+            self._tick()

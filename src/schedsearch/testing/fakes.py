@@ -28,6 +28,9 @@ from schedsearch.core import (
     DType,
     Expansion,
     FeatureVector,
+    Job,
+    JobKind,
+    JobResult,
     MachineInfo,
     Measurement,
     Rewrite,
@@ -200,11 +203,17 @@ class FakeExecutor:
     """``core.Executor`` over a ``FakeTree``: a simulation runner for strategies and the loop.
 
     Records every call: ``expanded`` and ``evaluated`` (fingerprints, in completion order),
-    ``expand_calls`` (the parents' fingerprints of each call, in input order),
+    ``expand_calls`` (the parents' fingerprints of each call or ``submit``, in input order),
     ``remeasured`` (one list of fingerprints per call). ``eval_seconds`` / ``expand_seconds``
     advance ``clock`` per item; ``on_evaluate`` runs before each measurement is yielded (a
     test can set a stop event there). With ``shuffle_seed`` results come back in a shuffled
     (but reproducible) completion order, like a real parallel executor.
+
+    The asynchronous half (``submit`` / ``poll`` / ``cancel``) runs one job at a time (a
+    random one of those in flight with ``shuffle_seed``, else the oldest) for its fake
+    duration; a ``poll`` advances ``clock`` by at most its timeout, so a long job spans
+    several polls, as a real one does. ``cancelled`` counts jobs abandoned by ``cancel``;
+    ``overlapped`` counts expansions submitted while evaluations were in flight.
     """
 
     def __init__(
@@ -217,6 +226,7 @@ class FakeExecutor:
         shuffle_seed: int | None = None,
         on_evaluate: Callable[[Candidate], None] | None = None,
         fail_remeasure: bool = False,
+        remeasure_seconds: float = 0.0,
     ) -> None:
         self.tree = tree or FakeTree()
         self.clock = clock
@@ -224,6 +234,8 @@ class FakeExecutor:
         self.expand_seconds = expand_seconds
         self.on_evaluate = on_evaluate
         self.fail_remeasure = fail_remeasure
+        self.remeasure_seconds = remeasure_seconds
+        self.asked_after: list[int] = []  # per expand_calls entry: evaluations finished before it
         self._rng = random.Random(shuffle_seed) if shuffle_seed is not None else None
         self._machine = MachineInfo(cpu_model="fake cpu", cores=2, hostname="fake", compiler="fakecc")
         self.expanded: list[str] = []
@@ -231,6 +243,10 @@ class FakeExecutor:
         self.evaluated: list[str] = []
         self.remeasured: list[list[str]] = []
         self.closed = False
+        self.cancelled = 0
+        self._flight: list[Job] = []
+        self._left: dict[int, float] = {}  # job id -> fake seconds it still runs
+        self.overlapped = 0  # expansions submitted while evaluations were in flight
 
     def _order(self, items: Sequence[Candidate]) -> list[Candidate]:
         items = list(items)
@@ -263,10 +279,62 @@ class FakeExecutor:
 
     def remeasure(self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]) -> list[Measurement]:
         """Re-measured times (``FakeTree.remeasure_times`` where given), input order."""
+        self._tick(self.remeasure_seconds)
+        return self._remeasure(candidates)
+
+    def _remeasure(self, candidates: Sequence[Candidate]) -> list[Measurement]:
         self.remeasured.append([c.fingerprint for c in candidates])
         if self.fail_remeasure:
             raise RuntimeError("fake remeasure failure")
         return [self.tree.measure(c, remeasure=True, machine=self._machine) for c in candidates]
+
+    def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
+        parents = [j.candidates[0].fingerprint for j in jobs if j.kind is JobKind.EXPAND]
+        if parents:
+            self.expand_calls.append(parents)
+            self.asked_after.append(len(self.evaluated))
+            self.overlapped += any(j.kind is JobKind.EVALUATE for j in self._flight)
+        self._flight.extend(jobs)
+
+    def pending(self) -> int:
+        return len(self._flight)
+
+    def poll(self, timeout: float) -> list[JobResult]:
+        """One finished job (none, after ``timeout`` on the fake clock, when nothing is in flight)."""
+        if not self._flight:
+            self._tick(timeout)
+            return []
+        index = self._rng.randrange(len(self._flight)) if self._rng is not None else 0
+        job = self._flight[index]
+        left = self._left.get(job.id, self._duration(job))
+        if left > timeout:
+            # A long job keeps running while the caller polls (and may be cancelled).
+            self._left[job.id] = left - timeout
+            self._tick(timeout)
+            return []
+        self._flight.pop(index)
+        self._left.pop(job.id, None)
+        self._tick(left)
+        if job.kind is JobKind.EXPAND:
+            parent = job.candidates[0]
+            self.expanded.append(parent.fingerprint)
+            return [JobResult(job, expansion=self.tree.expand(parent))]
+        if job.kind is JobKind.EVALUATE:
+            candidate = job.candidates[0]
+            self.evaluated.append(candidate.fingerprint)
+            if self.on_evaluate is not None:
+                self.on_evaluate(candidate)
+            return [JobResult(job, measurements=(self.tree.measure(candidate, machine=self._machine),))]
+        return [JobResult(job, measurements=tuple(self._remeasure(job.candidates)))]
+
+    def _duration(self, job: Job) -> float:
+        return {JobKind.EXPAND: self.expand_seconds, JobKind.EVALUATE: self.eval_seconds}.get(
+            job.kind, self.remeasure_seconds)
+
+    def cancel(self) -> None:
+        self.cancelled += len(self._flight)
+        self._flight.clear()
+        self._left.clear()
 
     def machine(self) -> MachineInfo:
         return self._machine
