@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import time
 from pathlib import Path
 
 from schedsearch.core import (
@@ -14,6 +17,8 @@ from schedsearch.core import (
     Executor,
     ExpandOptions,
     Expansion,
+    Job,
+    JobKind,
     Rewrite,
     RewriteKind,
     Schedule,
@@ -45,10 +50,13 @@ def make_workload(name: str) -> Workload:
 
 
 class FakeExpander:
-    """Children: the parent's kernel unrolled by 2 and 4, and one wrong kernel."""
+    """Children: the parent's kernel unrolled by 2 and 4, and one wrong kernel. It runs in
+    the executor's worker process: it notes each workload it is made for in ``created``
+    (a file), and a parent named "sleeps" or "dies" makes it hang or kill its process."""
 
-    def __init__(self, workload: Workload, options: ExpandOptions, created: list[str]) -> None:
-        created.append(workload.proc)
+    def __init__(self, workload: Workload, options: ExpandOptions, created: Path) -> None:
+        with created.open("a") as f:
+            f.write(workload.proc + "\n")
         self.options = options
 
     def expand(self, parent: Candidate) -> Expansion:
@@ -56,6 +64,10 @@ class FakeExpander:
             raise ReplayError("step 0 no longer applies", step=0)
         if parent.proc_text == "explodes":
             raise RuntimeError("internal")
+        if parent.proc_text == "sleeps":
+            time.sleep(600)
+        if parent.proc_text == "dies":
+            os._exit(3)
         kids = []
         for u in (2, 4):
             k = scale_kernel("2.0f", u)
@@ -64,9 +76,13 @@ class FakeExpander:
         return Expansion(parent.fingerprint, tuple(kids), attempted=3, illegal=1)
 
 
+def executor(tmp_path: Path) -> LocalExecutor:
+    factory = functools.partial(FakeExpander, created=tmp_path / "created")
+    return LocalExecutor(factory, ExpandOptions(max_unroll=4), FAST, tmp_path)
+
+
 def test_local_executor_expands_evaluates_and_remeasures(tmp_path: Path) -> None:
-    created: list[str] = []
-    ex = LocalExecutor(lambda w, o: FakeExpander(w, o, created), ExpandOptions(max_unroll=4), FAST, tmp_path)
+    ex = executor(tmp_path)
     assert isinstance(ex, Executor)
     w1, w2 = make_workload("one"), make_workload("two")
     root = scale_kernel("2.0f")
@@ -80,7 +96,8 @@ def test_local_executor_expands_evaluates_and_remeasures(tmp_path: Path) -> None
     assert "RuntimeError" in exps[2].error
     list(ex.expand(w1, [root]))
     list(ex.expand(w2, [root]))
-    assert created == ["one", "two"]  # one expander per workload, created lazily and kept
+    # one expander per workload, created lazily and kept
+    assert (tmp_path / "created").read_text().split() == ["one", "two"]
 
     wrong = scale_kernel("3.0f")
     kids = list(exps[0].children) + [wrong]
@@ -95,4 +112,28 @@ def test_local_executor_expands_evaluates_and_remeasures(tmp_path: Path) -> None
 
     assert ex.machine() is ex.machine()
     assert any(tmp_path.rglob("*.so"))
+    ex.close()
+
+
+def test_cancel_stops_a_running_expansion_at_once_and_the_executor_goes_on(tmp_path: Path) -> None:
+    ex = executor(tmp_path)
+    w, root = make_workload("one"), scale_kernel("2.0f")
+    ex.submit(w, root, [Job(1, JobKind.EXPAND, (Candidate(Schedule(), "", "sleeps-fp", "sleeps"),))])
+    assert ex.poll(1.0) == [] and ex.pending() == 1
+    started = time.monotonic()
+    ex.cancel()
+    assert time.monotonic() - started < 3.0 and ex.pending() == 0
+    [e] = list(ex.expand(w, [root]))  # a new worker takes over
+    assert len(e.children) == 2
+    ex.close()
+
+
+def test_a_dying_worker_fails_only_the_job_it_was_running(tmp_path: Path) -> None:
+    ex = executor(tmp_path)
+    w, root = make_workload("one"), scale_kernel("2.0f")
+    dies = Candidate(Schedule(), "", "dies-fp", "dies")
+    exps = list(ex.expand(w, [dies, root]))
+    assert [e.parent for e in exps] == ["dies-fp", root.fingerprint]
+    assert "died" in exps[0].error and exps[0].children == ()
+    assert len(exps[1].children) == 2  # queued behind it, handed to a fresh worker
     ex.close()

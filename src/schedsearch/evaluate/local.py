@@ -11,9 +11,12 @@ one that dies fails only the job it was running and is started again for the res
 
 from __future__ import annotations
 
-import multiprocessing
+import contextlib
 import multiprocessing.connection
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -45,16 +48,23 @@ def _terminate(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def _serve(conn: multiprocessing.connection.Connection, factory: Callable[[Workload, ExpandOptions], Any],
-           options: ExpandOptions, bench: BenchConfig, cache_dir: Path) -> None:
-    """A worker process: answer (workload, reference, job) messages in order until EOF."""
+def serve(read_fd: int, write_fd: int) -> None:
+    """A worker process (``python -m schedsearch.evaluate.worker_process R W``): read its settings,
+    then answer (workload, reference, job) messages in order until EOF."""
     signal.signal(signal.SIGTERM, _terminate)
     # Ctrl-C reaches the whole foreground process group; the caller decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    inbox = multiprocessing.connection.Connection(read_fd, writable=False)
+    conn = multiprocessing.connection.Connection(write_fd, readable=False)
+    try:
+        factory, options, bench, cache_dir = inbox.recv()
+    except (EOFError, OSError):
+        return
     expanders: dict[str, Any] = {}
     while True:
         try:
-            workload, reference, job = conn.recv()
+            workload, reference, job = inbox.recv()
         except (EOFError, OSError):
             return
         conn.send((job.id, _run_job(workload, reference, job, factory, options, bench, cache_dir, expanders)))
@@ -85,29 +95,65 @@ def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callab
         return worker_failure(job, f"{type(e).__name__}: {e}")
 
 
-class _Worker:
-    """One spawned child process and the jobs sent to it, in order."""
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this worker when its caller dies (even by SIGKILL), so a busy
+    worker never outlives it; elsewhere the closed pipe ends an idle one."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
 
-    def __init__(self, name: str, args: tuple[Any, ...]) -> None:
-        ctx = multiprocessing.get_context("spawn")  # no fork: the caller may hold threads and locks
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, *args), name=name, daemon=True)
-        self.process.start()
-        child.close()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the caller died before the request took effect
+        raise SystemExit(0)
+
+
+class _Worker:
+    """One child process and the jobs sent to it, in order.
+
+    A fresh interpreter (not ``multiprocessing``'s fork, which is unsafe beside the
+    caller's threads, nor its spawn, which re-runs the caller's main script - a user's
+    ``tune()`` call without an ``if __name__ == "__main__"`` guard). Pickled messages go
+    over two pipes."""
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        child_read, self._write = os.pipe()
+        self._read, child_write = os.pipe()
+        # The caller's import path, so the worker finds what the caller could (an expander
+        # factory from a notebook's or a test's folder).
+        path = os.pathsep.join(p for p in sys.path if p)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "schedsearch.evaluate.worker_process", str(child_read), str(child_write)],
+                pass_fds=(child_read, child_write), stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": path},
+            )
+        finally:
+            os.close(child_read)
+            os.close(child_write)
+        self.outbox = multiprocessing.connection.Connection(self._write, readable=False)
+        self.conn = multiprocessing.connection.Connection(self._read, writable=False)
+        self.outbox.send(args)
         self.sent: deque[tuple[Workload, Candidate, Job]] = deque()
 
     def send(self, workload: Workload, reference: Candidate, job: Job) -> None:
-        self.conn.send((workload, reference, job))
+        self.outbox.send((workload, reference, job))
         self.sent.append((workload, reference, job))
+
+    def exit_code(self) -> int | None:
+        return self.process.poll()
 
     def stop(self) -> None:
         proc = self.process
-        if proc.is_alive():
+        if proc.poll() is None:
             proc.terminate()
-            proc.join(_GRACE)
-            if proc.is_alive():
+            try:
+                proc.wait(_GRACE)
+            except subprocess.TimeoutExpired:
                 proc.kill()
-        proc.join()
+                proc.wait()
+        self.outbox.close()
         self.conn.close()
 
 
@@ -140,7 +186,7 @@ class LocalExecutor(BlockingCalls):
         worker = self._workers.get(role)
         if worker is None:
             args = (self._factory, self._options, self._bench, self._cache_dir)
-            worker = self._workers[role] = _Worker(f"schedsearch-{role}", args)
+            worker = self._workers[role] = _Worker(args)
         return worker
 
     def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
@@ -175,8 +221,8 @@ class LocalExecutor(BlockingCalls):
 
     def _restart(self, role: str, worker: _Worker) -> JobResult:
         """The worker died: its running job fails, the ones queued behind it go to a new one."""
-        code = worker.process.exitcode if not worker.process.is_alive() else None
         worker.stop()
+        code = worker.exit_code()
         del self._workers[role]
         _, _, job = worker.sent.popleft()
         for workload, reference, queued in worker.sent:

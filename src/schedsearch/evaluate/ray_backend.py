@@ -466,17 +466,22 @@ class RayExecutor(BlockingCalls):
 
     def cancel(self) -> None:
         """Abandon everything in flight: build tasks are force-cancelled (their worker and
-        compiler die), busy runners and expanders are killed and start afresh."""
+        compiler die); busy runners and expanders are killed and replaced by new ones."""
         import ray
 
+        busy: list[Any] = []
         for ref, (_, stage, detail) in list(self._flight.items()):
-            with contextlib.suppress(Exception):  # best effort: the result is ignored anyway
-                if stage in ("build", "remeasure"):
+            if stage in ("build", "remeasure"):
+                with contextlib.suppress(Exception):  # best effort: the result is ignored anyway
                     ray.cancel(ref, force=True)
-                elif stage == "run":
-                    ray.kill(detail, no_restart=False)
-                else:
-                    ray.kill(detail[0], no_restart=False)
+            else:
+                busy.append(detail if stage == "run" else detail[0])
+        for actor in {id(a): a for a in busy}.values():
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+            self._runners = {node: r for node, r in self._runners.items() if r is not actor}
+            self._actors = [self._actor_cls.remote(self._factory, self._options) if a is actor else a
+                            for a in self._actors]
         self._flight.clear()
         self._shards.clear()
 
