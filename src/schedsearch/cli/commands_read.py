@@ -12,13 +12,23 @@ from rich.table import Table
 
 from schedsearch.cli.commands_run import best_json, run_json, steps_json
 from schedsearch.cli.numbers_view import (
-    BEST_MARK, best_note, best_text, fmt_time, print_table, ranked_table, record_spread, step_lines, summary_grid,
+    BEST_MARK,
+    STEPS_LEGEND,
+    best_note,
+    best_text,
+    fmt_time,
+    has_step_numbers,
+    print_table,
+    ranked_table,
+    record_spread,
+    step_lines,
+    summary_grid,
 )
 from schedsearch.cli.render import describe, fmt_num, step_text
 from schedsearch.cli.tree_view import TreeSort, search_tree
 from schedsearch.cli.wiring import EXIT_USAGE, db_label, expand_options, fail, open_db, print_json, stderr_console
-from schedsearch.core import CandidateRecord, ExpandOptions, SearchRecord, Store
-from schedsearch.numbers import DeclaredBest, NumberKind, ending, load_declared_best, step
+from schedsearch.core import CandidateRecord, ExpandOptions
+from schedsearch.numbers import DeclaredBest, NumberKind, best_among, ending, load_declared_best, step
 from schedsearch.schedule_file import ScheduleFile, relative_workload_path, write_schedule_file
 
 
@@ -121,8 +131,6 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
 
 def tree_command(search_id: int, depth: int | None, db: str | None, as_json: bool, sort: str = "order") -> None:
     """The whole search tree (or down to --depth), siblings in search order or fastest first."""
-    from schedsearch.numbers import best_among
-
     store = open_db(db, create=False, read_only=True)
     try:
         search = store.get_search(search_id)
@@ -179,12 +187,9 @@ def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, d
 
 def _print_schedule(console: Any, title: str, lineage: list[CandidateRecord]) -> None:
     """A best's schedule with the numbers after each step (``numbers_view.step_lines``)."""
-    lines = step_lines(lineage)
-    measured = len(lines) == len(lineage) - 1 and len(lineage) > 1
-    from schedsearch.cli.numbers_view import STEPS_LEGEND
-
-    console.print(f"{title}" + (f"; {STEPS_LEGEND}:" if measured else ":"), highlight=False, markup=False)
-    for line in lines:
+    legend = f"; {STEPS_LEGEND}:" if has_step_numbers(lineage) else ":"
+    console.print(f"{title}{legend}", highlight=False, markup=False)
+    for line in step_lines(lineage):
         console.print(f"  {line}", highlight=False, markup=False)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from schedsearch.cli.numbers_view import STEPS_LEGEND, best_text, status_text, step_lines
+from schedsearch.cli.numbers_view import STEPS_LEGEND, best_text, has_step_numbers, status_text, step_lines
 from schedsearch.cli.render import ProgressView, describe, fmt_seconds
 from schedsearch.cli.wiring import (
     EXIT_USAGE,
@@ -192,8 +192,9 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
         so_far = "best" if search.status is SearchStatus.COMPLETED else "best so far"
         lines.append(f"[bold green]{so_far}[/bold green]: {_escape(best_text(search, best))}")
         if not best.is_unscheduled:
-            lines.append(f"schedule ({_escape(STEPS_LEGEND)}):" if len(lineage) > 1 else "schedule:")
-            lines += [f"  {_escape(line)}" for line in step_lines(lineage or [best.record])]
+            path = lineage or [best.record]
+            lines.append(f"schedule ({_escape(STEPS_LEGEND)}):" if has_step_numbers(path) else "schedule:")
+            lines += [f"  {_escape(line)}" for line in step_lines(path)]
     where = _db_args(db)
     lines.append(f"search {search.id} is in {db_label(db)}. See it: schedsearch show {search.id}{where}; "
                  f"export it: schedsearch export {search.id} --format py{where}")

@@ -176,14 +176,20 @@ def best_note(best: DeclaredBest | None) -> str:
             f"side by side")
 
 
+def has_step_numbers(lineage: Sequence[CandidateRecord]) -> bool:
+    """True when each candidate on the path adds one step to its parent's schedule, so each
+    step has the time of the candidate it made (``step_lines`` shows them, with a legend)."""
+    steps = lineage[-1].schedule.steps if lineage else ()
+    return bool(steps) and len(lineage) == len(steps) + 1 and all(
+        r.schedule.steps == steps[:i] for i, r in enumerate(lineage))
+
+
 def step_lines(lineage: Sequence[CandidateRecord]) -> list[str]:
     """The schedule of ``lineage[-1]``, one numbered step per line with the numbers after
     it first, then the step; a step whose gain is within noise says so."""
     best = lineage[-1]
     steps = best.schedule.steps
-    consistent = len(lineage) == len(steps) + 1 and all(
-        r.schedule.steps == steps[:i] for i, r in enumerate(lineage))
-    if not steps or not consistent:  # (a path must add one step per candidate to be measured per step)
+    if not has_step_numbers(lineage):
         return schedule_lines(best)
     lines = []
     for i, s in enumerate(steps_of(lineage)):

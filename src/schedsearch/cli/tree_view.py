@@ -108,11 +108,9 @@ def search_tree(search: SearchRecord, records: Sequence[CandidateRecord], *, max
         t.append(f"{NOISE_MARK} " if noisy else "  ", style="yellow")
         if hidden:
             t.append(f"+{hidden} ", style="cyan")
-        if r.id == best_id and best is not None:
-            # before the step, so a narrow terminal keeps it
-            note = (f" (re-measured {fmt_seconds(best.seconds)} {fmt_num(best.speedup, 'x')})"
-                    if best.kind is NumberKind.REMEASURED else "")
-            t.append(f"best{note}: ", style="bold yellow")
+        if r.id == best_id:
+            # before the step, so a narrow terminal keeps it; its reported numbers are in the header
+            t.append("best: ", style="bold yellow")
         t.append(step_text(r), style="bold" if r.id == best_id else "")
         return t
 
