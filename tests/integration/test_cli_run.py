@@ -168,6 +168,9 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     data = json.loads(sched.read_text())
     assert data["workload"]["proc"] == "sgemm" and not Path(data["workload"]["file"]).is_absolute()
     assert data["fingerprint"] == out["best"]["fingerprint"]
+    # it records the best's numbers as every command reports them, and says which kind
+    assert (data["speedup"], data["seconds"]) == (out["best"]["speedup"], out["best"]["seconds"])
+    assert data["origin"]["numbers"] == out["best"]["numbers"]
     assert data["machine"]["compiler_version"] and data["speedup"] > 0
     # candidates were built with the flags of the target `--target auto` chose for this CPU
     chosen = detect(cpu_flags())
@@ -220,6 +223,7 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     assert r.returncode == 0, r.stdout
     updated = json.loads(slow.read_text())
     assert updated["speedup"] < data["speedup"] / 100 and "updated_at" in updated["origin"]
+    assert updated["origin"]["numbers"] == "remeasured"  # regress times side by side
     assert updated["steps"] == data["steps"] and updated["machine"]["cflags"]
     assert run_cli("regress", "--workloads", str(EXAMPLES), str(slow), "--tolerance", "0.9").returncode == 0
 

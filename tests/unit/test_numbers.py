@@ -179,3 +179,22 @@ def test_the_note_under_a_table_names_the_best_and_its_numbers():
     search = _search(best_candidate_id=2, best_seconds=5.2e-4, best_speedup=1.9)
     assert best_note(best_among(search, PATH)).startswith("* the best: candidate 2, 520 us, 1.9x when the finalists")
     assert "not re-measured" in best_note(best_among(_search(), PATH))
+
+
+def test_tables_in_a_log_keep_their_numbers_whole():
+    # rich squeezes a table into 80 columns when stderr is not a terminal, cutting numbers
+    # to "1.0…"; in a log the table is printed at its own width instead
+    import io
+
+    from rich.console import Console
+
+    from schedsearch.cli.numbers_view import print_table, ranked_table
+
+    long = dataclasses.replace(PATH[2], schedule=Schedule((STEPS[0], Rewrite.make(
+        RewriteKind.SPLIT, "a_very_long_loop_name_indeed #0", factor=16, tail="cut_and_guard"))))
+    out = io.StringIO()
+    log = Console(file=out, width=80, force_terminal=False, color_system=None)
+    print_table(log, ranked_table([long, *PATH[:2]], best_among(_search(), PATH), title="top"))
+    text = out.getvalue()
+    assert "490 us ±5.0%" in text and "a_very_long_loop_name_indeed #0 factor=16" in text and "…" not in text
+    assert log.width == 80  # the console is left as it was
