@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
+
 from schedsearch.cli.numbers_view import STEPS_LEGEND, best_text, has_step_numbers, status_text, step_lines
 from schedsearch.cli.render import ProgressView, describe, fmt_seconds
 from schedsearch.cli.wiring import (
@@ -190,11 +192,11 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
     ]
     if best is not None:
         so_far = "best" if search.status is SearchStatus.COMPLETED else "best so far"
-        lines.append(f"[bold green]{so_far}[/bold green]: {_escape(best_text(search, best))}")
+        lines.append(f"[bold green]{so_far}[/bold green]: {escape(best_text(search, best))}")
         if not best.is_unscheduled:
             path = lineage or [best.record]
-            lines.append(f"schedule ({_escape(STEPS_LEGEND)}):" if has_step_numbers(path) else "schedule:")
-            lines += [f"  {_escape(line)}" for line in step_lines(path)]
+            lines.append(f"schedule ({escape(STEPS_LEGEND)}):" if has_step_numbers(path) else "schedule:")
+            lines += [f"  {escape(line)}" for line in step_lines(path)]
     where = _db_args(db)
     lines.append(f"search {search.id} is in {db_label(db)}. See it: schedsearch show {search.id}{where}; "
                  f"export it: schedsearch export {search.id} --format py{where}")
@@ -202,13 +204,6 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
         lines.append(f"[yellow]interrupted[/yellow] — everything measured is kept. Resume with:\n"
                      f"  schedsearch resume {search.id}{where}")
     return lines
-
-
-def _escape(text: str) -> str:
-    """Plain text inside a markup line (schedule steps hold square brackets)."""
-    from rich.markup import escape
-
-    return escape(text)
 
 
 def _gflops_text(workload: Workload, seconds: float | None) -> str:
