@@ -8,11 +8,12 @@ A schedule file is JSON::
                    "sizes": {"M": 64, "N": 64, "K": 64}, "source_sha256": "..."},
       "steps": [{"kind": "tile", "target": "i #0", "args": {"fa": 8, "fb": 32, ...}}, ...],
       "fingerprint": "...",        # sha256 of the generated C (kernel renamed)
-      "speedup": 41.3,             # over the unscheduled proc, measured side by side
+      "speedup": 41.3,             # over the unscheduled proc (regress: side by side with it)
       "seconds": 1.2e-05,          # the schedule's median time when recorded
       "machine": {...},            # core.MachineInfo: CPU, compiler, flags, exo version
       "target": "avx512",          # the instruction set its steps emit (targets.py)
-      "origin": {"db": "...", "search_id": 3, "candidate_id": 57}
+      "origin": {"db": "...", "search_id": 3, "candidate_id": 57,
+                 "numbers": "remeasured"}  # or "search_time": how speedup and seconds were measured
     }
 
 The workload path is stored relative to the schedule file, so a repository can move. A

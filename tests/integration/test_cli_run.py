@@ -75,6 +75,59 @@ def test_best_across_searches(searched: tuple[Path, dict]) -> None:
 
 
 @pytest.mark.slow
+def test_every_view_names_the_same_best_with_the_same_numbers(searched: tuple[Path, dict]) -> None:
+    from schedsearch.cli.render import fmt_seconds
+    from schedsearch.explore import SearchTree
+    from schedsearch.store import open_store
+
+    db, out = searched
+    sid = out["search_id"]
+    run = out["best"]
+    # the finalists of a completed search were re-measured side by side: those are its numbers
+    assert out["status"] == "completed" and run["numbers"] == "remeasured" and run["remeasured"] is True
+    assert out["ended"] == "candidate_limit_reached"
+    expected = (run["candidate_id"], run["seconds"], run["speedup"], run["numbers"])
+
+    def key(best: dict) -> tuple:
+        return best["candidate_id"], best["seconds"], best["speedup"], best["numbers"]
+
+    (listed,) = [s for s in json.loads(run_cli("list", "--db", str(db), "--json").stdout) if s["search_id"] == sid]
+    assert key(listed["best"]) == expected
+    assert (listed["best_candidate_id"], listed["best_seconds"], listed["best_speedup"]) == expected[:3]
+    shown = json.loads(run_cli("show", str(sid), "--db", str(db), "--json").stdout)
+    assert key(shown["best"]) == expected
+    assert all(t["declared_best"] is None or key(t["declared_best"]) == expected for t in shown["top"])
+    best = json.loads(run_cli("best", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES,
+                              "--db", str(db), "--json").stdout)["best"]
+    assert key(best[0]) == expected and best[0]["search_id"] == sid
+    nodes = json.loads(run_cli("tree", str(sid), "--db", str(db), "--json").stdout)
+    (declared,) = [n for n in nodes if n["declared_best"] is not None]
+    assert declared["candidate_id"] == expected[0] and key(declared["declared_best"]) == expected
+    assert all("spread" in n and "within_noise" in n for n in nodes)
+    store = open_store(str(db), create=False, read_only=True)
+    try:
+        notebook = SearchTree.load(store, sid).declared_best
+    finally:
+        store.close()
+    assert (notebook.record.id, notebook.seconds, notebook.speedup, notebook.kind.value) == expected
+
+    # the text of every command: the same candidate, time and speedup, and which kind they are
+    cid, seconds, speedup = expected[0], fmt_seconds(expected[1]), f"{expected[2]:.3g}x"
+    table = run_cli("list", "--db", str(db)).stderr
+    assert re.search(rf"#{cid}\s.*{re.escape(seconds)}.*{re.escape(speedup)}.*re-measured", table), table
+    text = run_cli("show", str(sid), "--db", str(db)).stderr
+    assert f"candidate {cid}, {seconds}" in text and f"{speedup} faster (finalists re-measured side by side" in text
+    assert re.search(rf"\*\s+│\s+{cid}\s", text), text  # the table marks the best's row
+    assert f"* the best: candidate {cid}, {seconds}, {speedup} when the finalists were re-measured" in text
+    assert "step " in text  # the schedule lists each step's numbers
+    text = run_cli("best", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--db", str(db)).stderr
+    assert f"* best: search {sid}, candidate {cid}, {seconds}" in text and "re-measured side by side" in text
+    text = run_cli("tree", str(sid), "--db", str(db)).stderr
+    assert f"best: #{cid}, {seconds} {speedup} (finalists re-measured side by side" in text
+    assert re.search(rf"\*#{cid} ok .*x   best: ", text), text
+
+
+@pytest.mark.slow
 def test_export_py_reproduces_the_fingerprint(searched: tuple[Path, dict], tmp_path: Path) -> None:
     db, out = searched
     script = tmp_path / "best_schedule.py"
@@ -115,6 +168,9 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     data = json.loads(sched.read_text())
     assert data["workload"]["proc"] == "sgemm" and not Path(data["workload"]["file"]).is_absolute()
     assert data["fingerprint"] == out["best"]["fingerprint"]
+    # it records the best's numbers as every command reports them, and says which kind
+    assert (data["speedup"], data["seconds"]) == (out["best"]["speedup"], out["best"]["seconds"])
+    assert data["origin"]["numbers"] == out["best"]["numbers"]
     assert data["machine"]["compiler_version"] and data["speedup"] > 0
     # candidates were built with the flags of the target `--target auto` chose for this CPU
     chosen = detect(cpu_flags())
@@ -167,6 +223,7 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
     assert r.returncode == 0, r.stdout
     updated = json.loads(slow.read_text())
     assert updated["speedup"] < data["speedup"] / 100 and "updated_at" in updated["origin"]
+    assert updated["origin"]["numbers"] == "remeasured"  # regress times side by side
     assert updated["steps"] == data["steps"] and updated["machine"]["cflags"]
     assert run_cli("regress", "--workloads", str(EXAMPLES), str(slow), "--tolerance", "0.9").returncode == 0
 

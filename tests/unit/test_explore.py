@@ -287,10 +287,37 @@ def test_html_summary_shows_best_speedup_and_top_table(tree, store):
     assert "4.25×" in page and "#5" in page
     assert page.count("<tr>") == 1 + 4  # header + the four ok candidates
     assert "wrong_result 1" in page
-    assert "re-measured" not in page
-    store.update_search(1, best_candidate_id=6, best_speedup=3.1)
+    assert "search-time median, not re-measured" in page and "finalists re-measured" not in page
+    assert "235 µs ±2.0%" in page  # times with their spread
+    store.update_search(1, best_candidate_id=6, best_seconds=3.2e-4, best_speedup=3.1)
     remeasured = SearchTree.load(store, 1)._repr_html_()
-    assert "3.1×" in remeasured and "#6" in remeasured and "finalists re-measured" in remeasured
+    assert "3.1×" in remeasured and "#6" in remeasured and "finalists re-measured side by side" in remeasured
+    assert "320 µs" in remeasured
+
+
+def test_the_declared_best_and_its_kind_of_numbers(tree, store):
+    best = tree.declared_best
+    assert best.record.id == 5 and best.kind.value == "search_time" and best.speedup == pytest.approx(4.25)
+    assert best.spread == pytest.approx(0.04)
+    # A re-measurement that could not run stores the winner's own numbers: still search-time.
+    five = tree[5]
+    store.update_search(1, best_candidate_id=5, best_seconds=five.seconds, best_speedup=five.speedup)
+    assert SearchTree.load(store, 1).declared_best.kind.value == "search_time"
+    # The finalists re-measured side by side: the stored numbers, whoever ranked first before.
+    store.update_search(1, best_candidate_id=6, best_seconds=3.2e-4, best_speedup=3.1)
+    again = SearchTree.load(store, 1)
+    best = again.declared_best
+    assert (best.record.id, best.seconds, best.speedup, best.kind.value) == (6, 3.2e-4, 3.1, "remeasured")
+    assert again.winner.id == 6 and again.summary()["best_numbers"] == "remeasured"
+    assert list_searches(store).loc[0, ["best_candidate_id", "best_speedup", "best_numbers"]].tolist() == [
+        6, 3.1, "remeasured"]
+
+
+def test_nodes_carry_spread_gain_and_noise(tree):
+    nodes = tree.to_dataframe().set_index("id")
+    assert nodes.loc[2, "spread"] == "±2.0%"
+    assert nodes.loc[2, "gain"] == pytest.approx(2.0) and not nodes.loc[2, "within_noise"]
+    assert pd.isna(nodes.loc[1, "gain"]) and pd.isna(nodes.loc[1, "within_noise"])  # the root has no parent
 
 
 def test_list_searches_table(store):
@@ -323,7 +350,7 @@ def test_empty_search_still_renders(store):
 
 
 def test_explore_imports_only_core_errors_and_notebook_libraries():
-    allowed = {"schedsearch.core", "schedsearch.errors", "schedsearch.explore"}
+    allowed = {"schedsearch.core", "schedsearch.errors", "schedsearch.numbers", "schedsearch.explore"}
     forbidden = {"exo", "ray", "sqlalchemy", "rich", "click"}
     package = Path(schedsearch.explore.__file__).parent
     for module in package.glob("*.py"):

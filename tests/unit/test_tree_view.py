@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 
@@ -68,14 +69,14 @@ def test_numbers_come_first_and_survive_80_columns():
     assert all(len(line) <= 80 for line in lines)
     for rid, time in ((2, "500 us"), (5, "100 us"), (6, "400 us")):
         (line,) = [ln for ln in lines if f"#{rid} " in ln]
-        assert re.search(rf"#{rid} ok\s+{time}\s+\S+x  split", line), line
+        assert re.search(rf"#{rid} ok\s+{time}\s+±\S+%\s+\S+x\s+(best: )?split", line), line
 
 
 def test_the_best_path_is_marked_and_the_best_named():
     lines = _render(120)
     marked = {int(m.group(1)) for ln in lines for m in [re.search(r"\*#(\d+) ", ln)] if m}
     assert marked == {1, 2, 5}
-    assert any("#5 " in ln and "<- best" in ln for ln in lines)
+    assert any("#5 " in ln and "10x   best: split" in ln for ln in lines)
 
 
 def test_the_header_counts_add_up():
@@ -106,3 +107,32 @@ def test_sort_by_speed_puts_the_fastest_sibling_first():
     out = io.StringIO()
     Console(file=out, width=120, color_system=None).print(search_tree(_search(), slow5, sort=TreeSort.SPEED))
     assert order(out.getvalue().splitlines()) == [1, 2, 6, 5, 7, 3, 4]
+
+
+def test_a_step_within_noise_is_flagged_and_the_header_names_the_best():
+    # #6 (400 us) against its parent #2 (500 us) gains 1.25x; with both times ±15% their
+    # ranges overlap, so that gain is noise. #5 (100 us, no spread) gains 5x: not noise.
+    def noisy(r: CandidateRecord, half: float) -> CandidateRecord:
+        m = r.seconds
+        return dataclasses.replace(r, timing=Timing(m, m, m * (1 - half), m * (1 + half)))
+
+    records = [noisy(r, 0.15) if r.id in (2, 6) else r for r in RECORDS]
+    out = io.StringIO()
+    Console(file=out, width=160, color_system=None).print(search_tree(_search(), records))
+    lines = out.getvalue().splitlines()
+    (six,) = [ln for ln in lines if "#6 " in ln]
+    (five,) = [ln for ln in lines if "#5 " in ln]
+    assert "±15.0%" in six and re.search(r"x ~ split", six), six
+    assert "~" not in five
+    # the header's second line: the best, its numbers and their kind (search-time here: none stored)
+    assert lines[1].startswith("best: #5, 100 us 10x (search-time median, not re-measured")
+
+
+def test_the_tree_reports_the_re_measured_best():
+    search = dataclasses.replace(_search(), best_candidate_id=5, best_seconds=1.1e-4, best_speedup=9.5)
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(search_tree(search, RECORDS))
+    lines = out.getvalue().splitlines()
+    assert lines[1].startswith("best: #5, 110 us 9.5x (finalists re-measured side by side")
+    (five,) = [ln for ln in lines if "#5 " in ln]
+    assert "10x   best: split" in five  # the node keeps its search-time numbers

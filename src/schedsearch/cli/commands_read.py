@@ -10,17 +10,32 @@ from typing import Any
 import click
 from rich.table import Table
 
-from schedsearch.cli.commands_run import gflops, run_json, steps_json
-from schedsearch.cli.render import (
-    candidates_table, describe, fmt_num, fmt_seconds, schedule_lines, search_summary, step_text,
+from schedsearch.cli.commands_run import best_json, run_json, steps_json
+from schedsearch.cli.numbers_view import (
+    BEST_MARK,
+    STEPS_LEGEND,
+    best_note,
+    best_text,
+    fmt_time,
+    has_step_numbers,
+    print_table,
+    ranked_table,
+    record_spread,
+    step_lines,
+    summary_grid,
 )
+from schedsearch.cli.render import describe, fmt_num, step_text
 from schedsearch.cli.tree_view import TreeSort, search_tree
 from schedsearch.cli.wiring import EXIT_USAGE, db_label, expand_options, fail, open_db, print_json, stderr_console
-from schedsearch.core import CandidateRecord, ExpandOptions, SearchRecord, Store
+from schedsearch.core import CandidateRecord, ExpandOptions
+from schedsearch.numbers import DeclaredBest, NumberKind, best_among, ending, load_declared_best, step
 from schedsearch.schedule_file import ScheduleFile, relative_workload_path, write_schedule_file
 
 
-def _record_json(r: CandidateRecord, search: SearchRecord) -> dict[str, Any]:
+def _record_json(r: CandidateRecord, parent: CandidateRecord | None, best: DeclaredBest | None) -> dict[str, Any]:
+    """One candidate with its search-time numbers, its step's gain over ``parent`` and, for
+    the declared best, the numbers every command reports for it."""
+    s = step(r, parent)
     return {
         "candidate_id": r.id,
         "search_id": r.search_id,
@@ -28,13 +43,17 @@ def _record_json(r: CandidateRecord, search: SearchRecord) -> dict[str, Any]:
         "depth": r.depth,
         "fingerprint": r.fingerprint,
         "status": r.status.value,
-        "seconds": r.seconds,
+        "seconds": r.seconds,  # the search-time median
+        "spread": record_spread(r),  # its interquartile range relative to it
         "gflops": r.gflops,
         "speedup": r.speedup,
+        "gain": s.gain,  # parent's time / this time
+        "within_noise": s.within_noise,
         "step": step_text(r),
         "measured_at": r.measured_at,  # seconds of the search's own elapsed time
         "predicted_speedup": math.exp(-r.predicted) if r.predicted is not None else None,
         "error": r.error,
+        "declared_best": best_json(best) if best is not None and best.record.id == r.id else None,
         "schedule": steps_json(r),
     }
 
@@ -44,34 +63,43 @@ def list_command(db: str | None, as_json: bool) -> None:
     store = open_db(db, create=False, read_only=True)
     try:
         searches = store.list_searches()
+        bests = {s.id: load_declared_best(store, s) for s in searches}
     finally:
         store.close()
     if as_json:
         print_json([{
             "search_id": s.id, "file": s.workload.path, "proc": s.workload.proc, "sizes": s.workload.sizes_dict,
-            "status": s.status.value, "strategy": s.config.strategy.value, "evaluated": s.counters.evaluated,
-            "elapsed_seconds": round(s.elapsed_seconds, 3), "baseline_seconds": s.baseline_seconds,
-            "best_seconds": s.best_seconds, "best_speedup": s.best_speedup,
+            "status": s.status.value, "ended": ending(s).value, "strategy": s.config.strategy.value,
+            "evaluated": s.counters.evaluated, "elapsed_seconds": round(s.elapsed_seconds, 3),
+            "baseline_seconds": s.baseline_seconds,
+            "best_candidate_id": bests[s.id].record.id if bests[s.id] else None,
+            "best_seconds": bests[s.id].seconds if bests[s.id] else None,
+            "best_speedup": bests[s.id].speedup if bests[s.id] else None,
+            "best": best_json(bests[s.id]),
         } for s in searches])
         return
     console = stderr_console()
     if not searches:
         console.print(f"no searches in {db_label(db)} yet: start one with `schedsearch run FILE`")
         return
-    table = Table(title=f"searches in {db_label(db)}", title_justify="left")
-    for col in ("id", "workload", "status", "strategy", "evaluated", "elapsed", "best", "speedup"):
-        table.add_column(col)
+    table = Table(title=f"searches in {db_label(db)} (best: the numbers `show` reports, re-measured side by side "
+                        f"or a search-time median ± half its interquartile range)", title_justify="left")
+    for col in ("id", "workload", "status", "evaluated", "elapsed", "best", "time", "speedup", "numbers"):
+        table.add_column(col, justify="right" if col in ("time", "speedup") else "left")
     for s in searches:
-        table.add_row(str(s.id), s.workload.label, s.status.value, s.config.strategy.value, str(s.counters.evaluated),
-                      f"{s.elapsed_seconds:.0f} s", fmt_seconds(s.best_seconds), fmt_num(s.best_speedup, "x"))
-    console.print(table)
+        b = bests[s.id]
+        table.add_row(str(s.id), s.workload.label, s.status.value, str(s.counters.evaluated),
+                      f"{s.elapsed_seconds:.0f} s", f"#{b.record.id}" if b else "-",
+                      fmt_time(b.seconds, b.spread) if b else "-", fmt_num(b.speedup, "x") if b else "-",
+                      _kind_label(b))
+    print_table(console, table)
 
 
-def _best_record(store: Store, search: SearchRecord) -> CandidateRecord | None:
-    if search.best_candidate_id is not None:
-        return store.get_candidate(search.best_candidate_id)
-    top = store.top_candidates(search.id, 1)
-    return top[0] if top else None
+def _kind_label(best: DeclaredBest | None) -> str:
+    """The short name of a best's kind of numbers, for table columns."""
+    if best is None:
+        return "-"
+    return "re-measured" if best.kind is NumberKind.REMEASURED else "search-time"
 
 
 def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> None:
@@ -79,22 +107,26 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
     store = open_db(db, create=False, read_only=True)
     try:
         search = store.get_search(search_id)
-        best = _best_record(store, search)
+        best = load_declared_best(store, search)
         records = store.top_candidates(search_id, top)
+        parents = {r.parent_id: store.get_candidate(r.parent_id) for r in records if r.parent_id is not None}
+        lineage = store.lineage(best.record.id) if best is not None else []
+        root = lineage[0] if lineage else next((r for r in store.candidates(search_id) if r.parent_id is None), None)
     finally:
         store.close()
     if as_json:
         data = run_json(search, best, db)
-        data["top"] = [_record_json(r, search) for r in records]
+        data["top"] = [_record_json(r, parents.get(r.parent_id), best) for r in records]
         print_json(data)
         return
     console = stderr_console()
-    console.print(search_summary(search, db_label(db)))
-    console.print(candidates_table(records, title=f"top {len(records)} candidates (median time of the search)"))
+    print_table(console, summary_grid(search, best, root, db_label(db)))
+    print_table(console, ranked_table(records, best, title=(
+        f"top {len(records)} candidates by search-time median (time ± half the interquartile range; "
+        f"speedups against the search-time baseline)")))
+    console.print(best_note(best), highlight=False, markup=False)
     if best is not None:
-        console.print(f"best schedule (candidate {best.id}):")
-        for line in schedule_lines(best):
-            console.print(f"  {line}", highlight=False, markup=False)
+        _print_schedule(console, f"best schedule (candidate {best.record.id})", lineage)
 
 
 def tree_command(search_id: int, depth: int | None, db: str | None, as_json: bool, sort: str = "order") -> None:
@@ -106,8 +138,11 @@ def tree_command(search_id: int, depth: int | None, db: str | None, as_json: boo
     finally:
         store.close()
     if as_json:
+        by_id = {r.id: r for r in records}
+        best = best_among(search, records)
         shown = records if depth is None else [r for r in records if r.depth <= depth]
-        print_json([_record_json(r, search) for r in shown])
+        print_json([_record_json(r, by_id.get(r.parent_id) if r.parent_id is not None else None, best)
+                    for r in shown])
         return
     stderr_console().print(search_tree(search, records, max_depth=depth, sort=TreeSort(sort)))
 
@@ -119,25 +154,42 @@ def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, d
     workload = load_workload(file, proc, sizes)
     store = open_db(db, create=False, read_only=True)
     try:
-        records = store.best_for_workload(workload.key, top)
+        searches = store.list_searches(workload.key)
+        found = [(s, b) for s in searches for b in [load_declared_best(store, s)] if b is not None]
+        # Each search's declared best, fastest first (ties: the newer search, whose numbers are fresher).
+        found.sort(key=lambda sb: (sb[1].seconds if sb[1].seconds is not None else math.inf, -sb[0].id))
+        found = found[:top]
+        lineage = store.lineage(found[0][1].record.id) if found else []
     finally:
         store.close()
     if as_json:
         print_json({
             "file": workload.path, "proc": workload.proc, "sizes": workload.sizes_dict,
-            "best": [{
-                "candidate_id": r.id, "search_id": r.search_id, "seconds": r.seconds,
-                "gflops": gflops(workload, r.seconds), "speedup": r.speedup,
-                "fingerprint": r.fingerprint, "schedule": steps_json(r),
-            } for r in records],
+            "best": [dict(best_json(b) or {}, search_id=s.id, schedule=steps_json(b.record)) for s, b in found],
         })
         return
     console = stderr_console()
-    if not records:
+    if not found:
         fail(f"no measured schedule for {workload.label} in {db_label(db)}; run `schedsearch run {file}` first", EXIT_USAGE)
-    console.print(candidates_table(records, title=f"best known schedules for {workload.label}"))
-    console.print(f"best (candidate {records[0].id} of search {records[0].search_id}):")
-    for line in schedule_lines(records[0]):
+    table = Table(title=f"best known schedules for {workload.label}: each search's best, fastest first",
+                  title_justify="left")
+    for col, justify in (("", "left"), ("search", "right"), ("candidate", "right"), ("time", "right"),
+                         ("speedup", "right"), ("numbers", "left"), ("status", "left"), ("last step", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for i, (s, b) in enumerate(found):
+        table.add_row(BEST_MARK if i == 0 else "", str(s.id), str(b.record.id), fmt_time(b.seconds, b.spread),
+                      fmt_num(b.speedup, "x"), _kind_label(b), s.status.value, step_text(b.record))
+    print_table(console, table)
+    s, b = found[0]
+    console.print(f"{BEST_MARK} best: search {s.id}, {best_text(s, b)}", highlight=False, markup=False)
+    _print_schedule(console, f"schedule (candidate {b.record.id})", lineage)
+
+
+def _print_schedule(console: Any, title: str, lineage: list[CandidateRecord]) -> None:
+    """A best's schedule with the numbers after each step (``numbers_view.step_lines``)."""
+    legend = f"; {STEPS_LEGEND}:" if has_step_numbers(lineage) else ":"
+    console.print(f"{title}{legend}", highlight=False, markup=False)
+    for line in step_lines(lineage):
         console.print(f"  {line}", highlight=False, markup=False)
 
 
@@ -158,14 +210,15 @@ def export_command(search_id: int | None, candidate_id: int | None, fmt: str, ou
         if candidate_id is not None:
             record = store.get_candidate(candidate_id)
             search = store.get_search(record.search_id)
+            best = load_declared_best(store, search)
         else:
             assert search_id is not None
             search = store.get_search(search_id)
-            best = _best_record(store, search)
+            best = load_declared_best(store, search)
             if best is None:
                 fail(f"search {search_id} has no measured candidate to export", EXIT_USAGE)
             assert best is not None
-            record = best
+            record = best.record
     finally:
         store.close()
     workload = search.workload
@@ -185,13 +238,17 @@ def export_command(search_id: int | None, candidate_id: int | None, fmt: str, ou
                 f"built and measured with: {search.machine.compiler or 'cc'} {flags} */\n"
                 + user_c(workload, record.schedule))
     else:
+        # The search's best with the numbers every command shows for it; another candidate
+        # with its search-time median.
+        declared = best is not None and best.record.id == record.id
         data = ScheduleFile(
             workload_file=relative_workload_path(workload.path, out_path), proc=workload.proc, sizes=workload.sizes,
             source_sha256=workload.source_sha256, schedule=record.schedule, fingerprint=record.fingerprint,
-            speedup=search.best_speedup if record.id == search.best_candidate_id else record.speedup,
-            seconds=search.best_seconds if record.id == search.best_candidate_id else record.seconds,
+            speedup=best.speedup if best is not None and declared else record.speedup,
+            seconds=best.seconds if best is not None and declared else record.seconds,
             machine=search.machine,
-            origin={"db": db_label(db), "search_id": search.id, "candidate_id": record.id},
+            origin={"db": db_label(db), "search_id": search.id, "candidate_id": record.id,
+                    "numbers": (best.kind if best is not None and declared else NumberKind.SEARCH_TIME).value},
         )
         if output:
             _write(output, lambda: write_schedule_file(output, data))

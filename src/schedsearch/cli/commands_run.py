@@ -11,7 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from schedsearch.cli.render import ProgressView, describe, fmt_num, fmt_seconds, schedule_lines
+from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
+
+from schedsearch.cli.numbers_view import STEPS_LEGEND, best_text, has_step_numbers, status_text, step_lines
+from schedsearch.cli.render import ProgressView, describe, fmt_seconds
 from schedsearch.cli.wiring import (
     EXIT_USAGE,
     bench_config,
@@ -38,6 +41,7 @@ from schedsearch.core import (
     Workload,
 )
 from schedsearch.errors import ClusterError, InfrastructureError, StoreError
+from schedsearch.numbers import DeclaredBest, NumberKind, ending, load_declared_best
 
 DEFAULT_BUDGET = 120.0
 DEFAULT_WORKERS = 2
@@ -157,10 +161,12 @@ def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Sto
             model.close()
         executor.close()
     search = store.get_search(outcome.search_id)
-    best = store.get_candidate(search.best_candidate_id) if search.best_candidate_id is not None else None
+    best = load_declared_best(store, search)
+    lineage = store.lineage(best.record.id) if best is not None else []
     if as_json:
         print_json(run_json(search, best, db))
-    _report(console, search, best, db)
+    for line in report_lines(search, best, lineage, db):
+        console.print(line, highlight=False)
     if search.status is SearchStatus.INTERRUPTED:
         sys.exit(EXIT_INTERRUPTED)
 
@@ -169,28 +175,36 @@ def _db_args(db: str | None) -> str:
     return f" --db {shlex.quote(db)}" if db else ""
 
 
-def _report(console: Any, search: SearchRecord, best: CandidateRecord | None, db: str | None) -> None:
+def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[CandidateRecord],
+                 db: str | None) -> list[str]:
+    """The summary ``run`` and ``resume`` print when the search ends (rich markup).
+
+    The words follow what is stored: how the run ended (budget reached, candidate limit
+    reached, nothing left to expand, interrupted), and whether the best's numbers come from
+    the finalists' side-by-side re-measurement or are search-time medians.
+    """
     c = search.counters
-    console.print(
-        f"\n[bold]{search.status.value}[/bold]: {search.workload.label} in {search.elapsed_seconds:.1f} s — "
+    lines = [
+        f"\n[bold]{status_text(search)}[/bold] — {search.workload.label} in {search.elapsed_seconds:.1f} s: "
         f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed), {c.generated} generated, "
-        f"{c.duplicates} duplicate, {c.illegal} illegal"
-    )
-    console.print(f"baseline (unscheduled): {fmt_seconds(search.baseline_seconds)}"
-                  f"{_gflops_text(search.workload, search.baseline_seconds)}")
+        f"{c.duplicates} duplicate, {c.illegal} illegal",
+        f"baseline (unscheduled): {fmt_seconds(search.baseline_seconds)}"
+        f"{_gflops_text(search.workload, search.baseline_seconds)}",
+    ]
     if best is not None:
-        console.print(f"[bold green]best[/bold green]: candidate {best.id}, {fmt_seconds(search.best_seconds)}"
-                      f"{_gflops_text(search.workload, search.best_seconds)}, "
-                      f"[bold]{fmt_num(search.best_speedup)}x[/bold] faster (finalists re-measured side by side)")
-        console.print("schedule:")
-        for line in schedule_lines(best):
-            console.print(f"  {line}", highlight=False, markup=False)
+        so_far = "best" if search.status is SearchStatus.COMPLETED else "best so far"
+        lines.append(f"[bold green]{so_far}[/bold green]: {escape(best_text(search, best))}")
+        if not best.is_unscheduled:
+            path = lineage or [best.record]
+            lines.append(f"schedule ({escape(STEPS_LEGEND)}):" if has_step_numbers(path) else "schedule:")
+            lines += [f"  {escape(line)}" for line in step_lines(path)]
     where = _db_args(db)
-    console.print(f"search {search.id} is in {db_label(db)}. See it: schedsearch show {search.id}{where}; "
-                  f"export it: schedsearch export {search.id} --format py{where}")
+    lines.append(f"search {search.id} is in {db_label(db)}. See it: schedsearch show {search.id}{where}; "
+                 f"export it: schedsearch export {search.id} --format py{where}")
     if search.status is SearchStatus.INTERRUPTED:
-        console.print(f"[yellow]interrupted[/yellow] — everything measured is kept. Resume with:\n"
-                      f"  schedsearch resume {search.id}{where}")
+        lines.append(f"[yellow]interrupted[/yellow] — everything measured is kept. Resume with:\n"
+                     f"  schedsearch resume {search.id}{where}")
+    return lines
 
 
 def _gflops_text(workload: Workload, seconds: float | None) -> str:
@@ -223,7 +237,29 @@ def cost_model_json(search: SearchRecord) -> dict[str, Any]:
     }
 
 
-def run_json(search: SearchRecord, best: CandidateRecord | None, db: str | None) -> dict[str, Any]:
+def best_json(best: DeclaredBest | None) -> dict[str, Any] | None:
+    """A search's best as every ``--json`` gives it: the numbers every command shows, which
+    kind they are (``numbers``: ``remeasured`` side by side, or ``search_time``), and the
+    candidate's own search-time median with its spread."""
+    if best is None:
+        return None
+    r = best.record
+    return {
+        "candidate_id": r.id,
+        "seconds": best.seconds,
+        "gflops": best.gflops,
+        "speedup": best.speedup,
+        "spread": best.spread,  # None for a re-measurement (only its median is stored)
+        "numbers": best.kind.value,
+        "remeasured": best.kind is NumberKind.REMEASURED,
+        "unscheduled": best.is_unscheduled,
+        "search_time": {"seconds": r.seconds, "spread": best.search_time_spread, "speedup": r.speedup},
+        "fingerprint": r.fingerprint,
+        "depth": r.depth,
+    }
+
+
+def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None) -> dict[str, Any]:
     """The one JSON object ``run --json`` / ``resume --json`` print."""
     c = search.counters
     w = search.workload
@@ -239,16 +275,9 @@ def run_json(search: SearchRecord, best: CandidateRecord | None, db: str | None)
         "candidates": {"generated": c.generated, "duplicates": c.duplicates, "illegal": c.illegal,
                        "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed, "pruned": c.pruned},
         "cost_model": cost_model_json(search),
+        "ended": ending(search).value,
         "baseline": {"seconds": search.baseline_seconds, "gflops": gflops(w, search.baseline_seconds)},
-        "best": None if best is None else {
-            "candidate_id": best.id,
-            "seconds": search.best_seconds,
-            "gflops": gflops(w, search.best_seconds),
-            "speedup": search.best_speedup,
-            "schedule": steps_json(best),
-            "fingerprint": best.fingerprint,
-            "depth": best.depth,
-        },
+        "best": None if best is None else dict(best_json(best) or {}, schedule=steps_json(best.record)),
         "machine": search.machine.to_json(),
         "target": search.config.expand.target,
     }

@@ -137,7 +137,8 @@ def list_(db: str | None, as_json: bool) -> None:
 @db_option
 @json_option
 def show(search_id: int, top: int, db: str | None, as_json: bool) -> None:
-    """Summary and top candidates of a search."""
+    """Summary and top candidates of a search; * marks its best (re-measured side by side
+    when the finalists were)."""
     handle_errors(commands_read.show_command)(search_id, top, db, as_json)
 
 
@@ -150,19 +151,21 @@ def show(search_id: int, top: int, db: str | None, as_json: bool) -> None:
 @db_option
 @json_option
 def tree(search_id: int, depth: int | None, sort: str, db: str | None, as_json: bool) -> None:
-    """The search tree: each node's id, status, time and speedup, then its step; * marks the
-    path to the best."""
+    """The search tree: each node's id, status, time ± spread and speedup, then its step;
+    ~ marks a step within noise, * the path to the best."""
     handle_errors(commands_read.tree_command)(search_id, depth, db, as_json, sort)
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=False))
 @workload_options
-@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
+              help="How many searches' bests to show.")
 @db_option
 @json_option
 def best(file: str, proc: str | None, sizes: tuple[str, ...], top: int, db: str | None, as_json: bool) -> None:
-    """The best known schedule for a workload, across all its searches."""
+    """The best known schedule for a workload: each search's best (as `show` reports it),
+    fastest first."""
     handle_errors(commands_read.best_command)(file, proc, parse_sizes(sizes), top, db, as_json)
 
 

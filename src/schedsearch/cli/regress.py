@@ -32,6 +32,7 @@ from schedsearch.cli.render import fmt_num
 from schedsearch.cli.wiring import bench_config, fail, print_json, stderr_console
 from schedsearch.core import BenchConfig, Candidate, MachineInfo, Status, Timing
 from schedsearch.errors import ReplayError, ScheduleFileError, UntrustedSourceError, WorkloadError
+from schedsearch.numbers import NumberKind
 from schedsearch.schedule_file import read_schedule_file, write_schedule_file
 from schedsearch.targets import TARGETS, target
 
@@ -201,7 +202,9 @@ def verdict(speedup: float, base: Timing | None, mine: Timing | None, recorded: 
 def update_file(path: Path, measured: Remeasured) -> None:
     """Re-record a schedule file's speedup, time, C fingerprint and machine from this run."""
     sf = read_schedule_file(path)
-    origin = {**sf.origin, "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    # regress times the schedule side by side with the unscheduled proc, as a search's finalists
+    origin = {**sf.origin, "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+              "numbers": NumberKind.REMEASURED.value}
     write_schedule_file(path, dataclasses.replace(
         sf, speedup=measured.speedup, seconds=measured.seconds, fingerprint=measured.fingerprint,
         machine=measured.machine, origin=origin))

@@ -1,9 +1,12 @@
 """``schedsearch tree``: the search tree as text that keeps its numbers at any width.
 
-Each node reads ``#id status time speedup step``: the numbers come before the step text, so
-a narrow terminal or a CI log cuts the step, never the time. The path from the root to the
-search's best is marked with ``*``; a node whose children are not shown says ``+N`` (its
-hidden descendants).
+Each node reads ``#id status time ±spread speedup [~] [best:] step``: the numbers come before the step
+text, so a narrow terminal or a CI log cuts the step, never the time. Times are search-time
+medians with half their interquartile range; a ``~`` before the step marks a step whose gain
+over its parent is within the two measurements' noise. The path from the root to the search's
+best (``numbers.declared_best``, the same one every command names) is marked with ``*``, and
+the header gives the best's reported numbers and their kind; a node whose children are not
+shown says ``+N`` (its hidden descendants).
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
+from rich.console import Group
 from rich.text import Text
 from rich.tree import Tree
 
+from schedsearch.cli.numbers_view import BEST_MARK, NOISE_MARK, fmt_spread, record_spread
 from schedsearch.cli.render import STATUS_STYLE, fmt_num, fmt_seconds, step_text
 from schedsearch.core import CandidateRecord, SearchRecord, Status
-
-BEST_MARK = "*"
+from schedsearch.numbers import DeclaredBest, NumberKind, best_among, step
 
 
 class TreeSort(StrEnum):
@@ -52,9 +56,23 @@ def tree_header(search: SearchRecord, records: Sequence[CandidateRecord], shown:
     return head
 
 
+def best_line(best: DeclaredBest | None) -> str:
+    """The header's second line: the best with the numbers every command reports for it."""
+    legend = (f"nodes: search-time median ±half its interquartile range, speedup; {NOISE_MARK} a step within "
+              f"noise of its parent")
+    if best is None:
+        return f"best: none measured ok ({legend})"
+    who = "the unscheduled proc (nothing faster found)" if best.is_unscheduled else f"#{best.record.id}"
+    numbers = f"{fmt_seconds(best.seconds)} {fmt_num(best.speedup, 'x')}"
+    kind = ("finalists re-measured side by side" if best.kind is NumberKind.REMEASURED
+            else "search-time median, not re-measured")
+    return f"best: {who}, {numbers} ({kind}; {legend})"
+
+
 def search_tree(search: SearchRecord, records: Sequence[CandidateRecord], *, max_depth: int | None = None,
-                sort: TreeSort = TreeSort.ORDER) -> Tree:
-    """A rich Tree of the search, down to ``max_depth`` (all of it when None)."""
+                sort: TreeSort = TreeSort.ORDER) -> Group:
+    """The header (counts, the best) and a rich Tree of the search, down to ``max_depth``
+    (all of it when None)."""
     by_id = {r.id: r for r in records}
     children: dict[int | None, list[CandidateRecord]] = {}
     for r in records:
@@ -63,8 +81,10 @@ def search_tree(search: SearchRecord, records: Sequence[CandidateRecord], *, max
     for siblings in children.values():
         siblings.sort(key=_sort_key(sort))
 
+    best = best_among(search, records)
+    best_id = best.record.id if best is not None else None
     on_path: set[int] = set()
-    node = by_id.get(search.best_candidate_id) if search.best_candidate_id is not None else None
+    node = by_id.get(best_id) if best_id is not None else None
     while node is not None and node.id not in on_path:
         on_path.add(node.id)
         node = by_id.get(node.parent_id) if node.parent_id is not None else None
@@ -81,14 +101,17 @@ def search_tree(search: SearchRecord, records: Sequence[CandidateRecord], *, max
         t = Text(f"{mark}#{r.id} ", style="bold" if r.id in on_path else "")
         t.append(f"{r.status.value:<12}", style=STATUS_STYLE.get(r.status, ""))
         if r.seconds is not None:
-            t.append(f"{fmt_seconds(r.seconds):>9} {fmt_num(r.speedup, 'x'):>7}  ")
+            t.append(f"{fmt_seconds(r.seconds):>9} {fmt_spread(record_spread(r)):>6} {fmt_num(r.speedup, 'x'):>7} ")
         else:
-            t.append(" " * 19)
+            t.append(" " * 25)
+        noisy = step(r, by_id.get(r.parent_id) if r.parent_id is not None else None).within_noise
+        t.append(f"{NOISE_MARK} " if noisy else "  ", style="yellow")
         if hidden:
             t.append(f"+{hidden} ", style="cyan")
-        t.append(step_text(r), style="bold" if r.id == search.best_candidate_id else "")
-        if r.id == search.best_candidate_id:
-            t.append("  <- best", style="bold yellow")
+        if r.id == best_id:
+            # before the step, so a narrow terminal keeps it; its reported numbers are in the header
+            t.append("best: ", style="bold yellow")
+        t.append(step_text(r), style="bold" if r.id == best_id else "")
         return t
 
     shown = 0
@@ -102,8 +125,9 @@ def search_tree(search: SearchRecord, records: Sequence[CandidateRecord], *, max
             for child in children.get(r.id, []):
                 add(branch, child)
 
-    tree = Tree("")
+    tree = Tree("", hide_root=True)
     for root in children.get(None, []):
         add(tree, root)
-    tree.label = Text(tree_header(search, records, shown), style="bold")
-    return tree
+    # The header is printed above the tree, not as its label: a label is cut at the console's
+    # width in a log, and these lines carry the counts and the best's numbers.
+    return Group(Text(tree_header(search, records, shown), style="bold"), Text(best_line(best)), tree)

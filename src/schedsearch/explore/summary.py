@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
+from schedsearch.numbers import NumberKind, ending
+
 if TYPE_CHECKING:
     from schedsearch.explore.tree import SearchTree
 
@@ -21,36 +23,50 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+def format_spread(spread: float | None) -> str:
+    """Half the interquartile range relative to the median, ``±1.5%``; "" when unknown."""
+    return "" if spread is None else f"±{50 * spread:.1f}%"
+
+
+def format_time(seconds: float | None, spread: float | None) -> str:
+    """``1.23 ms ±1.5%`` (without the spread when it is unknown)."""
+    text = format_seconds(seconds)
+    return f"{text} {format_spread(spread)}" if seconds is not None and spread is not None else text
+
+
 def format_speedup(speedup: float | None) -> str:
     """``12.3×``; ``—`` when unknown."""
     return "—" if speedup is None else f"{speedup:.3g}×"
 
 
 def summary_data(tree: SearchTree) -> dict[str, Any]:
-    """Workload, status, counters, baseline, best and top candidates as plain data."""
+    """Workload, status, counters, baseline, best and top candidates as plain data.
+
+    The best is the one every schedsearch command names, with the same numbers
+    (``numbers.declared_best``); ``best_numbers`` says which kind they are.
+    """
     search = tree.search
-    winner = tree.winner
-    # Prefer the finalists' side-by-side numbers; fall back to the winner's own timing.
-    best_speedup = search.best_speedup
-    best_seconds = search.best_seconds
-    if winner is not None:
-        best_speedup = winner.speedup if best_speedup is None else best_speedup
-        best_seconds = winner.seconds if best_seconds is None else best_seconds
+    best = tree.declared_best
     return {
         "search_id": search.id,
         "workload": search.workload.label,
         "status": search.status.value,
+        "ended": ending(search).value,
         "strategy": search.config.strategy.value,
         "elapsed_seconds": search.elapsed_seconds,
         "candidates": len(tree),
         "counters": search.counters.to_json(),
         "statuses": {k.value: v for k, v in tree.status_counts().items()},
         "baseline_seconds": search.baseline_seconds,
-        "best_candidate_id": winner.id if winner is not None else None,
-        "best_seconds": best_seconds,
-        "best_speedup": best_speedup,
-        "best_remeasured": search.best_speedup is not None,
-        "top": [(r.id, r.depth, r.seconds, r.gflops, r.speedup) for r in tree.best(TOP_ROWS)],
+        "best_candidate_id": best.record.id if best is not None else None,
+        "best_seconds": best.seconds if best is not None else None,
+        "best_spread": best.spread if best is not None else None,
+        "best_speedup": best.speedup if best is not None else None,
+        "best_numbers": best.kind.value if best is not None else None,
+        "best_remeasured": best is not None and best.kind is NumberKind.REMEASURED,
+        "best_is_unscheduled": best is not None and best.is_unscheduled,
+        "top": [(r.id, r.depth, r.seconds, r.timing.spread if r.timing is not None else None, r.gflops, r.speedup)
+                for r in tree.best(TOP_ROWS)],
     }
 
 
@@ -61,26 +77,36 @@ def summary_html(tree: SearchTree) -> str:
     counters = data["counters"]
     header = (
         f"<b>search {data['search_id']}</b> · <code>{esc(data['workload'])}</code> · "
-        f"{esc(data['status'])} · {esc(data['strategy'])} · {data['elapsed_seconds']:.1f} s"
+        f"{esc(data['status'])} ({esc(data['ended'].replace('_', ' '))}) · {esc(data['strategy'])} · "
+        f"{data['elapsed_seconds']:.1f} s"
     )
     counts = " · ".join(f"{esc(k)} {v}" for k, v in counters.items())
     statuses = ", ".join(f"{esc(k)} {v}" for k, v in data["statuses"].items())
     best = f"baseline {format_seconds(data['baseline_seconds'])} · "
-    best += f"best <b>{format_speedup(data['best_speedup'])}</b>"
+    if data["best_candidate_id"] is None:
+        best += "best —"
+    elif data["best_is_unscheduled"]:
+        best += "<b>nothing faster than the unscheduled proc found</b>"
+    else:
+        best += f"best <b>{format_speedup(data['best_speedup'])}</b>"
     if data["best_candidate_id"] is not None:
-        note = ", finalists re-measured" if data["best_remeasured"] else ""
-        best += f" (#{data['best_candidate_id']}, {format_seconds(data['best_seconds'])}{note})"
+        note = ("finalists re-measured side by side" if data["best_remeasured"]
+                else "search-time median, not re-measured side by side")
+        best += (f" (#{data['best_candidate_id']}, {format_time(data['best_seconds'], data['best_spread'])}, "
+                 f"{note})")
     rows = "".join(
         "<tr>"
-        f"<td>{rank}</td><td>#{cid}</td><td>{depth}</td><td>{format_seconds(secs)}</td>"
+        f"<td>{rank}</td><td>#{cid}{' *' if cid == data['best_candidate_id'] else ''}</td><td>{depth}</td>"
+        f"<td>{format_time(secs, spread)}</td>"
         f"<td>{'—' if gflops is None else f'{gflops:.3g}'}</td><td>{format_speedup(speedup)}</td>"
         f"<td><code>{esc(_last_step(tree, cid))}</code></td>"
         "</tr>"
-        for rank, (cid, depth, secs, gflops, speedup) in enumerate(data["top"], 1)
+        for rank, (cid, depth, secs, spread, gflops, speedup) in enumerate(data["top"], 1)
     )
     table = (
-        "<table><thead><tr><th>rank</th><th>id</th><th>depth</th><th>time</th><th>GFLOP/s</th>"
-        f"<th>speedup</th><th>last step</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<table><thead><tr><th>rank</th><th>id</th><th>depth</th><th>time (search-time median)</th>"
+        f"<th>GFLOP/s</th><th>speedup</th><th>last step</th></tr></thead><tbody>{rows}</tbody></table>"
+        + ("<p><small>* the best</small></p>" if any(t[0] == data["best_candidate_id"] for t in data["top"]) else "")
         if rows
         else "<p><i>no successful candidates yet</i></p>"
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from schedsearch.core import CandidateRecord, ProgressPoint, Rewrite, SearchRecord, Status, Store
+from schedsearch.numbers import DeclaredBest, best_among, step
 from schedsearch.explore import frames, plotting
 from schedsearch.explore._optional import require
 from schedsearch.explore.kinds import KindStats, kind_stats
@@ -33,17 +34,22 @@ class TreeNode:
     depth: int
     step: str  # the last rewrite's describe(); "" for the unscheduled root
     status: Status
-    seconds: float | None
+    seconds: float | None  # the search-time median
+    spread: float | None  # its interquartile range relative to it
     gflops: float | None
     speedup: float | None
+    gain: float | None  # the parent's time / this time: what the last step did
+    within_noise: bool | None  # the gain is smaller than the two times' combined spread
     fingerprint: str
     expanded: bool
     error: str  # first line of the error text, "" when none
 
     @staticmethod
-    def of(record: CandidateRecord, describe: Callable[[Rewrite], str] = Rewrite.describe) -> TreeNode:
-        """Flatten a stored candidate; ``describe`` prints its last step."""
+    def of(record: CandidateRecord, describe: Callable[[Rewrite], str] = Rewrite.describe,
+           parent: CandidateRecord | None = None) -> TreeNode:
+        """Flatten a stored candidate; ``describe`` prints its last step; ``parent`` gives its gain."""
         steps = record.schedule.steps
+        s = step(record, parent)
         return TreeNode(
             id=record.id,
             parent_id=record.parent_id,
@@ -51,8 +57,11 @@ class TreeNode:
             step=describe(steps[-1]) if steps else "",
             status=record.status,
             seconds=record.seconds,
+            spread=record.timing.spread if record.timing is not None else None,
             gflops=record.gflops,
             speedup=record.speedup,
+            gain=s.gain,
+            within_noise=s.within_noise,
             fingerprint=record.fingerprint,
             expanded=record.expanded,
             error=record.error.strip().splitlines()[0] if record.error.strip() else "",
@@ -128,15 +137,21 @@ class SearchTree:
     @property
     def winner(self) -> CandidateRecord | None:
         """The search's declared best, else the fastest ``ok`` candidate, else None."""
-        declared = self.search.best_candidate_id
-        if declared is not None and declared in self._by_id:
-            return self._by_id[declared]
-        top = self.best(1)
-        return top[0] if top else None
+        best = self.declared_best
+        return best.record if best is not None else None
+
+    @property
+    def declared_best(self) -> DeclaredBest | None:
+        """The best with the numbers every schedsearch command reports for it: the finalists'
+        side-by-side re-measurement when there was one (``kind`` says which), else the
+        fastest search-time median."""
+        return best_among(self.search, self.records)
 
     def nodes(self) -> list[TreeNode]:
         """Every candidate as a flat TreeNode, in insertion order."""
-        return [TreeNode.of(r, self.describe) for r in self.records]
+        by_id = self._by_id
+        return [TreeNode.of(r, self.describe, by_id.get(r.parent_id) if r.parent_id is not None else None)
+                for r in self.records]
 
     def children(self, candidate_id: int) -> list[CandidateRecord]:
         """The direct children of a candidate, in the order the search produced them."""
@@ -220,8 +235,9 @@ class SearchTree:
     # ------------------------------------------------------------------ views
 
     def to_dataframe(self) -> pandas.DataFrame:
-        """One row per candidate: id, parent_id, depth, step, status, seconds, gflops,
-        speedup, fingerprint, expanded, error."""
+        """One row per candidate: id, parent_id, depth, step, status, seconds, spread, gflops,
+        speedup, gain (over the parent), within_noise, time (readable, with its spread),
+        fingerprint, expanded, error."""
         return frames.nodes_frame(self.nodes())
 
     def top_dataframe(self, k: int = 10) -> pandas.DataFrame:
