@@ -250,6 +250,11 @@ class EventKind(StrEnum):
     STOPPING = "stopping"  # a stop was asked for (Ctrl-C, SIGTERM); work in flight is cancelled
 
 
+#: The most of a time budget a search keeps back for re-measuring its finalists: it stops
+#: searching that much before the budget at the latest, so the whole run fits inside it.
+FINALIST_RESERVE_SHARE = 0.25
+
+
 class Phase(StrEnum):
     """What the search is busy with (an event's ``phase``)."""
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from schedsearch.core import CandidateRecord, SearchRecord, SearchStatus, Status, Store, Timing
+from schedsearch.core import FINALIST_RESERVE_SHARE, CandidateRecord, SearchRecord, SearchStatus, Status, Store, Timing
 
 
 class NumberKind(StrEnum):
@@ -142,7 +142,8 @@ def ending(search: SearchRecord) -> Ending:
     config = search.config
     if config.max_candidates is not None and search.counters.evaluated >= config.max_candidates:
         return Ending.CANDIDATE_LIMIT
-    if config.max_seconds is not None and search.elapsed_seconds >= config.max_seconds:
+    # The loop stops searching early enough to re-measure the finalists inside the budget.
+    if config.max_seconds is not None and search.elapsed_seconds >= (1 - FINALIST_RESERVE_SHARE) * config.max_seconds:
         return Ending.BUDGET
     return Ending.EXHAUSTED
 

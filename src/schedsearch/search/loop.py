@@ -48,6 +48,7 @@ from schedsearch.core import (
     Candidate,
     CandidateRecord,
     CostModel,
+    FINALIST_RESERVE_SHARE,
     CostModelMode,
     Counters,
     EventKind,
@@ -315,7 +316,9 @@ class _Run:
         self.counters = search.counters
         self.prior_elapsed = search.elapsed_seconds
         self.baseline = search.baseline_seconds
-        self.store.update_search(self.sid, status=SearchStatus.RUNNING, failure="")
+        # The last run's declared best is re-decided when this one ends.
+        self.store.update_search(self.sid, status=SearchStatus.RUNNING, failure="", best_candidate_id=None,
+                                 best_seconds=None, best_speedup=None)
         records = self.store.candidates(self.sid)
         self.seen = set(self.store.seen_fingerprints(self.sid))
         self.fp_of = {r.id: r.fingerprint for r in records}
@@ -379,7 +382,7 @@ class _Run:
             return 0.0
         contenders = [*self.top[: c.finalists], *([self.root_record] if self.root_record else [])]
         estimate = 1.0 + 1.5 * sum(r.run_seconds for r in contenders)
-        return min(estimate, 0.25 * c.max_seconds)
+        return min(estimate, FINALIST_RESERVE_SHARE * c.max_seconds)
 
     def _time_spent(self) -> bool:
         c = self.config
