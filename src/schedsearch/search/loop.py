@@ -19,12 +19,21 @@ predicted speed (``ranking.measuring_order``, seeded exploration included) and, 
 Each prediction is stored with its child before it is measured; the rank correlation of
 the latest predictions with their measurements is recorded with the search. The model
 learns every ``ok`` measurement as it arrives and retrains without blocking this loop.
+
+Knowledge from earlier searches: candidates whose C an earlier search measured the same
+way take that measurement instead of being measured (``_reuse``; ``search.reuse`` says
+when), and a new search's ``seeds`` — schedules earlier searches found, replayed on this
+workload by the caller — are recorded as children of the root (depth: their length) and
+evaluated right after the baseline, before anything is expanded (``_seed``). Reused
+measurements do not count against ``max_candidates``, which counts what this search
+measures (``Counters.measured``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +47,7 @@ from schedsearch.core import (
     EventKind,
     Executor,
     Measurement,
+    ReuseScope,
     SearchConfig,
     SearchEvent,
     SearchStatus,
@@ -50,6 +60,7 @@ from schedsearch.errors import SchedsearchError, SearchError
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.outcome import SearchOutcome
+from schedsearch.search.reuse import origin_text, reuse_message, split
 
 #: How many of the fastest candidates events carry in ``top``.
 TOP_N = 5
@@ -68,13 +79,14 @@ def run_search(
     stop: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
     cost_model: CostModel | None = None,
+    seeds: Sequence[Candidate] = (),
 ) -> SearchOutcome:
     """Run (or, with ``search_id``, resume) a search and return how it ended.
 
     ``root`` is the unscheduled candidate; it is the baseline and the reference every
     candidate is verified against. Budgets (``config.max_seconds``, ``max_candidates``)
-    count the search's total over all its runs; ``max_candidates`` counts evaluated
-    candidates including the root. Setting ``stop`` ends the search promptly with status
+    count the search's total over all its runs; ``max_candidates`` counts the candidates
+    this search measured, the root included (not the measurements it reused). Setting ``stop`` ends the search promptly with status
     ``interrupted``; everything already measured stays recorded.
 
     Raises ``SearchError`` (after marking the search ``failed``) when the root itself
@@ -86,11 +98,16 @@ def run_search(
 
     ``cost_model`` is used as ``config.cost_model`` says (not at all when that is ``off``);
     the caller owns it (and closes it).
+
+    ``seeds`` (a warm start: earlier searches' schedules replayed on this workload) are
+    recorded as children of the root, each at the depth of its schedule's length, and
+    evaluated right after the baseline; those whose C is the root's or an earlier seed's
+    are dropped. They are used only when a search starts (not on resume).
     """
     if config.cost_model is CostModelMode.OFF:
         cost_model = None
     run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock,
-               cost_model)
+               cost_model, seeds)
     return run.execute(search_id)
 
 
@@ -115,6 +132,7 @@ class _Run:
         stop: threading.Event,
         clock: Callable[[], float],
         cost_model: CostModel | None = None,
+        seeds: Sequence[Candidate] = (),
     ) -> None:
         self.workload, self.root, self.strategy = workload, root, strategy
         self.executor, self.store, self.config = executor, store, config
@@ -128,6 +146,8 @@ class _Run:
         self.root_record: CandidateRecord | None = None
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
+        self.seeds = tuple(seeds)
+        self.reuse_scope: ReuseScope | None = None  # set once the search id is known
         self.guide = (
             Guidance(cost_model, config.seed, prune=config.cost_model is CostModelMode.PRUNE, workload_key=workload.key)
             if cost_model is not None else None
@@ -190,6 +210,7 @@ class _Run:
         self.seen.add(self.root.fingerprint)
         self._emit(EventKind.STARTED, message=f"search {self.sid} of {self.workload.label}")
         self._baseline()
+        self._seed()
 
     def _resume(self) -> None:
         assert self.sid is not None
@@ -251,11 +272,45 @@ class _Run:
 
     # ------------------------------------------------------------------ the loop
 
+    def _seed(self) -> None:
+        """Record the warm-start seeds as children of the root and evaluate them first."""
+        assert self.sid is not None
+        fresh: list[Candidate] = []
+        for seed in self.seeds:
+            if seed.fingerprint in self.seen:
+                continue
+            self.seen.add(seed.fingerprint)
+            seed = dataclasses.replace(seed, parent=self.root.fingerprint, depth=len(seed.schedule))
+            record = self.store.add_candidate(self.sid, seed)
+            self.fp_of[record.id] = seed.fingerprint
+            fresh.append(seed)
+        if not fresh:
+            return
+        self.counters = self.counters.plus(warm_started=len(fresh))
+        noun = "schedule" if len(fresh) == 1 else "schedules"
+        self._emit(EventKind.WARM_START, message=f"{len(fresh)} {noun} from earlier searches, evaluated first")
+        self._evaluate(fresh, {}, {})
+
+    def _reuse(self, candidates: Sequence[Candidate]) -> tuple[list[Measurement], list[Candidate]]:
+        """Earlier searches' measurements of the same C (``search.reuse``), and the
+        candidates still to measure. Nothing is reused with ``config.remeasure``."""
+        assert self.sid is not None
+        if self.config.remeasure or not candidates:
+            return [], list(candidates)
+        if self.reuse_scope is None:
+            self.reuse_scope = ReuseScope.of(self.config, self.executor.machine().fingerprint, self.root.fingerprint,
+                                             exclude_search=self.sid)
+        found = self.store.reusable_measurements([c.fingerprint for c in candidates], self.reuse_scope)
+        reused, rest = split(candidates, found)
+        if reused:
+            self._emit(EventKind.REUSED, message=reuse_message(reused))
+        return reused, rest
+
     def _budget_spent(self) -> bool:
         c = self.config
         if c.max_seconds is not None and self.elapsed() >= c.max_seconds:
             return True
-        return c.max_candidates is not None and self.counters.evaluated >= c.max_candidates
+        return c.max_candidates is not None and self.counters.measured >= c.max_candidates
 
     def _should_stop(self) -> bool:
         return self.stop.is_set() or self._budget_spent()
@@ -336,7 +391,7 @@ class _Run:
         if self.guide is None:
             return children, {}
         c = self.config
-        elapsed, evaluated = self.elapsed(), self.counters.evaluated
+        elapsed, evaluated = self.elapsed(), self.counters.measured
         ordered, predicted, skipped = self.guide.order(
             children,
             seconds_left=c.max_seconds - elapsed if c.max_seconds is not None else None,
@@ -354,15 +409,19 @@ class _Run:
             self.store.update_search(self.sid, model_accuracy=self.guide.accuracy())
 
     def _evaluate(self, candidates: Sequence[Candidate], parent_of: dict[str, int], waiting: dict[int, int]) -> None:
-        """Evaluate (within the candidate budget), record each result as it streams back."""
+        """Take what earlier searches measured, evaluate the rest (within the candidate
+        budget), and record each result as it streams back."""
         assert self.sid is not None
-        if self.config.max_candidates is not None:
-            candidates = candidates[: max(0, self.config.max_candidates - self.counters.evaluated)]
-        if not candidates or self.stop.is_set():
+        if self.stop.is_set():
             return
-        iterator = self.executor.evaluate(self.workload, self.root, candidates)
+        reused, candidates = self._reuse(candidates)
+        if self.config.max_candidates is not None:
+            candidates = candidates[: max(0, self.config.max_candidates - self.counters.measured)]
+        if not candidates and not reused:
+            return
+        iterator = self.executor.evaluate(self.workload, self.root, candidates) if candidates else iter(())
         try:
-            for m in iterator:
+            for m in itertools.chain(reused, iterator):
                 self._record(m, announce=True)
                 parent_id = parent_of.get(m.fingerprint)
                 if parent_id is not None:
@@ -386,14 +445,15 @@ class _Run:
                 speedup = self.baseline / seconds
         record = self.store.record_measurement(self.sid, m, gflops, speedup)
         ok = record.status is Status.OK
-        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok))
+        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok),
+                                           reused=int(m.reused_candidate_id is not None))
         self.store.update_search(self.sid, counters=self.counters, elapsed_seconds=self.elapsed())
         self.strategy.tell(record)
         if self.guide is not None:
             self.guide.learn(record)
         improved = self._offer(record)
         if announce:
-            self._emit(EventKind.EVALUATED, record)
+            self._emit(EventKind.EVALUATED, record, message=origin_text(record))
             if improved:
                 self._emit(EventKind.NEW_BEST, record, message=f"candidate {record.id}, depth {record.depth}")
         return record
