@@ -36,6 +36,9 @@ def _record_json(r: CandidateRecord, search: SearchRecord) -> dict[str, Any]:
         "predicted_speedup": math.exp(-r.predicted) if r.predicted is not None else None,
         "error": r.error,
         "schedule": steps_json(r),
+        # an earlier search's measurement of the same C, taken instead of measuring (None: measured here)
+        "reused_from": None if r.reused_candidate_id is None else {
+            "search_id": r.reused_search_id, "candidate_id": r.reused_candidate_id},
     }
 
 

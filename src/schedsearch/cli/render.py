@@ -86,7 +86,9 @@ def search_summary(search: SearchRecord, db: str) -> Table:
         ("elapsed", f"{search.elapsed_seconds:.1f} s"),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
                        f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
-                       + (f", {c.pruned} pruned" if c.pruned else "")),
+                       + (f", {c.pruned} pruned" if c.pruned else "")
+                       + (f"; {c.reused} reused from earlier searches" if c.reused else "")
+                       + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
         ("cost model", cost_model_text(search)),
         ("baseline", fmt_seconds(search.baseline_seconds)),
         ("best", f"{fmt_seconds(search.best_seconds)}  speedup {fmt_num(search.best_speedup, 'x')}"
@@ -152,7 +154,8 @@ class ProgressView:
             self.live.update(self._panel(event), refresh=True)
             return
         now = time.monotonic()
-        if event.kind in (EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS, EventKind.FINISHED):
+        if event.kind in (EventKind.STARTED, EventKind.BASELINE, EventKind.WARM_START, EventKind.REUSED,
+                          EventKind.NEW_BEST, EventKind.FINALISTS, EventKind.FINISHED):
             self.console.print(self._line(event), highlight=False)
             self._last_line = now
         elif now - self._last_line >= self.HEARTBEAT:
