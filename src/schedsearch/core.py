@@ -610,13 +610,15 @@ class ReuseScope(JsonRecord):
     exclude_search: int | None = None
 
     @staticmethod
-    def of(config: SearchConfig, machine_fingerprint: str, reference: str, exclude_search: int | None = None) -> ReuseScope:
+    def of(config: SearchConfig, machine_fingerprint: str, reference: str,
+           exclude_search: int | None = None) -> ReuseScope:
         """The scope of a search with ``config`` measuring on ``machine_fingerprint``."""
         return ReuseScope(machine_fingerprint, reference, config.bench.cc, tuple(config.bench.cflags),
                           config.expand.target, config.bench.rtol, exclude_search)
 
     def admits(self, search_id: int, config: SearchConfig, machine_fingerprint: str, reference: str | None) -> bool:
-        """Whether measurements of a search with these settings are in scope."""
+        """Whether the measurements of search ``search_id`` — its config, machine
+        fingerprint and unscheduled C's fingerprint given — are in scope."""
         return (
             search_id != self.exclude_search
             and machine_fingerprint == self.machine_fingerprint

@@ -94,7 +94,8 @@ def test_schedules_of_other_sizes_replay_and_those_that_no_longer_apply_are_skip
     assert (warm.duplicates, warm.left_out, warm.considered) == (0, 0, 3)
     lines = warm.summary()
     assert lines[0] == f"warm start: 3 schedules from search {sid}: 2 replay here, 1 no longer applies"
-    assert lines[1].startswith(f"  skipped candidate {skipped.past.candidate_id} of search {sid} (M=32,N=32,K=32): step 0")
+    assert lines[1].startswith(
+        f"  skipped candidate {skipped.past.candidate_id} of search {sid} (M=32,N=32,K=32): step 0")
     data = warm.to_json()
     assert [s["reason"] for s in data["skipped"]] == [skipped.reason]
     assert data["seeds"][0] == {"search_id": sid, "candidate_id": warm.sources[0].candidate_id,

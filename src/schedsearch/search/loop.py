@@ -86,8 +86,9 @@ def run_search(
     ``root`` is the unscheduled candidate; it is the baseline and the reference every
     candidate is verified against. Budgets (``config.max_seconds``, ``max_candidates``)
     count the search's total over all its runs; ``max_candidates`` counts the candidates
-    this search measured, the root included (not the measurements it reused). Setting ``stop`` ends the search promptly with status
-    ``interrupted``; everything already measured stays recorded.
+    this search measured, the root included (not the measurements it reused). Setting
+    ``stop`` ends the search promptly with status ``interrupted``; everything already
+    measured stays recorded.
 
     Raises ``SearchError`` (after marking the search ``failed``) when the root itself
     does not build, run or verify. Any other exception also marks the search failed (or
@@ -147,7 +148,7 @@ class _Run:
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
         self.seeds = tuple(seeds)
-        self.reuse_scope: ReuseScope | None = None  # set once the search id is known
+        self.reuse_scope: ReuseScope | None = None  # built on first use: it leaves this search out
         self.guide = (
             Guidance(cost_model, config.seed, prune=config.cost_model is CostModelMode.PRUNE, workload_key=workload.key)
             if cost_model is not None else None

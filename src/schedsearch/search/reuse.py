@@ -39,7 +39,9 @@ def reused_measurement(source: CandidateRecord) -> Measurement:
     )
 
 
-def split(candidates: Sequence[Candidate], found: dict[str, CandidateRecord]) -> tuple[list[Measurement], list[Candidate]]:
+def split(
+    candidates: Sequence[Candidate], found: dict[str, CandidateRecord]
+) -> tuple[list[Measurement], list[Candidate]]:
     """Reused measurements (in candidate order) and the candidates still to measure."""
     reused = [reused_measurement(found[c.fingerprint]) for c in candidates if c.fingerprint in found]
     return reused, [c for c in candidates if c.fingerprint not in found]
