@@ -859,7 +859,8 @@ class Store(Protocol):
         """The k fastest ``ok`` candidates of a search."""
 
     def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
-        """The k fastest ``ok`` candidates of a workload across all its searches."""
+        """The k fastest ``ok`` candidates of a workload across all its searches, one per C
+        fingerprint (its fastest record)."""
 
     def lineage(self, candidate_id: int) -> list[CandidateRecord]:
         """Root first, the candidate last."""

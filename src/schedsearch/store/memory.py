@@ -175,9 +175,16 @@ class InMemoryStore:
         return _fastest(self.candidates(search_id), k)
 
     def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
-        """The k fastest ``ok`` candidates across every search of the workload."""
+        """The k fastest ``ok`` candidates across every search of the workload, one per C
+        (the fastest record of each fingerprint)."""
         ids = {s.id for s in self.list_searches(workload_key)}
-        return _fastest((c for c in self._candidates.values() if c.search_id in ids), k)
+        seen: set[str] = set()
+        distinct = []
+        for c in _fastest((c for c in self._candidates.values() if c.search_id in ids), len(self._candidates)):
+            if c.fingerprint not in seen:
+                seen.add(c.fingerprint)
+                distinct.append(c)
+        return distinct[: max(k, 0)]
 
     def lineage(self, candidate_id: int) -> list[CandidateRecord]:
         """Root first, the candidate last."""

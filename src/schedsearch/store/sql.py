@@ -256,15 +256,30 @@ class SqlStore:
         return self._candidates(search_id, _fastest(k))
 
     def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
-        """The k fastest ``ok`` candidates across every search of the workload."""
+        """The k fastest ``ok`` candidates across every search of the workload, one per C
+        (the fastest record of each fingerprint: searches that reused a measurement hold
+        the same C with the same time)."""
         stmt = (
-            _fastest(k)
+            select(CandidateRow)
+            .where(CandidateRow.status == Status.OK.value, CandidateRow.time_median.is_not(None))
             .join(SearchRow, CandidateRow.search_id == SearchRow.id)
             .join(WorkloadRow, SearchRow.workload_id == WorkloadRow.id)
             .where(WorkloadRow.key == workload_key)
+            .order_by(CandidateRow.time_median, CandidateRow.id)
+            .execution_options(yield_per=256)
         )
+        out: list[CandidateRecord] = []
+        seen: set[str] = set()
+        if k <= 0:
+            return out
         with self._session() as s:
-            return [convert.candidate_record(r) for r in s.scalars(stmt)]
+            for row in s.scalars(stmt):
+                if row.fingerprint not in seen:
+                    seen.add(row.fingerprint)
+                    out.append(convert.candidate_record(row))
+                    if len(out) == k:
+                        break
+        return out
 
     def lineage(self, candidate_id: int) -> list[CandidateRecord]:
         """Root first, the candidate last."""

@@ -152,6 +152,14 @@ class ReuseContract:
         found = store.reusable_measurements(_fps(*tags), _scope())
         assert sorted(found) == sorted(_fps(*tags[1::2]))
 
+    def test_best_for_workload_lists_each_c_once(self, store: Any) -> None:
+        first = _search(store, {"a": (0.5, Status.OK), "b": (0.25, Status.OK)})
+        second = _search(store, {"a": (0.5, Status.OK), "c": (0.75, Status.OK)})  # a again, the same time
+        best = store.best_for_workload(make_workload().key, k=4)
+        assert [(r.search_id, r.seconds) for r in best] == [(first, 0.25), (first, 0.5), (second, 0.75), (first, 1.0)]
+        assert len(store.best_for_workload(make_workload().key, k=2)) == 2
+        assert store.best_for_workload(make_workload().key, k=0) == []
+
     # ---------------------------------------------------------------- warm starts
 
     def test_past_schedules_of_the_same_source_any_size(self, store: Any) -> None:
