@@ -161,6 +161,14 @@ class Status(StrEnum):
         """True for every final status except ``ok``."""
         return self not in (Status.OK, Status.PENDING)
 
+    @property
+    def reusable(self) -> bool:
+        """Whether a measurement with this status stands for another one of the same C
+        built the same way (``ReuseScope``): ``ok``, and the verdicts the same C and flags
+        always earn again, ``build_error`` and ``wrong_result``. A timeout or a crash at run
+        time can come from the machine's load, and ``illegal`` is no measurement at all."""
+        return self in (Status.OK, Status.BUILD_ERROR, Status.WRONG_RESULT)
+
 
 class StrategyKind(StrEnum):
     BEST_FIRST = "best-first"
@@ -248,6 +256,8 @@ class EventKind(StrEnum):
     FINISHED = "finished"
     TICK = "tick"  # nothing happened, but time passed: observers redraw at least once a second
     STOPPING = "stopping"  # a stop was asked for (Ctrl-C, SIGTERM); work in flight is cancelled
+    REUSED = "reused"  # measurements of the same C taken from earlier searches instead of measuring
+    WARM_START = "warm_start"  # schedules from earlier searches recorded to be evaluated first
 
 
 #: The most of a time budget a search keeps back for re-measuring its finalists: it stops
@@ -549,6 +559,9 @@ class Measurement(JsonRecord):
     max_error: float | None = None  # largest deviation from the reference output
     machine: MachineInfo | None = None
     measured_at: float | None = None  # seconds of the search's own elapsed time; set by the driver
+    # Set when this is an earlier search's measurement of the same C (``ReuseScope``), not a new one:
+    reused_search_id: int | None = None
+    reused_candidate_id: int | None = None
 
     @property
     def seconds(self) -> float | None:
@@ -600,6 +613,45 @@ class SearchConfig(JsonRecord):
     cost_model: CostModelMode = CostModelMode.RANK
     bench: BenchConfig = field(default_factory=BenchConfig)
     expand: ExpandOptions = field(default_factory=ExpandOptions)
+    remeasure: bool = False  # measure every candidate, even C measured the same way by an earlier search
+    warm_start: bool = True  # a new search first evaluates the best schedules of earlier searches of its proc
+
+
+@dataclass(frozen=True, slots=True)
+class ReuseScope(JsonRecord):
+    """When an earlier search's measurement of a candidate's C stands for measuring it again.
+
+    Same C (the candidate fingerprint), same machine fingerprint (CPU, compiler version,
+    flags, Exo), same compiler command, flags and target, same float tolerance, and the same
+    reference: the earlier search verified against the same unscheduled C. Only original
+    measurements are reused (never a reuse of a reuse), with a ``Status.reusable`` status,
+    and never from ``exclude_search`` (the search asking).
+    """
+
+    machine_fingerprint: str
+    reference: str  # fingerprint of the unscheduled candidate results are verified against
+    cc: str
+    cflags: tuple[str, ...]
+    target: str
+    rtol: float
+    exclude_search: int | None = None
+
+    @staticmethod
+    def of(config: SearchConfig, machine_fingerprint: str, reference: str,
+           exclude_search: int | None = None) -> ReuseScope:
+        """The scope of a search with ``config`` measuring on ``machine_fingerprint``."""
+        return ReuseScope(machine_fingerprint, reference, config.bench.cc, tuple(config.bench.cflags),
+                          config.expand.target, config.bench.rtol, exclude_search)
+
+    def admits(self, search_id: int, config: SearchConfig, machine_fingerprint: str, reference: str | None) -> bool:
+        """Whether the measurements of search ``search_id`` — its config, machine
+        fingerprint and unscheduled C's fingerprint given — are in scope."""
+        return (
+            search_id != self.exclude_search
+            and machine_fingerprint == self.machine_fingerprint
+            and reference == self.reference
+            and ReuseScope.of(config, machine_fingerprint, self.reference, self.exclude_search) == self
+        )
 
 
 # --------------------------------------------------------------------------- store records
@@ -614,9 +666,16 @@ class Counters(JsonRecord):
     ok: int = 0
     failed: int = 0
     pruned: int = 0  # new children not measured: predicted slow while the budget was short
+    reused: int = 0  # of the evaluated: measurements taken from earlier searches (ReuseScope)
+    warm_started: int = 0  # candidates seeded from earlier searches' schedules, replayed here
 
     def plus(self, **delta: int) -> Counters:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})
+
+    @property
+    def measured(self) -> int:
+        """Evaluated candidates measured by this search (not reused): what ``max_candidates`` counts."""
+        return self.evaluated - self.reused
 
 
 @dataclass(frozen=True, slots=True)
@@ -645,10 +704,26 @@ class CandidateRecord(JsonRecord):
     measured_unix: float | None = None  # unix time of the last recorded measurement
     features: FeatureVector | None = None
     predicted: float | None = None  # the cost model's log(time / root time) before measuring
+    reused_search_id: int | None = None  # the measurement is this search's ...
+    reused_candidate_id: int | None = None  # ... measurement of this candidate (same C)
 
     @property
     def seconds(self) -> float | None:
         return self.timing.median if self.timing is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class PastSchedule(JsonRecord):
+    """A fast schedule an earlier search recorded: a warm start's seed before it is replayed."""
+
+    search_id: int
+    candidate_id: int
+    workload_key: str
+    sizes: tuple[tuple[str, int], ...]
+    target: str
+    schedule: Schedule
+    seconds: float
+    speedup: float | None = None  # against that search's own baseline
 
 
 @dataclass(frozen=True, slots=True)
@@ -856,7 +931,8 @@ class Store(Protocol):
         """The k fastest ``ok`` candidates of a search."""
 
     def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
-        """The k fastest ``ok`` candidates of a workload across all its searches."""
+        """The k fastest ``ok`` candidates of a workload across all its searches, one per C
+        fingerprint (its fastest record)."""
 
     def lineage(self, candidate_id: int) -> list[CandidateRecord]:
         """Root first, the candidate last."""
@@ -869,5 +945,15 @@ class Store(Protocol):
     def training_samples(self, machine_fingerprint: str, feature_version: str, limit: int = 20000) -> list[TrainingSample]:
         """The latest ``ok`` measurements with features of this version, from every search
         measured on this machine fingerprint (any workload), oldest first."""
+
+    def reusable_measurements(self, fingerprints: Collection[str], scope: ReuseScope) -> dict[str, CandidateRecord]:
+        """For each fingerprint that has one, the latest original measurement in ``scope``
+        (its ``search_id`` and ``id`` name the source)."""
+
+    def past_schedules(self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3,
+                       searches: int = 8) -> list[PastSchedule]:
+        """The ``per_search`` fastest ``ok`` scheduled candidates (the root left out) of each of
+        the latest ``searches`` searches of this proc's source, any sizes, that have one
+        (only searches of ``target`` when given): newest search first, fastest first."""
 
     def close(self) -> None: ...

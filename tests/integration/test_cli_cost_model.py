@@ -35,7 +35,9 @@ def test_cost_model_through_the_cli(tmp_path: Path) -> None:
     assert len(samples) == 20 and all(len(s.features.values) == len(FEATURE_NAMES) for s in samples)
     assert LearnedCostModel(samples, background=False).predict([s.features for s in samples[:3]]) != []
 
-    second = run_cli(*base, "--cost-model", "prune", "--max-candidates", "12", cwd=tmp_path)
+    # Measured anew (no reuse, no warm start): the model's predictions meet fresh measurements.
+    second = run_cli(*base, "--cost-model", "prune", "--max-candidates", "12", "--remeasure", "--no-warm-start",
+                     cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     out2 = json.loads(second.stdout)
     sid = str(out2["search_id"])

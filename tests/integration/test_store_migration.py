@@ -1,5 +1,6 @@
-"""Opening a schema version 1 database (tests/data/db/schema_v1.db, a small simulated search
-written by the first schedsearch schema) upgrades it in place, after a backup."""
+"""Opening an older database upgrades it in place, after a backup: schema version 1
+(tests/data/db/schema_v1.db, a small simulated search written by the first schedsearch
+schema) and version 3 (schema_v3.db: the same database as the version 3 schedsearch left it)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from schedsearch.core import Status
+from schedsearch.core import Measurement, ReuseScope, Status
 from schedsearch.store import SCHEMA_VERSION, SqlStore
 from schedsearch.testing.fakes import FakeExecutor, fake_root, fake_workload
 
 V1 = Path(__file__).resolve().parents[1] / "data" / "db" / "schema_v1.db"
+V3 = V1.with_name("schema_v3.db")
 
 
 def _version(path: Path) -> int:
@@ -49,6 +51,7 @@ def test_a_version_1_database_opens_upgraded_with_a_backup(old_db: Path) -> None
             assert r.measured_at == pytest.approx(r.measured_unix - search.started_at)
             assert 0 <= r.measured_at < 600
             assert r.features is None and r.predicted is None
+            assert r.reused_search_id is None and r.reused_candidate_id is None
         assert store.progress(1)[-1].elapsed == pytest.approx(
             store.get_candidate(store.progress(1)[-1].candidate_id).measured_at)
         # It takes new searches with the new columns.
@@ -65,8 +68,56 @@ def test_a_version_1_database_opens_upgraded_with_a_backup(old_db: Path) -> None
     assert not old_db.with_name("old.db.v2.bak").exists()
 
 
-def test_the_fixture_itself_is_never_changed() -> None:
-    assert _version(V1) == 1
+def test_the_fixtures_themselves_are_never_changed() -> None:
+    assert (_version(V1), _version(V3)) == (1, 3)
+
+
+def _indexes(path: Path) -> set[str]:
+    with sqlite3.connect(path) as raw:
+        return {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+def test_a_version_3_database_opens_upgraded_with_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    shutil.copyfile(V3, path)
+    before = _dump(path)
+    assert "ix_candidates_fingerprint" not in _indexes(path)
+    store = SqlStore(f"sqlite:///{path}", create=False)
+    try:
+        search = store.get_search(1)
+        records = store.candidates(1)
+        assert len(records) == 16 and all(r.reused_candidate_id is None for r in records)
+        # Its measurements are original ones, reusable by a new search measuring the same way.
+        root = next(r for r in records if r.parent_id is None)
+        scope = ReuseScope.of(search.config, search.machine.fingerprint, root.fingerprint)
+        found = store.reusable_measurements([r.fingerprint for r in records], scope)
+        assert sorted(r.id for r in found.values()) == sorted(
+            r.id for r in records if r.status in (Status.OK, Status.WRONG_RESULT))
+        # A new search records where a reused measurement came from.
+        sid = store.create_search(search.workload, search.config, search.machine)
+        new_root = fake_root()
+        store.add_candidate(sid, new_root)
+        source = found[root.fingerprint]
+        m = Measurement(new_root.fingerprint, Status.OK, source.timing, reused_search_id=1,
+                        reused_candidate_id=source.id)
+        rec = store.record_measurement(sid, m, None, None)
+        assert (rec.reused_search_id, rec.reused_candidate_id) == (1, source.id)
+    finally:
+        store.close()
+    assert _version(path) == SCHEMA_VERSION == 4
+    assert "ix_candidates_fingerprint" in _indexes(path)
+    backup = path.with_name("v3.db.v3.bak")
+    assert _dump(backup) == before and _version(backup) == 3
+    # The upgraded tables are the ones a new database gets.
+    fresh = tmp_path / "fresh.db"
+    SqlStore(f"sqlite:///{fresh}").close()
+    assert _columns(path) == _columns(fresh) and _indexes(path) == _indexes(fresh)
+
+
+def _columns(path: Path) -> dict[str, set[str]]:
+    with sqlite3.connect(path) as raw:
+        tables = [row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: {row[1] for row in raw.execute(f"PRAGMA table_info({t})")} for t in tables}
 
 
 def test_a_read_command_upgrades_an_old_database_it_may_write(old_db: Path) -> None:

@@ -55,6 +55,9 @@ def _record_json(r: CandidateRecord, parent: CandidateRecord | None, best: Decla
         "error": r.error,
         "declared_best": best_json(best) if best is not None and best.record.id == r.id else None,
         "schedule": steps_json(r),
+        # an earlier search's measurement of the same C, taken instead of measuring (None: measured here)
+        "reused_from": None if r.reused_candidate_id is None else {
+            "search_id": r.reused_search_id, "candidate_id": r.reused_candidate_id},
     }
 
 

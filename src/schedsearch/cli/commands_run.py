@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
 
@@ -43,6 +43,9 @@ from schedsearch.core import (
 from schedsearch.errors import ClusterError, InfrastructureError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, ending, load_declared_best
 
+if TYPE_CHECKING:
+    from schedsearch.warm_start import WarmStart
+
 DEFAULT_BUDGET = 120.0
 DEFAULT_WORKERS = 2
 EXIT_INTERRUPTED = 130
@@ -51,7 +54,8 @@ EXIT_INTERRUPTED = 130
 def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: float | None,
                 max_candidates: int | None, workers: int | None, address: str | None, db: str | None,
                 as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
-                cflags: str | None, parallel: bool, target: str, cost_model: str = "rank") -> None:
+                cflags: str | None, parallel: bool, target: str, cost_model: str = "rank",
+                remeasure: bool = False, warm_start: bool = True) -> None:
     """Load the workload, check the compiler, open the store, search, report."""
     from schedsearch.evaluate import check_memory, check_toolchain, default_cache_dir, private_cache_dir
     from schedsearch.transforms import load_workload, root_candidate
@@ -72,6 +76,8 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
         cost_model=CostModelMode(cost_model),
         bench=bench,
         expand=expand_options(parallel, target),
+        remeasure=remeasure,
+        warm_start=warm_start,
     )
     store = open_db(db, create=True)
     try:
@@ -81,8 +87,10 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
 
 
 def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
-                   address: str | None, db: str | None, as_json: bool, trust_db_source: bool = False) -> None:
-    """Continue a search from the store: same workload (stored source), same settings.
+                   address: str | None, db: str | None, as_json: bool, trust_db_source: bool = False,
+                   remeasure: bool = False) -> None:
+    """Continue a search from the store: same workload (stored source), same settings
+    (``remeasure`` turns measurement reuse off for this run).
 
     The stored source runs only when it matches its recorded sha256 and the file it came
     from is still here with the same content, or with ``trust_db_source``.
@@ -95,6 +103,8 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
     try:
         search = store.get_search(search_id)
         config = _resumed_config(search, budget, max_candidates, workers)
+        if remeasure:
+            config = dataclasses.replace(config, remeasure=True)
         if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
             fail(f"search {search_id} already completed; add --budget SECONDS (or --max-candidates N) to search further",
                  EXIT_USAGE)
@@ -115,7 +125,7 @@ def _resumed_config(search: SearchRecord, budget: float | None, max_candidates: 
         max_seconds = search.elapsed_seconds + budget
     limit = old.max_candidates
     if max_candidates is not None:
-        limit = search.counters.evaluated + max_candidates
+        limit = search.counters.measured + max_candidates
     return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
                                workers=old.workers if workers is None else workers)
 
@@ -142,6 +152,13 @@ def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Sto
 
     console = stderr_console()
     stop = threading.Event()
+    warm = None
+    if search_id is None and config.warm_start:
+        from schedsearch.warm_start import warm_start
+
+        warm = warm_start(store, workload, root, config.expand)
+        for line in warm.summary():
+            console.print(line, highlight=False, markup=False)
     executor = make_executor(config.workers, address, config.bench, config.expand)
     model = None
     try:
@@ -149,7 +166,8 @@ def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Sto
         with _stop_on_signals(stop), ProgressView(console, config.max_seconds, workload.label,
                                                   config.max_candidates) as view:
             outcome = run_search(workload, root, make_strategy(config), executor, store, config, view,
-                                 search_id=search_id, stop=stop, cost_model=model)
+                                 search_id=search_id, stop=stop, cost_model=model,
+                                 seeds=warm.seeds if warm is not None else ())
     except (InfrastructureError, StoreError, ClusterError) as e:
         # The machine, not a candidate, stopped the search: say how to continue it.
         if e.search_id is None:
@@ -164,7 +182,7 @@ def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Sto
     best = load_declared_best(store, search)
     lineage = store.lineage(best.record.id) if best is not None else []
     if as_json:
-        print_json(run_json(search, best, db))
+        print_json(run_json(search, best, db, warm))
     for line in report_lines(search, best, lineage, db):
         console.print(line, highlight=False)
     if search.status is SearchStatus.INTERRUPTED:
@@ -187,7 +205,7 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
     lines = [
         f"\n[bold]{status_text(search)}[/bold] — {search.workload.label} in {search.elapsed_seconds:.1f} s: "
         f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed), {c.generated} generated, "
-        f"{c.duplicates} duplicate, {c.illegal} illegal",
+        f"{c.duplicates} duplicate, {c.illegal} illegal{_reuse_text(c.reused, c.warm_started)}",
         f"baseline (unscheduled): {fmt_seconds(search.baseline_seconds)}"
         f"{_gflops_text(search.workload, search.baseline_seconds)}",
     ]
@@ -205,6 +223,13 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
         lines.append(f"[yellow]interrupted[/yellow] — everything measured is kept. Resume with:\n"
                      f"  schedsearch resume {search.id}{where}")
     return lines
+
+
+def _reuse_text(reused: int, warm_started: int) -> str:
+    parts = [f"{reused} measurement{'s' if reused != 1 else ''} reused"] if reused else []
+    if warm_started:
+        parts.append(f"{warm_started} warm-started")
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def _gflops_text(workload: Workload, seconds: float | None) -> str:
@@ -259,11 +284,13 @@ def best_json(best: DeclaredBest | None) -> dict[str, Any] | None:
     }
 
 
-def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None) -> dict[str, Any]:
-    """The one JSON object ``run --json`` / ``resume --json`` print."""
+def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None,
+             warm: WarmStart | None = None) -> dict[str, Any]:
+    """The one JSON object ``run --json`` / ``resume --json`` print (``warm_start``: what a
+    new search's warm start replayed and skipped, when it had one)."""
     c = search.counters
     w = search.workload
-    return {
+    data = {
         "search_id": search.id,
         "db": db_label(db),
         "file": w.path,
@@ -273,7 +300,8 @@ def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None) ->
         "failure": search.failure,
         "elapsed_seconds": round(search.elapsed_seconds, 3),
         "candidates": {"generated": c.generated, "duplicates": c.duplicates, "illegal": c.illegal,
-                       "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed, "pruned": c.pruned},
+                       "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed, "pruned": c.pruned,
+                       "reused": c.reused, "warm_started": c.warm_started},
         "cost_model": cost_model_json(search),
         "ended": ending(search).value,
         "baseline": {"seconds": search.baseline_seconds, "gflops": gflops(w, search.baseline_seconds)},
@@ -281,3 +309,6 @@ def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None) ->
         "machine": search.machine.to_json(),
         "target": search.config.expand.target,
     }
+    if warm is not None:
+        data["warm_start"] = warm.to_json()
+    return data

@@ -55,11 +55,15 @@ def search_options(fn: Any) -> Any:
                      help="Wall-time budget in seconds, at most 30 days [run default: 120; resume: as many more "
                           "seconds]."),
         click.option("--max-candidates", type=click.IntRange(min=1), default=None, metavar="N",
-                     help="Stop after N evaluated candidates."),
+                     help="Stop after measuring N candidates (measurements reused from earlier searches do not "
+                          "count)."),
         click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
                      help="Ray workers (0: no Ray, everything in this process) [default: 2]."),
         click.option("--address", default=None, metavar="ADDR",
                      help="Use an existing Ray cluster (host:port) instead of starting a local one."),
+        click.option("--remeasure", is_flag=True,
+                     help="Measure every candidate, even C an earlier search measured on this machine with the "
+                          "same compiler, flags and target (by default that measurement is reused)."),
         db_option,
         json_option,
     ]
@@ -103,6 +107,9 @@ def cli() -> None:
                    "expand; prune = rank, and when the budget is short - a round's new children would take "
                    "more than the seconds left at this search's pace so far (elapsed / evaluated), or "
                    "outnumber the --max-candidates left - skip the predicted-slower half of them.")
+@click.option("--warm-start/--no-warm-start", default=True, show_default=True,
+              help="First evaluate the best schedules earlier searches found for this proc (any sizes, same "
+                   "target), replayed on these sizes; those that no longer apply are skipped.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)

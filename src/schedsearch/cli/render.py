@@ -86,7 +86,9 @@ def search_summary(search: SearchRecord, db: str) -> Table:
         ("elapsed", f"{search.elapsed_seconds:.1f} s"),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
                        f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
-                       + (f", {c.pruned} pruned" if c.pruned else "")),
+                       + (f", {c.pruned} pruned" if c.pruned else "")
+                       + (f"; {c.reused} reused from earlier searches" if c.reused else "")
+                       + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
         ("cost model", cost_model_text(search)),
         ("baseline", fmt_seconds(search.baseline_seconds)),
         ("best", f"{fmt_seconds(search.best_seconds)}  speedup {fmt_num(search.best_speedup, 'x')}"
@@ -128,8 +130,8 @@ class ProgressView:
 
     HEARTBEAT = 15.0  # seconds between plain progress lines when not on a terminal
     #: Plain lines are printed for these at once; other events only as a heartbeat.
-    ANNOUNCED = (EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS,
-                 EventKind.STOPPING, EventKind.FINISHED)
+    ANNOUNCED = (EventKind.STARTED, EventKind.BASELINE, EventKind.WARM_START, EventKind.REUSED, EventKind.NEW_BEST,
+                 EventKind.FINALISTS, EventKind.STOPPING, EventKind.FINISHED)
 
     def __init__(self, console: Console, budget: float | None, label: str, max_candidates: int | None = None,
                  prior_elapsed: float = 0.0) -> None:

@@ -44,13 +44,16 @@ def tree_header(search: SearchRecord, records: Sequence[CandidateRecord], shown:
     """What the tree holds, with counts that add up: every rewrite tried is a duplicate,
     illegal, or a new candidate; every candidate is ok, failed or not yet measured."""
     c = search.counters
-    new = len(records) - sum(r.parent_id is None for r in records)
+    new = len(records) - sum(r.parent_id is None for r in records) - c.warm_started
     ok = sum(r.status is Status.OK for r in records)
     pending = sum(r.status is Status.PENDING for r in records)
     failed = len(records) - ok - pending
-    head = (f"search {search.id}: {len(records)} candidates (the unscheduled proc and {new} new of "
+    seeds = f", {c.warm_started} warm-started from earlier searches" if c.warm_started else ""
+    head = (f"search {search.id}: {len(records)} candidates (the unscheduled proc{seeds} and {new} new of "
             f"{c.generated} rewrites tried; {c.duplicates} duplicate, {c.illegal} illegal): "
             f"{ok} ok, {failed} failed, {pending} not measured")
+    if c.reused:
+        head += f"; {c.reused} measurements reused from earlier searches"
     if shown < len(records):
         head += f"; showing {shown}"
     return head
@@ -112,6 +115,8 @@ def search_tree(search: SearchRecord, records: Sequence[CandidateRecord], *, max
             # before the step, so a narrow terminal keeps it; its reported numbers are in the header
             t.append("best: ", style="bold yellow")
         t.append(step_text(r), style="bold" if r.id == best_id else "")
+        if r.reused_candidate_id is not None:
+            t.append(f"  (measured by search {r.reused_search_id}, #{r.reused_candidate_id})", style="dim")
         return t
 
     shown = 0

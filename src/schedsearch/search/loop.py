@@ -31,6 +31,14 @@ predicted speed (``ranking.measuring_order``, seeded exploration included) and, 
 Each prediction is stored with its child before it is measured; the rank correlation of
 the latest predictions with their measurements is recorded with the search. The model
 learns every ``ok`` measurement as it arrives and retrains without blocking this loop.
+
+Knowledge from earlier searches: candidates whose C an earlier search measured the same
+way take that measurement instead of being measured (``_reuse``; ``search.reuse`` says
+when), and a new search's ``seeds`` — schedules earlier searches found, replayed on this
+workload by the caller — are recorded as children of the root (depth: their length) and
+evaluated right after the baseline, before anything is expanded (``_seed``). Reused
+measurements do not count against ``max_candidates``, which counts what this search
+measures (``Counters.measured``).
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from schedsearch.core import (
@@ -59,6 +67,7 @@ from schedsearch.core import (
     JobResult,
     Measurement,
     Phase,
+    ReuseScope,
     SearchConfig,
     SearchEvent,
     SearchStatus,
@@ -71,6 +80,7 @@ from schedsearch.errors import SchedsearchError, SearchError
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.outcome import SearchOutcome
+from schedsearch.search.reuse import origin_text, reuse_message, split
 
 #: How many of the fastest candidates events carry in ``top``.
 TOP_N = 5
@@ -95,14 +105,16 @@ def run_search(
     stop: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
     cost_model: CostModel | None = None,
+    seeds: Sequence[Candidate] = (),
 ) -> SearchOutcome:
     """Run (or, with ``search_id``, resume) a search and return how it ended.
 
     ``root`` is the unscheduled candidate; it is the baseline and the reference every
     candidate is verified against. Budgets (``config.max_seconds``, ``max_candidates``)
-    count the search's total over all its runs; ``max_candidates`` counts evaluated
-    candidates including the root. Setting ``stop`` ends the search promptly with status
-    ``interrupted``; everything already measured stays recorded.
+    count the search's total over all its runs; ``max_candidates`` counts the candidates
+    this search measured, the root included (not the measurements it reused). Setting
+    ``stop`` ends the search promptly with status ``interrupted``; everything already
+    measured stays recorded.
 
     Raises ``SearchError`` (after marking the search ``failed``) when the root itself
     does not build, run or verify. Any other exception also marks the search failed (or
@@ -113,11 +125,16 @@ def run_search(
 
     ``cost_model`` is used as ``config.cost_model`` says (not at all when that is ``off``);
     the caller owns it (and closes it).
+
+    ``seeds`` (a warm start: earlier searches' schedules replayed on this workload) are
+    recorded as children of the root, each at the depth of its schedule's length, and
+    evaluated right after the baseline; those whose C is the root's or an earlier seed's
+    are dropped. They are used only when a search starts (not on resume).
     """
     if config.cost_model is CostModelMode.OFF:
         cost_model = None
     run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock,
-               cost_model)
+               cost_model, seeds)
     return run.execute(search_id)
 
 
@@ -129,7 +146,7 @@ class _Stopped(Exception):
 class _Round:
     """One round of the pipeline: its parents' expansions, then its children's measurements."""
 
-    number: int
+    number: int  # 0: a warm start's seeds, or what the last run left pending
     parents: list[CandidateRecord]
     expanding: dict[int, CandidateRecord] = field(default_factory=dict)  # job id -> parent
     expansions: dict[str, Expansion] = field(default_factory=dict)  # parent fingerprint -> expansion
@@ -162,6 +179,7 @@ class _Run:
         stop: threading.Event,
         clock: Callable[[], float],
         cost_model: CostModel | None = None,
+        seeds: Sequence[Candidate] = (),
     ) -> None:
         self.workload, self.root, self.strategy = workload, root, strategy
         self.executor, self.store, self.config = executor, store, config
@@ -175,6 +193,8 @@ class _Run:
         self.root_record: CandidateRecord | None = None
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
+        self.seeds = tuple(seeds)
+        self.reuse_scope: ReuseScope | None = None  # built on first use: it leaves this search out
         self.guide = (
             Guidance(cost_model, config.seed, prune=config.cost_model is CostModelMode.PRUNE, workload_key=workload.key)
             if cost_model is not None else None
@@ -269,8 +289,8 @@ class _Run:
         if self.phase is Phase.BASELINE:
             parts.append("timing the unscheduled proc")
         if cur is not None and cur.total:
-            parts.append(f"measuring {cur.done}/{cur.total} of round {cur.number} ({len(cur.measuring)} in flight)"
-                         if cur.number else f"measuring {cur.done}/{cur.total} left pending by the last run")
+            what = f"round {cur.number}" if cur.number else "the warm start and what was left pending"
+            parts.append(f"measuring {cur.done}/{cur.total} of {what} ({len(cur.measuring)} in flight)")
         if nxt is not None and not nxt.expanded():
             ids = ", ".join(f"#{p.id}" for p in nxt.expanding.values())
             parts.append(f"expanding {ids} for round {nxt.number}")
@@ -309,6 +329,7 @@ class _Run:
         self.seen.add(self.root.fingerprint)
         self._emit(EventKind.STARTED, message=f"search {self.sid} of {self.workload.label}")
         self._baseline()
+        self._seed()
 
     def _resume(self) -> None:
         assert self.sid is not None
@@ -349,7 +370,7 @@ class _Run:
         if pending:
             # Round 0: what the last run left pending, measured before anything new.
             children = [self._candidate(r) for r in pending]
-            self.current = _Round(0, [], queue=deque(children), total=len(children))
+            self.current = self._reuse_in(_Round(0, [], queue=deque(children), total=len(children)))
 
     def _baseline(self) -> None:
         """Evaluate the root against itself; its median is the baseline."""
@@ -372,6 +393,50 @@ class _Run:
         self.store.update_search(self.sid, baseline_seconds=self.baseline)
         self._emit(EventKind.BASELINE, record, message=f"baseline {m.seconds:.3g} s")
 
+    # ------------------------------------------------------------------ earlier searches
+
+    def _seed(self) -> None:
+        """Record the warm-start seeds as children of the root, to be measured first."""
+        assert self.sid is not None
+        fresh: list[Candidate] = []
+        for seed in self.seeds:
+            if seed.fingerprint in self.seen:
+                continue
+            self.seen.add(seed.fingerprint)
+            seed = dataclasses.replace(seed, parent=self.root.fingerprint, depth=len(seed.schedule))
+            record = self.store.add_candidate(self.sid, seed)
+            self.fp_of[record.id] = seed.fingerprint
+            fresh.append(seed)
+        if not fresh:
+            return
+        self.counters = self.counters.plus(warm_started=len(fresh))
+        noun = "schedule" if len(fresh) == 1 else "schedules"
+        self._emit(EventKind.WARM_START, message=f"{len(fresh)} {noun} from earlier searches, evaluated first")
+        self.current = self._reuse_in(_Round(0, [], queue=deque(fresh), total=len(fresh)))
+
+    def _reuse(self, candidates: Sequence[Candidate]) -> tuple[list[Measurement], list[Candidate]]:
+        """Earlier searches' measurements of the same C (``search.reuse``), and the
+        candidates still to measure. Nothing is reused with ``config.remeasure``."""
+        assert self.sid is not None
+        if self.config.remeasure or not candidates:
+            return [], list(candidates)
+        if self.reuse_scope is None:
+            self.reuse_scope = ReuseScope.of(self.config, self.executor.machine().fingerprint, self.root.fingerprint,
+                                             exclude_search=self.sid)
+        found = self.store.reusable_measurements([c.fingerprint for c in candidates], self.reuse_scope)
+        reused, rest = split(candidates, found)
+        if reused:
+            self._emit(EventKind.REUSED, message=reuse_message(reused))
+        return reused, rest
+
+    def _reuse_in(self, rnd: _Round) -> _Round:
+        """Record what earlier searches measured of the round's children; queue the rest."""
+        reused, rest = self._reuse(list(rnd.queue))
+        rnd.queue = deque(rest)
+        for m in reused:
+            self._measured(rnd, m)
+        return rnd
+
     # ------------------------------------------------------------------ the pipeline
 
     def _finalist_reserve(self) -> float:
@@ -393,7 +458,7 @@ class _Run:
         if self.config.max_candidates is None:
             return None
         flying = len(self.current.measuring) if self.current is not None else 0
-        return self.config.max_candidates - self.counters.evaluated - flying
+        return self.config.max_candidates - self.counters.measured - flying
 
     def _search(self) -> SearchStatus:
         while True:
@@ -484,7 +549,7 @@ class _Run:
                 self.store.mark_expanded(self.sid, parent.id)
         rnd.queue = deque(ordered)
         rnd.total = len(ordered)
-        return rnd
+        return self._reuse_in(rnd)
 
     def _fill(self) -> None:
         """Submit the current round's next children, up to the in-flight cap and the budget."""
@@ -515,14 +580,18 @@ class _Run:
             return  # a job abandoned earlier
         del cur.measuring[job.id]
         for m in result.measurements:
-            cur.done += 1
-            self._record(m, announce=True)
-            parent_id = cur.parent_of.get(m.fingerprint)
-            if parent_id is not None:
-                cur.waiting[parent_id] -= 1
-                if cur.waiting[parent_id] == 0:
-                    assert self.sid is not None
-                    self.store.mark_expanded(self.sid, parent_id)
+            self._measured(cur, m)
+
+    def _measured(self, rnd: _Round, m: Measurement) -> None:
+        """Record one child's measurement; its parent is expanded once all its children are."""
+        rnd.done += 1
+        self._record(m, announce=True)
+        parent_id = rnd.parent_of.get(m.fingerprint)
+        if parent_id is not None:
+            rnd.waiting[parent_id] -= 1
+            if rnd.waiting[parent_id] == 0:
+                assert self.sid is not None
+                self.store.mark_expanded(self.sid, parent_id)
 
     def _measuring_order(self, children: list[Candidate]) -> tuple[list[Candidate], dict[str, float]]:
         """The children to measure, in order, and their predictions (by fingerprint).
@@ -532,7 +601,7 @@ class _Run:
         if self.guide is None:
             return children, {}
         c = self.config
-        elapsed, evaluated = self.elapsed(), self.counters.evaluated
+        elapsed, evaluated = self.elapsed(), self.counters.measured
         ordered, predicted, skipped = self.guide.order(
             children,
             seconds_left=c.max_seconds - elapsed if c.max_seconds is not None else None,
@@ -561,14 +630,15 @@ class _Run:
                 speedup = self.baseline / seconds
         record = self.store.record_measurement(self.sid, m, gflops, speedup)
         ok = record.status is Status.OK
-        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok))
+        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok),
+                                           reused=int(m.reused_candidate_id is not None))
         self.store.update_search(self.sid, counters=self.counters, elapsed_seconds=self.elapsed())
         self.strategy.tell(record)
         if self.guide is not None:
             self.guide.learn(record)
         improved = self._offer(record)
         if announce:
-            self._emit(EventKind.EVALUATED, record)
+            self._emit(EventKind.EVALUATED, record, message=origin_text(record))
             if improved:
                 self._emit(EventKind.NEW_BEST, record, message=f"candidate {record.id}, depth {record.depth}")
         return record

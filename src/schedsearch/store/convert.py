@@ -145,6 +145,8 @@ def _candidate_record(row: CandidateRow) -> CandidateRecord:
         measured_unix=row.measured_unix,
         features=features_record(row.features),
         predicted=row.predicted,
+        reused_search_id=row.reused_search_id,
+        reused_candidate_id=row.reused_candidate_id,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Collection
 from typing import Any, Self
 
 from schedsearch.core import (
@@ -16,7 +17,9 @@ from schedsearch.core import (
     Counters,
     MachineInfo,
     Measurement,
+    PastSchedule,
     ProgressPoint,
+    ReuseScope,
     SearchConfig,
     SearchRecord,
     SearchStatus,
@@ -116,6 +119,8 @@ class InMemoryStore:
             max_error=measurement.max_error,
             measured_at=measurement.measured_at,
             measured_unix=time.time(),
+            reused_search_id=measurement.reused_search_id,
+            reused_candidate_id=measurement.reused_candidate_id,
         )
         self._candidates[cid] = record
         return record
@@ -170,9 +175,16 @@ class InMemoryStore:
         return _fastest(self.candidates(search_id), k)
 
     def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
-        """The k fastest ``ok`` candidates across every search of the workload."""
+        """The k fastest ``ok`` candidates across every search of the workload, one per C
+        (the fastest record of each fingerprint)."""
         ids = {s.id for s in self.list_searches(workload_key)}
-        return _fastest((c for c in self._candidates.values() if c.search_id in ids), k)
+        seen: set[str] = set()
+        distinct = []
+        for c in _fastest((c for c in self._candidates.values() if c.search_id in ids), len(self._candidates)):
+            if c.fingerprint not in seen:
+                seen.add(c.fingerprint)
+                distinct.append(c)
+        return distinct[: max(k, 0)]
 
     def lineage(self, candidate_id: int) -> list[CandidateRecord]:
         """Root first, the candidate last."""
@@ -208,6 +220,40 @@ class InMemoryStore:
             if sample is not None:
                 samples.append(sample)
         return samples[-limit:] if limit > 0 else []
+
+    def reusable_measurements(self, fingerprints: Collection[str], scope: ReuseScope) -> dict[str, CandidateRecord]:
+        """For each fingerprint that has one, the latest original measurement in ``scope``
+        (see ``core.Store``)."""
+        wanted = set(fingerprints)
+        found: dict[str, CandidateRecord] = {}
+        for c in self._candidates.values():  # insertion order = id order: the latest wins
+            if c.fingerprint not in wanted or not rules.stands_for_a_measurement(c):
+                continue
+            search = self._searches[c.search_id]
+            roots = (r for r in self.candidates(search.id) if r.parent_id is None)
+            reference = next((r.fingerprint for r in roots), None)
+            if scope.admits(search.id, search.config, search.machine.fingerprint, reference):
+                found[c.fingerprint] = c
+        return found
+
+    def past_schedules(self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3,
+                       searches: int = 8) -> list[PastSchedule]:
+        """The fastest scheduled ``ok`` candidates of the latest searches of this proc's
+        source, any sizes (see ``core.Store``)."""
+        out: list[PastSchedule] = []
+        used = 0
+        for search in sorted(self._searches.values(), key=lambda r: r.id, reverse=True):
+            if used >= searches:
+                break
+            w = search.workload
+            if w.source_sha256 != source_sha256 or w.proc != proc:
+                continue
+            if target is not None and search.config.expand.target != target:
+                continue
+            fastest = _fastest((c for c in self.candidates(search.id) if c.parent_id is not None), per_search)
+            used += bool(fastest)
+            out.extend(rules.past_schedule(c, w.key, w.sizes, search.config.expand.target) for c in fastest)
+        return out
 
     def seen_fingerprints(self, search_id: int) -> set[str]:
         """Fingerprints of every candidate of the search (for dedup on resume)."""

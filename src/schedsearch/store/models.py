@@ -101,6 +101,7 @@ class CandidateRow(Base):
         Index("ix_candidates_rank", "search_id", "status", "time_median"),
         Index("ix_candidates_measured", "search_id", "measured_unix"),
         Index("ix_candidates_parent", "parent_id"),
+        Index("ix_candidates_fingerprint", "fingerprint"),  # schema version 4: reuse across searches
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -131,3 +132,7 @@ class CandidateRow(Base):
     measured_at: Mapped[float | None]  # seconds of the search's own elapsed time when measured
     features: Mapped[Any | None]  # FeatureVector.to_json()
     predicted: Mapped[float | None]  # the cost model's log(time / root time) before measuring
+    # Schema version 4: the measurement was taken from this earlier search's candidate (same C).
+    # No foreign keys: plain integers are all a column added by ALTER TABLE can portably be.
+    reused_search_id: Mapped[int | None]
+    reused_candidate_id: Mapped[int | None]

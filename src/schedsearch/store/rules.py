@@ -11,7 +11,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from schedsearch.core import Counters, FeatureVector, ModelAccuracy, ProgressPoint, SearchStatus, Status, TrainingSample
+from schedsearch.core import (
+    CandidateRecord,
+    Counters,
+    FeatureVector,
+    ModelAccuracy,
+    PastSchedule,
+    ProgressPoint,
+    SearchStatus,
+    Status,
+    TrainingSample,
+)
 from schedsearch.errors import StoreError
 
 #: Fields ``Store.update_search`` may set.
@@ -100,6 +110,32 @@ def training_sample(
     if features is None or features.version != version or not seconds or not baseline or seconds <= 0 or baseline <= 0:
         return None
     return TrainingSample(features, math.log(seconds / baseline), workload_key)
+
+
+def stands_for_a_measurement(record: CandidateRecord) -> bool:
+    """Whether a stored candidate's measurement may be reused: an original one (not itself
+    reused) with a reusable status, and a time when it is ``ok``."""
+    return (
+        record.status.reusable
+        and record.reused_candidate_id is None
+        and (record.status is not Status.OK or (record.seconds is not None and record.seconds > 0))
+    )
+
+
+def past_schedule(record: CandidateRecord, workload_key: str, sizes: tuple[tuple[str, int], ...],
+                  target: str) -> PastSchedule:
+    """A measured ``ok`` candidate as a warm-start seed."""
+    assert record.seconds is not None
+    return PastSchedule(
+        search_id=record.search_id,
+        candidate_id=record.id,
+        workload_key=workload_key,
+        sizes=sizes,
+        target=target,
+        schedule=record.schedule,
+        seconds=record.seconds,
+        speedup=record.speedup,
+    )
 
 
 # --------------------------------------------------------------------------- error sentences

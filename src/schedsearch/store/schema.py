@@ -21,6 +21,9 @@ revision machinery; a step that rebuilds tables would be the time to bring Alemb
   ``measured_at = measured_unix - started_at``, exact for searches never resumed).
   Searches get ``model_accuracy``.
 - 2 -> 3: searches get ``failure``, the one-line reason a search was marked failed.
+- 3 -> 4: candidates get ``reused_search_id`` and ``reused_candidate_id``, naming the earlier
+  measurement of the same C a candidate's was taken from (NULL: measured by its own
+  search, as every older row was), and an index on ``fingerprint`` to find those.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from schedsearch.errors import StoreError
 from schedsearch.store.models import Base, SchemaInfoRow
 
 #: Version of the tables this build reads and writes.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _v1_to_v2(conn: Connection) -> None:
@@ -59,8 +62,17 @@ def _v2_to_v3(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE searches ADD COLUMN failure TEXT NOT NULL DEFAULT ''"))
 
 
+def _v3_to_v4(conn: Connection) -> None:
+    for statement in (
+        "ALTER TABLE candidates ADD COLUMN reused_search_id INTEGER",
+        "ALTER TABLE candidates ADD COLUMN reused_candidate_id INTEGER",
+        "CREATE INDEX ix_candidates_fingerprint ON candidates (fingerprint)",
+    ):
+        conn.execute(text(statement))
+
+
 #: ``MIGRATIONS[v]`` upgrades a database of version ``v`` to ``v + 1``.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 #: Execution option read by the SQLite "begin" listener: how to BEGIN (e.g. "IMMEDIATE").
 SQLITE_BEGIN_OPTION = "schedsearch_sqlite_begin"

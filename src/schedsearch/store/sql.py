@@ -7,7 +7,7 @@ The search driver is the only writer and commits once per call, so a notebook or
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any, Self
 
@@ -22,7 +22,9 @@ from schedsearch.core import (
     Counters,
     MachineInfo,
     Measurement,
+    PastSchedule,
     ProgressPoint,
+    ReuseScope,
     SearchConfig,
     SearchRecord,
     SearchStatus,
@@ -35,6 +37,8 @@ from schedsearch.store import convert, engine, rules
 from schedsearch.store.models import CandidateRow, SearchRow, WorkloadRow
 
 _DIALECT_INSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+#: Fingerprints per ``IN (...)`` list: well under every backend's limit on bound parameters.
+_IN_CHUNK = 500
 
 
 class SqlStore:
@@ -184,6 +188,8 @@ class SqlStore:
             row.max_error = measurement.max_error
             row.measured_unix = time.time()
             row.measured_at = measurement.measured_at
+            row.reused_search_id = measurement.reused_search_id
+            row.reused_candidate_id = measurement.reused_candidate_id
             s.flush()
             return convert.candidate_record(row)
 
@@ -250,15 +256,30 @@ class SqlStore:
         return self._candidates(search_id, _fastest(k))
 
     def best_for_workload(self, workload_key: str, k: int = 10) -> list[CandidateRecord]:
-        """The k fastest ``ok`` candidates across every search of the workload."""
+        """The k fastest ``ok`` candidates across every search of the workload, one per C
+        (the fastest record of each fingerprint: searches that reused a measurement hold
+        the same C with the same time)."""
         stmt = (
-            _fastest(k)
+            select(CandidateRow)
+            .where(CandidateRow.status == Status.OK.value, CandidateRow.time_median.is_not(None))
             .join(SearchRow, CandidateRow.search_id == SearchRow.id)
             .join(WorkloadRow, SearchRow.workload_id == WorkloadRow.id)
             .where(WorkloadRow.key == workload_key)
+            .order_by(CandidateRow.time_median, CandidateRow.id)
+            .execution_options(yield_per=256)
         )
+        out: list[CandidateRecord] = []
+        seen: set[str] = set()
+        if k <= 0:
+            return out
         with self._session() as s:
-            return [convert.candidate_record(r) for r in s.scalars(stmt)]
+            for row in s.scalars(stmt):
+                if row.fingerprint not in seen:
+                    seen.add(row.fingerprint)
+                    out.append(convert.candidate_record(row))
+                    if len(out) == k:
+                        break
+        return out
 
     def lineage(self, candidate_id: int) -> list[CandidateRecord]:
         """Root first, the candidate last."""
@@ -326,6 +347,77 @@ class SqlStore:
             for r in reversed(rows)
         )
         return [x for x in samples if x is not None]
+
+    def reusable_measurements(self, fingerprints: Collection[str], scope: ReuseScope) -> dict[str, CandidateRecord]:
+        """For each fingerprint that has one, the latest original measurement in ``scope``
+        (see ``core.Store``): SQL narrows to the machine, status and fingerprints; the
+        search's settings and reference are compared as records (``ReuseScope.admits``)."""
+        wanted = sorted(set(fingerprints))
+        statuses = [st.value for st in Status if st.reusable]
+        found: dict[str, CandidateRecord] = {}
+        with self._session() as s:
+            rows: list[tuple[CandidateRow, Any]] = []
+            for start in range(0, len(wanted), _IN_CHUNK):
+                stmt = (
+                    select(CandidateRow, SearchRow.config)
+                    .join(SearchRow, CandidateRow.search_id == SearchRow.id)
+                    .where(
+                        CandidateRow.fingerprint.in_(wanted[start : start + _IN_CHUNK]),
+                        CandidateRow.status.in_(statuses),
+                        CandidateRow.reused_candidate_id.is_(None),
+                        SearchRow.machine_fingerprint == scope.machine_fingerprint,
+                    )
+                )
+                if scope.exclude_search is not None:
+                    stmt = stmt.where(CandidateRow.search_id != scope.exclude_search)
+                rows.extend((row, config) for row, config in s.execute(stmt))
+            search_ids = sorted({row.search_id for row, _ in rows})
+            references: dict[int, str] = {}
+            if search_ids:
+                roots = select(CandidateRow.search_id, CandidateRow.fingerprint).where(
+                    CandidateRow.search_id.in_(search_ids), CandidateRow.parent_id.is_(None)
+                )
+                references = {search_id: fp for search_id, fp in s.execute(roots)}
+            configs: dict[int, SearchConfig] = {}
+            for row, config in sorted(rows, key=lambda item: item[0].id):  # the latest wins
+                if row.search_id not in configs:
+                    configs[row.search_id] = SearchConfig.from_json(config)
+                if not scope.admits(row.search_id, configs[row.search_id], scope.machine_fingerprint,
+                                    references.get(row.search_id)):
+                    continue
+                record = convert.candidate_record(row)
+                if rules.stands_for_a_measurement(record):
+                    found[record.fingerprint] = record
+        return found
+
+    def past_schedules(self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3,
+                       searches: int = 8) -> list[PastSchedule]:
+        """The fastest scheduled ``ok`` candidates of the latest searches of this proc's
+        source, any sizes (see ``core.Store``)."""
+        stmt = (
+            select(SearchRow.id, SearchRow.config, WorkloadRow)
+            .join(WorkloadRow, SearchRow.workload_id == WorkloadRow.id)
+            .where(WorkloadRow.source_sha256 == source_sha256, WorkloadRow.proc == proc)
+            .order_by(SearchRow.id.desc())
+        )
+        out: list[PastSchedule] = []
+        used = 0
+        with self._session() as s:
+            for search_id, config, workload_row in s.execute(stmt).all():
+                if used >= searches:
+                    break
+                search_target = SearchConfig.from_json(config).expand.target
+                if target is not None and search_target != target:
+                    continue
+                fastest = s.scalars(
+                    _fastest(per_search).where(CandidateRow.search_id == search_id, CandidateRow.parent_id.is_not(None))
+                ).all()
+                if fastest:
+                    used += 1
+                workload = convert.workload_record(workload_row)
+                out.extend(rules.past_schedule(convert.candidate_record(r), workload.key, workload.sizes, search_target)
+                           for r in fastest)
+        return out
 
     def frontier(self, search_id: int) -> list[CandidateRecord]:
         """``ok`` candidates not yet expanded, in insertion order (for resume)."""

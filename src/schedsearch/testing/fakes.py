@@ -83,6 +83,13 @@ def fake_root(moves: int | None = None) -> Candidate:
     return _candidate(Schedule(), parent=None, depth=0, moves=moves)
 
 
+def fake_candidate(*moves: str, parent: Candidate | None = None) -> Candidate:
+    """The fake tree's candidate of the schedule ``moves`` (e.g. ``"m1", "m3"``), one step
+    per move; a child of ``parent`` when given (a warm-start seed has no parent yet)."""
+    schedule = Schedule(tuple(Rewrite.make(RewriteKind.SPLIT, m) for m in moves))
+    return _candidate(schedule, parent.fingerprint if parent else None, len(moves))
+
+
 def fake_features(schedule: Schedule, moves: int) -> FeatureVector:
     """How often each move m1..m{moves-1} occurs in the schedule, then its depth."""
     counts = [float(sum(s.target == f"m{i}" for s in schedule.steps)) for i in range(1, moves)]

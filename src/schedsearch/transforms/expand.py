@@ -17,6 +17,7 @@ from schedsearch.core import (
     Schedule,
     Workload,
 )
+from schedsearch.errors import ReplayError
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
 from schedsearch.transforms.features import CacheSizes, feature_vector, machine_caches
 from schedsearch.transforms.replay import EXO_ERRORS, replay, try_apply
@@ -83,6 +84,31 @@ class Expander:
             proc = replay(proc, steps[index : index + 1], first_index=index)
             self._remember(steps[: index + 1], proc)
         return proc
+
+    def candidate(self, schedule: Schedule, parent: Candidate | None = None) -> Candidate:
+        """``schedule`` replayed on this workload as a candidate (depth: its length), a child
+        of ``parent`` when given: how a schedule recorded for other sizes (a warm start)
+        becomes one of this search's candidates.
+
+        Raises ReplayError when a step does not apply, or when the scheduled proc's C
+        cannot be generated.
+        """
+        proc = self.proc_for(schedule)
+        try:
+            c_source = kernel_c(proc)
+        except EXO_ERRORS as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise ReplayError(f"the scheduled proc's C cannot be generated: {reason}", step=len(schedule) - 1,
+                              reason=reason) from None
+        return Candidate(
+            schedule=schedule,
+            c_source=c_source,
+            fingerprint=fingerprint(c_source),
+            proc_text=proc_text(proc),
+            parent=parent.fingerprint if parent is not None else None,
+            depth=len(schedule),
+            features=feature_vector(c_source, schedule, self.workload, self.caches),
+        )
 
     def expand(self, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
         """Children of ``parent`` whose C differs from the parent's and each other's.
