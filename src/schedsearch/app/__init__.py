@@ -30,6 +30,7 @@ from schedsearch.app.reading import (
     replay,
     schedule_file_of,
     search_tree,
+    step_lines,
 )
 from schedsearch.app.regress import CaseResult, RegressSetup, check_one, regress_setup
 from schedsearch.app.searching import (
@@ -83,5 +84,6 @@ __all__ = [
     "schedule_file_of",
     "search_tree",
     "start_search",
+    "step_lines",
     "stop_on_signals",
 ]

@@ -234,6 +234,13 @@ def search_tree(search_id: int, db: str | None) -> Any:
         store.close()
 
 
+def step_lines(schedule: Schedule) -> list[str]:
+    """A schedule's steps as readable lines (without the names they give new loops)."""
+    from schedsearch.transforms import describe_step
+
+    return [describe_step(s) for s in schedule.steps]
+
+
 def replay(spec: WorkloadFile | Workload, schedule: Schedule, spelling: Spelling = CLI) -> Any:
     """The workload's proc with ``schedule`` replayed on it (ReplayError names a step that
     does not apply)."""

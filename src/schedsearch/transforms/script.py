@@ -34,9 +34,9 @@ import types
 
 {imports}from exo.stdlib.scheduling import {ops}
 
-TARGET = {target!r}
+TARGET = {target!r}  # the instruction set the steps use: a CPU must have it
 CC = {cc!r}
-CFLAGS = {cflags!r}
+CFLAGS = {cflags!r}  # the flags the search built and measured it with
 WORKLOAD_SHA256 = {sha!r}
 WORKLOAD_SOURCE = {source}
 
