@@ -1,4 +1,5 @@
-"""The ``schedsearch`` command line: click commands wiring the packages together."""
+"""The ``schedsearch`` command line: click commands that parse options, call the use cases in
+``schedsearch.app`` and render what comes back."""
 
 from __future__ import annotations
 
