@@ -117,7 +117,7 @@ def tune(
     proc: str | None = None,
     budget: float | None = None,
     max_candidates: int | None = None,
-    db: str | None = None,
+    db: str | os.PathLike | None = None,
     workers: int = 0,
     address: str | None = None,
     target: str = "auto",
@@ -154,6 +154,7 @@ def tune(
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model)
     spec = _workload(proc_or_path, sizes, proc)
+    db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
         return _search(session, db, address, on_progress, progress)
 
@@ -163,7 +164,7 @@ def resume(
     *,
     budget: float | None = None,
     max_candidates: int | None = None,
-    db: str | None = None,
+    db: str | os.PathLike | None = None,
     workers: int | None = None,
     address: str | None = None,
     trust_db_source: bool = False,
@@ -178,13 +179,14 @@ def resume(
     file: pass ``trust_db_source=True`` for it).
     """
     _check_limits(budget, max_candidates, 0 if workers is None else workers)
+    db = _db(db)
     with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
                        trust_db_source=trust_db_source, spelling=PYTHON) as session:
         return _search(session, db, address, on_progress, progress)
 
 
-def apply(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *, db: str | None = None,
-          target: str | None = None, proc: str | None = None) -> Any:
+def apply(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *,
+          db: str | os.PathLike | None = None, target: str | None = None, proc: str | None = None) -> Any:
     """The Exo procedure with the best schedule known for this workload (same source, proc
     and sizes) on this machine (same CPU, compiler, flags and Exo version), from ``db``.
 
@@ -192,7 +194,7 @@ def apply(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *, d
     has). Only the schedule comes from the database; the proc is rebuilt from what you
     pass. Raises ``NoScheduleError`` when none is known, saying how to tune it.
     """
-    return apply_best(_workload(proc_or_path, sizes, proc), db=db, target=target, spelling=PYTHON).proc
+    return apply_best(_workload(proc_or_path, sizes, proc), db=_db(db), target=target, spelling=PYTHON).proc
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,11 @@ def _result(workload: Workload, run: SearchRun, db: str | None) -> TuneResult:
         baseline_seconds=search.baseline_seconds, target=search.config.expand.target, db=db_label(db),
         search=search, best=best,
     )
+
+
+def _db(db: str | os.PathLike | None) -> str | None:
+    """A database path or URL as the store takes it (a ``pathlib.Path`` is welcome)."""
+    return None if db is None else os.fspath(db)
 
 
 def _workload(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None, proc: str | None) -> WorkloadFile | Workload:

@@ -28,6 +28,7 @@ cannot be written down, is refused with one sentence.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import linecache
 import os
@@ -289,6 +290,7 @@ def _lookup(name: str, scopes: Sequence[Mapping[str, Any]]) -> tuple[bool, Any]:
 # ------------------------------------------------------------------ where values live
 
 
+@functools.cache
 def _library_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {os.path.realpath(paths[k]) for k in ("purelib", "platlib", "stdlib", "platstdlib") if k in paths}
