@@ -33,6 +33,7 @@ from schedsearch.app import (
     SearchSettings,
     WorkloadFile,
     apply_best,
+    capture,
     db_label,
     gflops_of,
     replay,
@@ -297,8 +298,6 @@ def _workload(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None, proc: s
         return WorkloadFile.of(os.fspath(proc_or_path), proc, sizes)
     if proc is not None:
         raise TypeError("proc= names a proc in a workload file; with a proc object, pass the object alone")
-    from schedsearch.app import capture
-
     return capture(proc_or_path, sizes, _caller_scopes())
 
 
