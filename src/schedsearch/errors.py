@@ -67,3 +67,11 @@ class ClusterError(SchedsearchError):
 
 class SearchError(SchedsearchError):
     """The search cannot proceed (e.g. the unscheduled proc itself fails to build or run)."""
+
+
+class SearchCompletedError(SchedsearchError):
+    """A completed search was asked to continue without more budget."""
+
+
+class NoScheduleError(SchedsearchError):
+    """No measured schedule is known for a workload (on this machine, for this target)."""

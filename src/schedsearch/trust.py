@@ -1,17 +1,20 @@
 """What code may run: a workload named by data runs only from where it should be, as recorded.
 
 Loading a workload file runs it, as importing any Python file does. A file the user names
-on the command line (``run FILE``, ``explain FILE``, ``best FILE``) is the user's choice.
+on the command line (``run FILE``, ``explain FILE``, ``best FILE``), or a file or ``@proc``
+object passed to ``schedsearch.tune()`` / ``apply()``, is the user's choice.
 Schedule files and database rows are data, and data never chooses code on its own:
 
 - a schedule file's workload must lie inside the schedule file's own folder tree, or in a
   file or folder the user named with ``regress --workloads PATH``; and its text must match
   the ``source_sha256`` the schedule file records (checked by ``load_workload`` on the very
   text it then imports);
-- a workload source stored in a database runs (``resume``, ``export --format c``) only when
-  it matches its recorded sha256 *and* the file it came from is still on this machine with
-  that same content, so the database adds no code the user does not already have; or when
-  the user says ``--trust-db-source`` for that command.
+- a workload source stored in a database runs (``resume``, ``export --format c``) or is
+  embedded in an exported script (``export --format py``) only when it matches its
+  recorded sha256 *and* the file it came from is still on this machine with that same
+  content, so the database adds no code the user does not already have; or when the user
+  says ``--trust-db-source`` for that command. A proc captured from an object has no file:
+  its stored source needs ``--trust-db-source``.
 
 Standard library and schedsearch's own records only.
 """
@@ -70,6 +73,13 @@ def check_stored_source(workload: Workload, *, trust_db_source: bool, what: str)
         on_disk = sha256_text(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, UnicodeDecodeError):
         on_disk = None
+    if on_disk is None and workload.path.startswith("<"):
+        # A proc object's captured source (schedsearch.tune(proc)): there is no file to match.
+        raise UntrustedSourceError(
+            f"the workload of {what} was captured from a proc object ({workload.path}), so no file on this "
+            "machine vouches for the source stored in the database: pass --trust-db-source (trust_db_source=True "
+            f"in Python) to use it (sha256 {workload.source_sha256[:12]})"
+        )
     if on_disk is None:
         raise UntrustedSourceError(
             f"{workload.path}, the workload file of {what}, is not on this machine, and code that exists only "

@@ -21,12 +21,18 @@ ROOMS = {
     "matplotlib": ("explore/",),
     "pandas": ("explore/",),
     "lightgbm": ("model/",),
+    "IPython": ("progress.py",),
 }
 # packages that may use only the shared records (SHARED) and themselves from schedsearch
 ISOLATED = ("search", "transforms", "evaluate", "store", "explore", "model")
 # modules every package may use: records, errors, the instruction-set tables (all data), and
 # the one reading of a search's numbers (its declared best, noise) that every view shares
 SHARED = ("core", "errors", "targets", "numbers")
+# the fronts: each calls the use cases in app (the composition root), which knows every
+# package but them
+FRONTS = ("cli", "api", "progress")
+# what the Python front may use besides app: data modules and the progress display
+API_USES = ("app", "core", "errors", "targets", "numbers", "schedule_file", "progress", "explore")
 
 
 def imports(path: Path) -> list[str]:
@@ -77,3 +83,32 @@ def test_packages_do_not_import_each_other(path: Path) -> None:
         if name.startswith("schedsearch."):
             sub = name.split(".")[1]
             assert sub in (*SHARED, pkg), f"{rel} imports {name}"
+
+
+def _schedsearch_modules(path: Path) -> set[str]:
+    return {name.split(".")[1] for name in imports(path) if name.startswith("schedsearch.") and name.count(".") >= 1}
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_only_the_fronts_call_app_and_app_knows_no_front(path: Path) -> None:
+    rel = path.relative_to(SRC)
+    top = rel.parts[0].removesuffix(".py")
+    used = _schedsearch_modules(path)
+    if top == "app":
+        assert not used & set(FRONTS), f"{rel} imports a front ({sorted(used & set(FRONTS))}); fronts call app"
+    elif "app" in used:
+        assert top in ("cli", "api"), f"{rel} imports schedsearch.app; only the fronts (cli, api) may"
+    if top == "api":
+        assert used <= set(API_USES), f"api imports {sorted(used - set(API_USES))}; it goes through app"
+    if top == "progress":
+        assert used <= set(SHARED), f"progress imports {sorted(used - set(SHARED))}; it renders events only"
+
+
+def test_the_package_front_door_is_lazy() -> None:
+    """``import schedsearch`` loads none of the heavy parts; ``schedsearch.tune`` does."""
+    import subprocess
+
+    code = ("import sys, schedsearch; heavy = [m for m in ('exo', 'sqlalchemy', 'ray', 'schedsearch.app') "
+            "if m in sys.modules]; print(heavy); schedsearch.tune; print('schedsearch.app' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "True", out

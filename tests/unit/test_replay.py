@@ -3,9 +3,9 @@ processes, and the exported standalone script."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,6 +16,7 @@ import pytest
 
 from schedsearch.core import KERNEL_SYMBOL, Rewrite, RewriteKind, Schedule, Workload
 from schedsearch.errors import ReplayError
+from schedsearch.transforms.script import source_literal
 from schedsearch.transforms import (
     build_proc,
     fingerprint,
@@ -108,22 +109,39 @@ def test_replay_is_byte_identical_across_processes_without_the_file(workload, tm
 
 
 def test_schedule_script_reproduces_the_candidate_c(workload, tmp_path):
-    script_dir = tmp_path / "export"
-    script_dir.mkdir()
-    relative = os.path.relpath(MATMUL, script_dir)
-    script = schedule_script(workload, SCHEDULE, relative)
-    assert "schedsearch" not in script.replace("schedsearch_exported_workload", "").split('"""', 2)[2]
+    script = schedule_script(workload, SCHEDULE, cc="gcc", cflags=("-O3", "-march=native"))
+    assert not re.search(r"^(import|from) schedsearch", script, re.M)  # plain Exo calls only
     assert "partial_eval(M=64, N=64, K=64)" in script
+    assert "CFLAGS = '-O3 -march=native'" in script and "TARGET = 'scalar'" in script
+    assert f"WORKLOAD_SHA256 = {workload.source_sha256!r}" in script
     for op in ("divide_loop", "reorder_loops", "stage_mem", "set_memory", "unroll_loop", "simplify"):
         assert f"p = {op}(" in script
-    path = script_dir / "schedule.py"
+    # The workload is embedded: the script runs alone, from a folder without the workload.
+    path = tmp_path / "alone" / "schedule.py"
+    path.parent.mkdir()
     path.write_text(script)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     result = subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, check=True, timeout=120, cwd=tmp_path
+        [sys.executable, str(path)], capture_output=True, text=True, check=True, timeout=120, cwd=elsewhere
     )
     printed = result.stdout.removesuffix("\n")  # print() adds one newline
     exported = re.sub(r"\bsgemm\b", KERNEL_SYMBOL, printed)
     assert fingerprint(exported) == fingerprint(kernel_c(build_proc(workload, SCHEDULE)))
+
+
+def test_an_edited_embedded_workload_is_refused(workload, tmp_path):
+    script = schedule_script(workload, Schedule())
+    path = tmp_path / "schedule.py"
+    path.write_text(script.replace("C[i, j] += A[i, k] * B[k, j]", "C[i, j] += A[i, k] * B[k, j] * 2.0"))
+    result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode != 0 and "does not match its sha256" in result.stderr
+
+
+def test_source_literal_reads_back_exactly():
+    for text in ("plain\n", "a '\'\'' b", "x = '\\n'\n", 'both \'\'\' and """', "ends with \\"):
+        literal = source_literal(text)
+        assert ast.literal_eval(literal) == text, literal
 
 
 def test_a_fault_in_lowering_is_never_counted_as_illegal(monkeypatch) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from schedsearch.app import WorkloadFile, best_known, explain, export_c, export_py, export_source, schedule_file_of
 from schedsearch.cli.commands_run import best_json, run_json, steps_json
 from schedsearch.cli.numbers_view import (
     BEST_MARK,
@@ -26,10 +27,10 @@ from schedsearch.cli.numbers_view import (
 )
 from schedsearch.cli.render import describe, fmt_num, step_text
 from schedsearch.cli.tree_view import TreeSort, search_tree
-from schedsearch.cli.wiring import EXIT_USAGE, db_label, expand_options, fail, open_db, print_json, stderr_console
-from schedsearch.core import CandidateRecord, ExpandOptions
+from schedsearch.cli.wiring import EXIT_USAGE, db_label, fail, open_db, print_json, stderr_console
+from schedsearch.core import CandidateRecord
 from schedsearch.numbers import DeclaredBest, NumberKind, best_among, ending, load_declared_best, step
-from schedsearch.schedule_file import ScheduleFile, relative_workload_path, write_schedule_file
+from schedsearch.schedule_file import write_schedule_file
 
 
 def _record_json(r: CandidateRecord, parent: CandidateRecord | None, best: DeclaredBest | None) -> dict[str, Any]:
@@ -151,20 +152,9 @@ def tree_command(search_id: int, depth: int | None, db: str | None, as_json: boo
 
 
 def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, db: str | None, as_json: bool) -> None:
-    """Best known candidates of a workload across all searches in the database."""
-    from schedsearch.transforms import load_workload
-
-    workload = load_workload(file, proc, sizes)
-    store = open_db(db, create=False, read_only=True)
-    try:
-        searches = store.list_searches(workload.key)
-        found = [(s, b) for s in searches for b in [load_declared_best(store, s)] if b is not None]
-        # Each search's declared best, fastest first (ties: the newer search, whose numbers are fresher).
-        found.sort(key=lambda sb: (sb[1].seconds if sb[1].seconds is not None else math.inf, -sb[0].id))
-        found = found[:top]
-        lineage = store.lineage(found[0][1].record.id) if found else []
-    finally:
-        store.close()
+    """Best known schedules of a workload: each search's declared best, fastest first."""
+    known = best_known(WorkloadFile.of(file, proc, sizes), top, db)
+    workload, found, lineage = known.workload, list(known.found), list(known.lineage)
     if as_json:
         print_json({
             "file": workload.path, "proc": workload.proc, "sizes": workload.sizes_dict,
@@ -200,59 +190,24 @@ def export_command(search_id: int | None, candidate_id: int | None, fmt: str, ou
                    trust_db_source: bool = False) -> None:
     """Write a schedule as a Python script, C, or a schedule file.
 
-    Only ``--format c`` runs the workload's stored source (to generate the C); it does so
-    under the same rule as ``resume`` (``schedsearch.trust.check_stored_source``).
+    ``--format c`` runs the workload's stored source (to generate the C) and ``--format py``
+    embeds it in the script; both do so under the same rule as ``resume``
+    (``schedsearch.trust.check_stored_source``). ``--format json`` runs and embeds nothing.
     """
-    from schedsearch.transforms import schedule_script, user_c
-    from schedsearch.trust import check_stored_source
-
     if (search_id is None) == (candidate_id is None):
         fail("give either SEARCH_ID or --candidate ID (not both)", EXIT_USAGE)
-    store = open_db(db, create=False, read_only=True)
-    try:
-        if candidate_id is not None:
-            record = store.get_candidate(candidate_id)
-            search = store.get_search(record.search_id)
-            best = load_declared_best(store, search)
-        else:
-            assert search_id is not None
-            search = store.get_search(search_id)
-            best = load_declared_best(store, search)
-            if best is None:
-                fail(f"search {search_id} has no measured candidate to export", EXIT_USAGE)
-            assert best is not None
-            record = best.record
-    finally:
-        store.close()
-    workload = search.workload
+    source = export_source(search_id, candidate_id, db)
+    workload = source.search.workload
     out_path = Path(output).resolve() if output else Path.cwd() / "schedule.out"
     if output:
         _check_writable(out_path, output)
-    if fmt == "c":
-        check_stored_source(workload, trust_db_source=trust_db_source, what=f"search {search.id}")
+    if fmt == "py":
+        text = export_py(source, trust_db_source=trust_db_source)
+    elif fmt == "c":
+        text = export_c(source, trust_db_source=trust_db_source)
     else:
         _warn_if_workload_changed(workload.path, workload.source_sha256)
-    if fmt == "py":
-        text = schedule_script(workload, record.schedule, relative_workload_path(workload.path, out_path))
-    elif fmt == "c":
-        # The flags the search built it with: its vector instructions need their -m flags.
-        flags = " ".join(search.machine.cflags) or "-O3 -march=native"
-        text = (f"/* {workload.label}, schedule of candidate {record.id} of search {search.id}; "
-                f"built and measured with: {search.machine.compiler or 'cc'} {flags} */\n"
-                + user_c(workload, record.schedule))
-    else:
-        # The search's best with the numbers every command shows for it; another candidate
-        # with its search-time median.
-        declared = best is not None and best.record.id == record.id
-        data = ScheduleFile(
-            workload_file=relative_workload_path(workload.path, out_path), proc=workload.proc, sizes=workload.sizes,
-            source_sha256=workload.source_sha256, schedule=record.schedule, fingerprint=record.fingerprint,
-            speedup=best.speedup if best is not None and declared else record.speedup,
-            seconds=best.seconds if best is not None and declared else record.seconds,
-            machine=search.machine,
-            origin={"db": db_label(db), "search_id": search.id, "candidate_id": record.id,
-                    "numbers": (best.kind if best is not None and declared else NumberKind.SEARCH_TIME).value},
-        )
+        data = schedule_file_of(source, out_path, db)
         if output:
             _write(output, lambda: write_schedule_file(output, data))
             _note_outside(workload.path, out_path)
@@ -304,20 +259,15 @@ def _warn_if_workload_changed(path: str, sha: str) -> None:
 def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel: bool, target: str,
                     as_json: bool) -> None:
     """Loop nest and every legal rewrite at the root, one per line, with a count."""
-    from schedsearch.transforms import build_proc, load_workload, loop_nest_text, propose, try_apply
-
-    workload = load_workload(file, proc, sizes)
-    p = build_proc(workload)
-    options = expand_options(parallel, target)
-    proposals = propose(p, options)
-    legal = [r for r in proposals if try_apply(p, r) is not None]
+    found = explain(WorkloadFile.of(file, proc, sizes), parallel=parallel, target=target)
+    workload, legal = found.workload, found.legal
     if as_json:
         print_json({"proc": workload.proc, "sizes": workload.sizes_dict, "flops": workload.flops,
-                    "proposed": len(proposals), "legal": [{"kind": r.kind.value, "target": r.target,
+                    "proposed": found.proposed, "legal": [{"kind": r.kind.value, "target": r.target,
                                                            "args": dict(r.args), "text": describe(r)} for r in legal]})
         return
     click.echo(f"{workload.label}  ({workload.flops if workload.flops is not None else 'unknown'} FLOP per call)")
-    click.echo(loop_nest_text(p).rstrip())
+    click.echo(found.nest.rstrip())
     click.echo("")
     width = max((len(r.kind.value) for r in legal), default=0)
     for r in legal:
@@ -327,4 +277,4 @@ def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel
     for r in legal:
         kinds[r.kind.value] = kinds.get(r.kind.value, 0) + 1
     summary = ", ".join(f"{k} {v}" for k, v in kinds.items())
-    click.echo(f"\n{len(legal)} legal rewrites of {len(proposals)} proposed ({summary})")
+    click.echo(f"\n{len(legal)} legal rewrites of {found.proposed} proposed ({summary})")

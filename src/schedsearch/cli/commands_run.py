@@ -2,52 +2,35 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from schedsearch.app import (
+    SearchSession,
+    SearchSettings,
+    WorkloadFile,
+    gflops_of,
+    resume_search,
+    start_search,
+)
+from schedsearch.app.compose import DEFAULT_BUDGET, DEFAULT_WORKERS
 from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
 
 from schedsearch.cli.numbers_view import STEPS_LEGEND, best_text, has_step_numbers, status_text, step_lines
 from schedsearch.cli.render import ProgressView, describe, fmt_seconds
-from schedsearch.cli.wiring import (
-    EXIT_USAGE,
-    bench_config,
-    db_label,
-    expand_options,
-    fail,
-    make_cost_model,
-    make_executor,
-    open_db,
-    print_json,
-    refuse_transient_db,
-    stderr_console,
-)
-from schedsearch.core import (
-    Candidate,
-    CandidateRecord,
-    CostModelMode,
-    ExpandOptions,
-    SearchConfig,
-    SearchRecord,
-    SearchStatus,
-    StrategyKind,
-    Store,
-    Workload,
-)
+from schedsearch.cli.wiring import db_label, print_json, stderr_console
+from schedsearch.core import CandidateRecord, SearchRecord, SearchStatus, Workload
 from schedsearch.errors import ClusterError, InfrastructureError, StoreError
-from schedsearch.numbers import DeclaredBest, NumberKind, ending, load_declared_best
+from schedsearch.numbers import DeclaredBest, NumberKind, ending
 
 if TYPE_CHECKING:
     from schedsearch.warm_start import WarmStart
 
-DEFAULT_BUDGET = 120.0
-DEFAULT_WORKERS = 2
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_WORKERS", "EXIT_INTERRUPTED", "gflops", "resume_command", "run_command",
+           "run_json", "steps_json"]
+
 EXIT_INTERRUPTED = 130
 
 
@@ -57,33 +40,11 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 cflags: str | None, parallel: bool, target: str, cost_model: str = "rank",
                 remeasure: bool = False, warm_start: bool = True) -> None:
     """Load the workload, check the compiler, open the store, search, report."""
-    from schedsearch.evaluate import check_memory, check_toolchain, default_cache_dir, private_cache_dir
-    from schedsearch.transforms import load_workload, root_candidate
-
-    refuse_transient_db(db)
-    workload = load_workload(file, proc, sizes)
-    check_memory(workload)
-    bench = bench_config(cc, cflags, seed, target)
-    check_toolchain(bench)
-    private_cache_dir(default_cache_dir())  # before a search is recorded, not after
-    config = SearchConfig(
-        strategy=StrategyKind(strategy),
-        seed=seed,
-        max_seconds=budget if budget is not None else DEFAULT_BUDGET,
-        max_candidates=max_candidates,
-        max_depth=max_depth,
-        workers=DEFAULT_WORKERS if workers is None else workers,
-        cost_model=CostModelMode(cost_model),
-        bench=bench,
-        expand=expand_options(parallel, target),
-        remeasure=remeasure,
-        warm_start=warm_start,
-    )
-    store = open_db(db, create=True)
-    try:
-        _drive(workload, root_candidate(workload), config, store, db, address, as_json, search_id=None)
-    finally:
-        store.close()
+    settings = SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
+                              strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
+                              cost_model=cost_model, remeasure=remeasure, warm_start=warm_start)
+    with start_search(WorkloadFile.of(file, proc, sizes), settings, db=db) as session:
+        _drive(session, db, address, as_json)
 
 
 def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
@@ -95,97 +56,33 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
     The stored source runs only when it matches its recorded sha256 and the file it came
     from is still here with the same content, or with ``trust_db_source``.
     """
-    from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
-    from schedsearch.transforms import root_candidate
-    from schedsearch.trust import check_stored_source
-
-    store = open_db(db, create=False)
-    try:
-        search = store.get_search(search_id)
-        config = _resumed_config(search, budget, max_candidates, workers)
-        if remeasure:
-            config = dataclasses.replace(config, remeasure=True)
-        if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
-            fail(f"search {search_id} already completed; add --budget SECONDS (or --max-candidates N) to search further",
-                 EXIT_USAGE)
-        check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search_id}")
-        check_toolchain(config.bench)
-        private_cache_dir(default_cache_dir())
-        _drive(search.workload, root_candidate(search.workload), config, store, db, address, as_json, search_id=search_id)
-    finally:
-        store.close()
+    with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
+                       trust_db_source=trust_db_source, remeasure=remeasure) as session:
+        _drive(session, db, address, as_json)
 
 
-def _resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
-                    workers: int | None) -> SearchConfig:
-    """The stored config with budgets extended: budgets count the search's total."""
-    old = search.config
-    max_seconds = old.max_seconds
-    if budget is not None:
-        max_seconds = search.elapsed_seconds + budget
-    limit = old.max_candidates
-    if max_candidates is not None:
-        limit = search.counters.measured + max_candidates
-    return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
-                               workers=old.workers if workers is None else workers)
-
-
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """First Ctrl-C (or SIGTERM) asks the search to stop cleanly; a second one aborts."""
-    def handler(signum: int, frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
-def _drive(workload: Workload, root: Candidate, config: SearchConfig, store: Store, db: str | None,
-           address: str | None, as_json: bool, search_id: int | None) -> None:
-    from schedsearch.search import make_strategy, run_search
-
+def _drive(session: SearchSession, db: str | None, address: str | None, as_json: bool) -> None:
+    """Run the session with a live view on stderr, then report (and exit 130 if interrupted)."""
     console = stderr_console()
-    stop = threading.Event()
-    warm = None
-    if search_id is None and config.warm_start:
-        from schedsearch.warm_start import warm_start
-
-        warm = warm_start(store, workload, root, config.expand)
-        for line in warm.summary():
-            console.print(line, highlight=False, markup=False)
-    executor = make_executor(config.workers, address, config.bench, config.expand)
-    model = None
     try:
-        model = make_cost_model(config, store, executor)
-        with _stop_on_signals(stop), ProgressView(console, config.max_seconds, workload.label,
-                                                  config.max_candidates) as view:
-            outcome = run_search(workload, root, make_strategy(config), executor, store, config, view,
-                                 search_id=search_id, stop=stop, cost_model=model,
-                                 seeds=warm.seeds if warm is not None else ())
+        warm = session.warm_start()
+        for line in warm.summary() if warm is not None else ():
+            console.print(line, highlight=False, markup=False)
+        with session.runner(address) as runner, \
+                ProgressView(console, session.config.max_seconds, session.workload.label,
+                             session.config.max_candidates) as view:
+            run = runner.run(view, signals=(signal.SIGINT, signal.SIGTERM))
     except (InfrastructureError, StoreError, ClusterError) as e:
         # The machine, not a candidate, stopped the search: say how to continue it.
         if e.search_id is None:
             raise
         raise type(e)(f"{e}; search {e.search_id} is marked failed and keeps everything measured — once "
                       f"that is fixed, continue it with `schedsearch resume {e.search_id}{_db_args(db)}`") from e
-    finally:
-        if model is not None:
-            model.close()
-        executor.close()
-    search = store.get_search(outcome.search_id)
-    best = load_declared_best(store, search)
-    lineage = store.lineage(best.record.id) if best is not None else []
     if as_json:
-        print_json(run_json(search, best, db, warm))
-    for line in report_lines(search, best, lineage, db):
+        print_json(run_json(run.search, run.declared, db, run.warm))
+    for line in report_lines(run.search, run.declared, list(run.lineage), db):
         console.print(line, highlight=False)
-    if search.status is SearchStatus.INTERRUPTED:
+    if run.search.status is SearchStatus.INTERRUPTED:
         sys.exit(EXIT_INTERRUPTED)
 
 
@@ -239,9 +136,7 @@ def _gflops_text(workload: Workload, seconds: float | None) -> str:
 
 def gflops(workload: Workload, seconds: float | None) -> float | None:
     """GFLOP/s of one call taking ``seconds``, when the FLOP count is known."""
-    if not workload.flops or not seconds:
-        return None
-    return workload.flops / seconds / 1e9
+    return gflops_of(workload.flops, seconds)
 
 
 def steps_json(record: CandidateRecord) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The ``schedsearch`` command line: click commands wiring the packages together."""
+"""The ``schedsearch`` command line: click commands that parse options, call the use cases in
+``schedsearch.app`` and render what comes back."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ from typing import Any
 
 import click
 
+from schedsearch.app.compose import MAX_BUDGET
 from schedsearch.cli import commands_read, commands_run
 from schedsearch.cli.wiring import handle_errors, parse_sizes
 from schedsearch.targets import TARGETS
 
 TARGET_CHOICES = ["auto", *(t.name.value for t in TARGETS)]
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-MAX_BUDGET = 30 * 86400.0  # seconds
 
 
 def _a_number(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:

@@ -1,43 +1,57 @@
-"""Composition helpers for the CLI: option parsing, executors, stores, error handling.
+"""The CLI's own plumbing: option parsing, error handling, where output goes.
 
-This is the composition root: the only place that knows every package.
+The composition (executors, stores, compiler settings, the cost model) lives in
+``schedsearch.app``; its helpers are re-exported here for the commands that use them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
-import shlex
 import sys
 import traceback
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 
-from schedsearch.core import BenchConfig, CostModel, CostModelMode, Executor, ExpandOptions, SearchConfig, Store
+from schedsearch.app.compose import (  # re-exported: the commands (and benchmarks) use them
+    bench_config,
+    db_label,
+    expand_options,
+    make_cost_model,
+    make_executor,
+    open_db,
+    refuse_transient_db,
+)
 from schedsearch.errors import (
     ClusterError,
     InfrastructureError,
+    NoScheduleError,
     ReplayError,
     ScheduleFileError,
     SchedsearchError,
+    SearchCompletedError,
     SearchError,
     StoreError,
     UntrustedSourceError,
     WorkloadError,
 )
 
+__all__ = [
+    "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "INPUT_ERRORS", "bench_config", "db_label", "expand_options", "fail",
+    "handle_errors", "make_cost_model", "make_executor", "open_db", "parse_sizes", "print_json",
+    "refuse_transient_db", "stderr_console",
+]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Errors caused by what the user typed or pointed at, or by the machine it runs on (a
 #: compiler, disk, cache or database the user must fix): exit code 2.
 INPUT_ERRORS = (WorkloadError, ScheduleFileError, StoreError, InfrastructureError, ClusterError, ReplayError,
-                UntrustedSourceError)
+                UntrustedSourceError, SearchCompletedError, NoScheduleError)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -101,81 +115,6 @@ def parse_sizes(values: Iterable[str]) -> dict[str, int]:
             except ValueError:
                 raise click.BadParameter(f"size {name} must be an integer, got {num!r}", param_hint="--size") from None
     return sizes
-
-
-def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "auto") -> BenchConfig:
-    """BenchConfig from the --cc / --cflags / --seed / --target options (defaults for the
-    rest). The target's own compiler flags follow the user's (``targets.build_flags``)."""
-    from schedsearch.evaluate import cpu_flags
-    from schedsearch.targets import build_flags, resolve
-
-    base = BenchConfig(seed=seed)
-    flags = tuple(shlex.split(cflags)) if cflags is not None else base.cflags
-    return dataclasses.replace(base, cc=cc or base.cc, cflags=build_flags(flags, resolve(target, cpu_flags())))
-
-
-def expand_options(parallel: bool, target: str) -> ExpandOptions:
-    """ExpandOptions from --parallel and --target (``auto``: the widest instruction set this
-    CPU has; a kernel for instructions the benchmarking nodes lack fails and is recorded)."""
-    from schedsearch.evaluate import cpu_flags
-    from schedsearch.targets import resolve
-
-    return ExpandOptions(allow_parallel=parallel, target=resolve(target, cpu_flags()).name.value)
-
-
-def open_db(url: str | None, *, create: bool, read_only: bool = False) -> Store:
-    """Open the results store named by --db (default ./schedsearch.db); ``read_only`` for
-    the commands that only read (nothing is written, read-only media work)."""
-    from schedsearch.store import open_store
-
-    return open_store(url, create=create, read_only=read_only)
-
-
-def refuse_transient_db(url: str | None) -> None:
-    """A search's results must outlive it: refuse in-memory databases for ``run``."""
-    from schedsearch.store import is_transient
-
-    if is_transient(url):
-        raise StoreError(
-            f"--db {url} is an in-memory database: the results would vanish when the search ends and "
-            "`schedsearch show` could not read them; pass a file path such as --db results.db"
-        )
-
-
-def db_label(url: str | None) -> str:
-    """How to name the database back to the user (for --db in printed commands)."""
-    from schedsearch.store import DEFAULT_DB
-
-    return url or DEFAULT_DB
-
-
-def make_executor(
-    workers: int, address: str | None, bench: BenchConfig, expand: ExpandOptions, cache_dir: Path | None = None
-) -> Executor:
-    """LocalExecutor for ``--workers 0``, otherwise a RayExecutor (local cluster or --address)."""
-    from schedsearch.transforms import Expander
-
-    if workers == 0 and address is None:
-        from schedsearch.evaluate import LocalExecutor
-
-        return LocalExecutor(Expander, expand, bench, cache_dir)
-    from schedsearch.evaluate.ray_backend import RayExecutor
-
-    return RayExecutor(Expander, expand, bench, workers=max(workers, 1), address=address, cache_dir=cache_dir)
-
-
-def make_cost_model(config: SearchConfig, store: Store, executor: Executor) -> CostModel | None:
-    """The learned cost model for ``config.cost_model`` (None when off), first trained on
-    every earlier measurement in ``store`` made on this machine fingerprint."""
-    if config.cost_model is CostModelMode.OFF:
-        return None
-    from schedsearch.model import LearnedCostModel
-    from schedsearch.transforms.features import FEATURE_VERSION
-
-    history = store.training_samples(executor.machine().fingerprint, FEATURE_VERSION)
-    # Exo (and z3, which is not safe beside a second Python thread) runs in the executor's
-    # worker processes, never in this one, so the model can always train in the background.
-    return LearnedCostModel(history, seed=config.seed, background=True)
 
 
 def print_json(data: Any) -> None:

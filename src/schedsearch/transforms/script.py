@@ -1,6 +1,14 @@
-"""Export a schedule as a standalone Python script that uses Exo directly."""
+"""Export a schedule as a standalone Python script that uses Exo directly.
+
+The script embeds the workload's source text and checks it against its recorded sha256
+before running it, so it runs from any directory, with or without the workload file, and
+needs nothing of schedsearch: only Exo.
+"""
 
 from __future__ import annotations
+
+import ast
+import os
 
 from schedsearch.core import Schedule, Workload
 from schedsearch.targets import schedule_target
@@ -11,31 +19,58 @@ _TEMPLATE = '''\
 """Schedule for {label}, {count} step(s), for the {target} target.
 
 Re-applies the schedule with Exo's own scheduling operations and prints the C code.
-Run it with Python; the workload file is found relative to this script.
+Self-contained: the workload source ({origin}) is embedded below and checked against
+its sha256, so this script runs from any directory.
+
+Build the C the way the search built and measured it:
+    {build}
+Import this file to get the scheduled proc as ``p``.
 """
 
-import importlib.util
-import os
+import hashlib
+import linecache
+import sys
+import types
 
 {imports}from exo.stdlib.scheduling import {ops}
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOAD = os.path.join(HERE, {workload_path!r})
+TARGET = {target!r}  # the instruction set the steps use: a CPU must have it
+CC = {cc!r}
+CFLAGS = {cflags!r}  # the flags the search built and measured it with
+WORKLOAD_SHA256 = {sha!r}
+WORKLOAD_SOURCE = {source}
 
-spec = importlib.util.spec_from_file_location("schedsearch_exported_workload", WORKLOAD)
-workload = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(workload)
+
+def load_workload():
+    """Run the embedded workload source as a module (Exo reads each proc's source back
+    through linecache, so the text is registered there under its own name)."""
+    if hashlib.sha256(WORKLOAD_SOURCE.encode("utf-8")).hexdigest() != WORKLOAD_SHA256:
+        sys.exit("the embedded workload source does not match its sha256: this script was edited; export it again")
+    filename = "<workload {name} " + WORKLOAD_SHA256[:12] + ">"
+    linecache.cache[filename] = (len(WORKLOAD_SOURCE), None, WORKLOAD_SOURCE.splitlines(True), filename)
+    module = types.ModuleType("exported_workload_" + WORKLOAD_SHA256[:12])
+    module.__file__ = filename
+    sys.modules[module.__name__] = module
+    exec(compile(WORKLOAD_SOURCE, filename, "exec"), module.__dict__)
+    return module
+
 {helpers}
+workload = load_workload()
 p = workload.{proc}{bind}
 {steps}
-print(p.c_code_str())
+
+if __name__ == "__main__":
+    print(p.c_code_str())
 '''
 
 
-def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) -> str:
-    """A readable script that loads the workload file (``workload_path``, absolute or
-    relative to the script), binds the sizes with ``partial_eval``, applies each step with
-    Exo's scheduling calls and prints the C. Its C equals ``user_c(workload, schedule)``.
+def schedule_script(workload: Workload, schedule: Schedule, *, cc: str = "", cflags: tuple[str, ...] = ()) -> str:
+    """A readable script that embeds the workload's source, binds the sizes with
+    ``partial_eval``, applies each step with Exo's scheduling calls and prints the C.
+
+    ``cc`` and ``cflags`` are the compiler and flags the candidate was built and measured
+    with; the script names them (and its target) so that its C is built the same way.
+    Its C equals ``user_c(workload, schedule)``.
     """
     lines: list[str] = []
     all_calls = []
@@ -46,19 +81,44 @@ def schedule_script(workload: Workload, schedule: Schedule, workload_path: str) 
         lines.extend(render(call) for call in calls)
     used_ops = sorted({call.op for call in all_calls} & OPS) or ["simplify"]
     imports = "".join(f"from {module} import {', '.join(names)}\n" for module, names in imports_needed(all_calls).items())
-    helpers = f"\n\n{FIND_IN_SOURCE}\n" if needs_find_in(all_calls) else ""
+    helpers = f"\n{FIND_IN_SOURCE}\n" if needs_find_in(all_calls) else ""
     bind = ""
     if workload.sizes:
         bind = ".partial_eval(" + ", ".join(f"{k}={v}" for k, v in workload.sizes) + ")"
+    flags = " ".join(cflags)
     return _TEMPLATE.format(
         label=workload.label,
         count=len(schedule),
         target=schedule_target(schedule),
+        origin=workload.path if workload.path.startswith("<") else os.path.basename(workload.path),
+        build=f"{cc or 'cc'} {flags} -c {workload.proc}.c" if flags else f"{cc or 'cc'} -O3 -march=native -c {workload.proc}.c",
         ops=", ".join(used_ops),
         imports=imports,
+        cc=cc,
+        cflags=flags,
+        sha=workload.source_sha256,
+        source=source_literal(workload.source),
+        name=workload.proc,
         helpers=helpers,
-        workload_path=workload_path,
         proc=workload.proc,
         bind=bind,
         steps="\n".join(lines),
     )
+
+
+def source_literal(text: str) -> str:
+    """A Python literal of ``text``: a readable raw triple-quoted string when that reads
+    back exactly, otherwise ``repr``."""
+    for quotes in ("'''", '"""'):
+        readable = f"r{quotes}{text}{quotes}"
+        if quotes not in text and _reads_back(readable, text):
+            return readable
+    return repr(text)
+
+
+def _reads_back(literal: str, text: str) -> bool:
+    try:
+        return ast.literal_eval(literal) == text
+    except (SyntaxError, ValueError):
+        return False
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import os
+import types
 from collections.abc import Mapping
 
 from exo import Procedure
@@ -48,6 +49,7 @@ def load_workload(
     sizes: Mapping[str, int] | None = None,
     *,
     expected_sha256: str | None = None,
+    proc_option: str = "--proc",
 ) -> Workload:
     """Load the proc ``proc`` (or the file's only proc) from ``path`` with concrete sizes.
 
@@ -60,6 +62,8 @@ def load_workload(
 
     With ``expected_sha256`` (a schedule file's record of the file) the text read is checked
     against it before it is executed: UntrustedSourceError when it differs.
+    ``proc_option`` is how messages name the way to choose a proc (``--proc`` on the
+    command line, ``proc=`` in Python).
 
     Raises WorkloadError, with one sentence naming the problem, for: a missing file, a
     syntax error, an import failure, no procs, several procs and no name, an unknown proc
@@ -76,9 +80,25 @@ def load_workload(
             "sha256 if the change is intended"
         )
     module = execute_source(source, os.fspath(path), os.path.dirname(abspath))
+    return workload_from_module(module, source, abspath, proc, sizes, shown=os.fspath(path), proc_option=proc_option)
+
+
+def workload_from_module(
+    module: types.ModuleType,
+    source: str,
+    path: str,
+    proc: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    *,
+    shown: str | None = None,
+    proc_option: str = "--proc",
+) -> Workload:
+    """The Workload of ``proc`` in ``module``, already executed from ``source`` (see
+    ``load_workload``, which reads and runs a file first; ``path`` is recorded, ``shown``
+    names it in messages)."""
     procs = procs_in(module)
     default = getattr(module, PROC_ATTRIBUTE, None)
-    name = _pick_proc(os.fspath(path), procs, proc, default if isinstance(default, str) else None)
+    name = _pick_proc(shown or path, procs, proc, default if isinstance(default, str) else None, proc_option)
     defaults = getattr(module, SIZES_ATTRIBUTE, None)
     given = dict(defaults.get(name, {})) if isinstance(defaults, Mapping) else {}
     given.update(sizes or {})
@@ -89,7 +109,7 @@ def load_workload(
     args = arg_specs(name, bound)
     flops = count_flops(bound)
     return Workload(
-        path=abspath,
+        path=path,
         source=source,
         source_sha256=sha256_text(source),
         proc=name,
@@ -110,7 +130,8 @@ def bound_proc_from_source(workload: Workload) -> Procedure:
     return proc.partial_eval(**workload.sizes_dict) if workload.sizes else proc
 
 
-def _pick_proc(path: str, procs: dict[str, Procedure], name: str | None, default: str | None) -> str:
+def _pick_proc(path: str, procs: dict[str, Procedure], name: str | None, default: str | None,
+               proc_option: str = "--proc") -> str:
     if not procs:
         raise WorkloadError(f"{path} defines no @proc procedures.")
     if name is None and default is not None:
@@ -119,7 +140,7 @@ def _pick_proc(path: str, procs: dict[str, Procedure], name: str | None, default
         return default
     if name is None:
         if len(procs) > 1:
-            raise WorkloadError(f"{path} defines several procs ({', '.join(procs)}); choose one with --proc.")
+            raise WorkloadError(f"{path} defines several procs ({', '.join(procs)}); choose one with {proc_option}.")
         return next(iter(procs))
     if name not in procs:
         raise WorkloadError(f"{path} has no proc named {name}; available: {', '.join(procs)}.")

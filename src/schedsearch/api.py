@@ -1,0 +1,359 @@
+"""The Python front door: ``tune()``, ``resume()``, ``apply()`` and ``load_schedule()``.
+
+Like the CLI, this module only turns arguments into the use cases of ``schedsearch.app``
+and their records into what a Python user wants back: Exo procedures, C code, a
+``SearchTree``. It accepts a workload file's path or a ``@proc`` object (from a notebook
+cell, a script or a test), whose source is captured (``transforms.capture``) so that any
+worker can rebuild it::
+
+    import schedsearch
+    result = schedsearch.tune(sgemm, {"M": 256, "N": 256, "K": 256}, budget=60)
+    result.proc          # the tuned Exo procedure, sizes bound
+    schedsearch.apply(sgemm, {"M": 256, "N": 256, "K": 256})   # later: the best known, no search
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from schedsearch.app import (
+    MAX_BUDGET,
+    PYTHON,
+    ExportSource,
+    SearchRun,
+    SearchSession,
+    SearchSettings,
+    WorkloadFile,
+    apply_best,
+    capture,
+    db_label,
+    gflops_of,
+    replay,
+    resume_search,
+    schedule_file_of,
+    search_tree,
+    start_search,
+    step_lines,
+)
+from schedsearch.core import CandidateRecord, CostModelMode, Schedule, SearchEvent, SearchRecord, SearchStatus, Workload
+from schedsearch.core import StrategyKind as _Strategy
+from schedsearch.errors import NoScheduleError
+from schedsearch.progress import progress_renderer
+from schedsearch.schedule_file import ScheduleFile, read_schedule_file, write_schedule_file
+
+if TYPE_CHECKING:
+    from schedsearch.explore import SearchTree
+
+#: What ``tune()`` takes as its workload: a path to a workload file, or an Exo ``@proc``.
+ProcOrPath = Any
+
+
+@dataclass(frozen=True, eq=False)
+class TuneResult:
+    """What a search found: the tuned proc, its C, its numbers, and the search's record.
+
+    ``seconds`` and ``speedup`` are the best candidate's, re-measured side by side with
+    the unscheduled proc at the end of the search (search-time medians when the search
+    ended before that). ``proc`` has the sizes bound (``partial_eval``); with no
+    measured candidate (a search interrupted at once) it is the unscheduled proc.
+    """
+
+    search_id: int
+    status: SearchStatus
+    workload: Workload = field(repr=False)
+    schedule: Schedule = field(repr=False)
+    proc: Any = field(repr=False)
+    c_code: str = field(repr=False)
+    seconds: float | None
+    speedup: float | None
+    gflops: float | None
+    baseline_seconds: float | None
+    target: str
+    db: str
+    search: SearchRecord = field(repr=False)
+    best: CandidateRecord | None = field(repr=False)
+
+    @cached_property
+    def tree(self) -> SearchTree:
+        """The search as a ``schedsearch.explore.SearchTree`` (read from the database on
+        first use). Its tables and plots need the ``notebook`` extra (pandas, matplotlib,
+        networkx): ``pip install 'schedsearch[notebook]'``."""
+        return search_tree(self.search_id, self.db)
+
+    @property
+    def steps(self) -> list[str]:
+        """The schedule as readable lines, one per step."""
+        return step_lines(self.schedule)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the best schedule as a schedule file (``load_schedule(path).apply(proc)``
+        replays it; ``schedsearch regress`` checks it when the workload is a file)."""
+        if self.best is None:
+            raise NoScheduleError(f"search {self.search_id} has no measured candidate to save")
+        out = Path(path).resolve()
+        write_schedule_file(out, schedule_file_of(ExportSource(self.search, self.best), out, self.db))
+        return out
+
+    def __str__(self) -> str:
+        numbers = [f"{self.speedup:.3g}x faster" if self.speedup is not None else "no speedup measured"]
+        if self.gflops is not None:
+            numbers.append(f"{self.gflops:.3g} GFLOP/s")
+        steps = "\n".join(f"  {i}. {s}" for i, s in enumerate(self.steps, 1)) or "  (unscheduled)"
+        return (f"search {self.search_id} of {self.workload.label} ({self.status.value}, target {self.target}): "
+                f"{', '.join(numbers)}\n{steps}")
+
+
+def tune(
+    proc_or_path: ProcOrPath,
+    sizes: Mapping[str, int] | None = None,
+    *,
+    proc: str | None = None,
+    budget: float | None = None,
+    max_candidates: int | None = None,
+    db: str | os.PathLike | None = None,
+    workers: int = 0,
+    address: str | None = None,
+    target: str = "auto",
+    seed: int = 0,
+    cost_model: str = "rank",
+    strategy: str = "best-first",
+    max_depth: int = 12,
+    cc: str | None = None,
+    cflags: str | None = None,
+    parallel: bool = False,
+    remeasure: bool = False,
+    warm_start: bool = True,
+    on_progress: Callable[[SearchEvent], None] | None = None,
+    progress: bool | None = None,
+) -> TuneResult:
+    """Search for a fast schedule and return the tuned proc: ``schedsearch run`` in Python.
+
+    ``proc_or_path`` is an Exo ``@proc`` (its source is captured: the definition and the
+    names it uses) or the path of a workload file (``proc`` names the proc when the file
+    holds several). ``sizes`` binds size arguments (a file's ``SCHEDSEARCH_SIZES`` gives
+    defaults). ``budget`` is in seconds (default 120); ``max_candidates`` caps the
+    candidates measured. ``db`` is the results database (default ``schedsearch.db`` in the
+    current directory), where ``apply()`` and the CLI find the search later.
+
+    Runs in this process unless ``workers`` >= 1 or ``address`` (a Ray cluster) is given.
+    ``target`` is an instruction set (``auto``: the widest this CPU has); ``cost_model`` is
+    ``off``, ``rank`` or ``prune``; the same ``seed`` gives the same search order. What
+    earlier searches measured of the same C on this machine is reused (``remeasure=True``
+    measures everything), and a new search first tries the best schedules earlier searches
+    of this proc found (``warm_start=False`` opts out).
+
+    ``on_progress`` receives every ``SearchEvent``; ``progress`` shows a bar (True), none
+    (False), or a bar only in Jupyter (None). A first interrupt (Ctrl-C, a notebook's stop
+    button) ends the search cleanly: the result then has status ``interrupted`` and the
+    search can be continued with ``resume()``. Raises a ``SchedsearchError`` (with one
+    sentence) for a workload, compiler, database or cluster that cannot be used.
+    """
+    settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
+                         strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
+                         cost_model=cost_model, remeasure=remeasure, warm_start=warm_start)
+    spec = _workload(proc_or_path, sizes, proc)
+    db = _db(db)
+    with start_search(spec, settings, db=db, spelling=PYTHON) as session:
+        return _search(session, db, address, on_progress, progress)
+
+
+def resume(
+    search_id: int,
+    *,
+    budget: float | None = None,
+    max_candidates: int | None = None,
+    db: str | os.PathLike | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    trust_db_source: bool = False,
+    on_progress: Callable[[SearchEvent], None] | None = None,
+    progress: bool | None = None,
+) -> TuneResult:
+    """Continue a search (interrupted, or completed with more ``budget`` seconds or
+    ``max_candidates``); nothing measured is measured again.
+
+    The workload source stored in the database runs only when its file is still here with
+    the same content, or with ``trust_db_source`` (a proc captured from an object has no
+    file: pass ``trust_db_source=True`` for it).
+    """
+    _check_limits(budget, max_candidates, 0 if workers is None else workers)
+    db = _db(db)
+    with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
+                       trust_db_source=trust_db_source, spelling=PYTHON) as session:
+        return _search(session, db, address, on_progress, progress)
+
+
+def apply(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *,
+          db: str | os.PathLike | None = None, target: str | None = None, proc: str | None = None) -> Any:
+    """The Exo procedure with the best schedule known for this workload (same source, proc
+    and sizes) on this machine (same CPU, compiler, flags and Exo version), from ``db``.
+
+    ``target`` restricts it to searches for that instruction set (default: any this CPU
+    has). Only the schedule comes from the database; the proc is rebuilt from what you
+    pass. Raises ``NoScheduleError`` when none is known, saying how to tune it.
+    """
+    return apply_best(_workload(proc_or_path, sizes, proc), db=_db(db), target=target, spelling=PYTHON).proc
+
+
+@dataclass(frozen=True)
+class LoadedSchedule:
+    """A schedule file read (and validated) as data: its steps are never executed, only
+    replayed with Exo's scheduling operations onto a proc you give."""
+
+    path: str
+    file: ScheduleFile = field(repr=False)
+
+    @property
+    def schedule(self) -> Schedule:
+        return self.file.schedule
+
+    @property
+    def proc(self) -> str:
+        """The name of the proc the schedule was recorded for."""
+        return self.file.proc
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return dict(self.file.sizes)
+
+    @property
+    def speedup(self) -> float | None:
+        """The speedup recorded with the schedule (on ``file.machine``)."""
+        return self.file.speedup
+
+    @property
+    def target(self) -> str:
+        return self.file.needs_target
+
+    def apply(self, proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *,
+              proc: str | None = None) -> Any:
+        """Replay the schedule onto ``proc_or_path`` (a ``@proc`` or a workload file; for a
+        file, ``proc`` defaults to the recorded proc's name) with ``sizes`` (default: the
+        recorded ones). Raises ``ReplayError`` naming the first step that does not apply."""
+        if isinstance(proc_or_path, (str, os.PathLike)) and proc is None:
+            proc = self.file.proc
+        chosen = dict(self.file.sizes) if sizes is None else sizes
+        return replay(_workload(proc_or_path, chosen, proc), self.file.schedule, PYTHON)
+
+
+def load_schedule(path: str | os.PathLike) -> LoadedSchedule:
+    """Read a schedule file (``schedsearch export --format json``, ``TuneResult.save``).
+
+    Raises ``ScheduleFileError`` for a file that is unreadable or malformed.
+    """
+    return LoadedSchedule(os.fspath(path), read_schedule_file(path))
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _search(session: SearchSession, db: str | None, address: str | None,
+            on_progress: Callable[[SearchEvent], None] | None, progress: bool | None) -> TuneResult:
+    config = session.config
+    renderer = progress_renderer(progress, config.max_seconds, config.max_candidates, session.workload.label)
+    listeners = [f for f in (renderer, on_progress) if f is not None]
+
+    def on_event(event: SearchEvent) -> None:
+        for listener in listeners:
+            listener(event)
+
+    try:
+        with session.runner(address) as runner:
+            # Only SIGINT: a library leaves SIGTERM to its host process.
+            run = runner.run(on_event, signals=(signal.SIGINT,))
+    finally:
+        if renderer is not None:
+            renderer.close()
+    return _result(session.workload, run, db)
+
+
+def _result(workload: Workload, run: SearchRun, db: str | None) -> TuneResult:
+    search, best, declared = run.search, run.best, run.declared
+    schedule = best.schedule if best is not None else Schedule()
+    tuned = replay(workload, schedule)
+    # the same numbers every CLI view shows for this best (re-measured when they were)
+    seconds = declared.seconds if declared is not None else None
+    speedup = declared.speedup if declared is not None else None
+    return TuneResult(
+        search_id=search.id, status=search.status, workload=workload, schedule=schedule, proc=tuned,
+        c_code=tuned.c_code_str(), seconds=seconds, speedup=speedup, gflops=gflops_of(workload.flops, seconds),
+        baseline_seconds=search.baseline_seconds, target=search.config.expand.target, db=db_label(db),
+        search=search, best=best,
+    )
+
+
+def _db(db: str | os.PathLike | None) -> str | None:
+    """A database path or URL as the store takes it (a ``pathlib.Path`` is welcome)."""
+    return None if db is None else os.fspath(db)
+
+
+def _workload(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None, proc: str | None) -> WorkloadFile | Workload:
+    """A file reference, or the Workload of a captured proc object."""
+    if sizes is not None and not isinstance(sizes, Mapping):
+        raise TypeError(f"sizes must be a mapping such as {{'N': 64}}, not {type(sizes).__name__}")
+    if isinstance(proc_or_path, (str, os.PathLike)):
+        return WorkloadFile.of(os.fspath(proc_or_path), proc, sizes)
+    if proc is not None:
+        raise TypeError("proc= names a proc in a workload file; with a proc object, pass the object alone")
+    return capture(proc_or_path, sizes, _caller_scopes())
+
+
+def _caller_scopes() -> list[Mapping[str, Any]]:
+    """The locals and globals of every frame outside schedsearch, innermost first: where
+    the names a proc object uses are looked up (a notebook's namespace, a test's locals)."""
+    scopes: list[Mapping[str, Any]] = []
+    seen: set[int] = set()
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            module = frame.f_globals.get("__name__", "")
+            if module != "schedsearch" and not module.startswith("schedsearch."):
+                for scope in (frame.f_locals, frame.f_globals):
+                    if id(scope) not in seen:
+                        seen.add(id(scope))
+                        scopes.append(scope)
+            frame = frame.f_back
+    finally:
+        del frame  # a frame referring to itself would keep every local alive
+    return scopes
+
+
+def _settings(*, budget: float | None, max_candidates: int | None, workers: int, max_depth: int, strategy: str,
+              seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
+              cost_model: str, remeasure: bool = False, warm_start: bool = True) -> SearchSettings:
+    """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
+    from schedsearch.targets import TARGETS
+
+    _check_limits(budget, max_candidates, workers)
+    choices = {"strategy": (strategy, [s.value for s in _Strategy]),
+               "cost_model": (cost_model, [m.value for m in CostModelMode]),
+               "target": (target, ["auto", *(t.name.value for t in TARGETS)])}
+    for name, (value, allowed) in choices.items():
+        if str(value) not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    if not isinstance(max_depth, int) or max_depth < 1:
+        raise ValueError(f"max_depth must be a positive integer, not {max_depth!r}")
+    if not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), not {seed!r}")
+    return SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
+                          strategy=str(strategy), seed=seed, cc=cc, cflags=cflags, parallel=parallel,
+                          target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
+                          warm_start=bool(warm_start))
+
+
+def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:
+    if budget is not None and (not isinstance(budget, (int, float)) or not 0 < budget <= MAX_BUDGET
+                               or math.isnan(budget)):
+        raise ValueError(f"budget must be a number of seconds in (0, {MAX_BUDGET:g}], not {budget!r}")
+    if max_candidates is not None and (not isinstance(max_candidates, int) or max_candidates < 1):
+        raise ValueError(f"max_candidates must be a positive integer, not {max_candidates!r}")
+    if not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be 0 (in this process) or a number of Ray workers, not {workers!r}")

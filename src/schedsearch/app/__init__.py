@@ -1,0 +1,89 @@
+"""The use cases both fronts call: the CLI (which only parses and renders) and the Python
+API (``schedsearch.tune()``, ``apply()``, ``load_schedule()``).
+
+This is the composition root: the only package that knows every other one (``cli`` and
+the Python front door call it; nothing else imports it). Heavy packages (Exo, Ray,
+SQLAlchemy, the cost model) are imported inside the functions that need them.
+
+- start a search, resume one, drive it: ``searching``
+- the best known schedule, apply it, explain a workload, export a schedule: ``reading``
+- regress one schedule file: ``regress``
+- compiler settings, executors, stores, the cost model: ``compose``
+"""
+
+from schedsearch.app.compose import CLI, MAX_BUDGET, PYTHON, Spelling, db_label
+from schedsearch.app.compose import gflops as gflops_of
+from schedsearch.app.reading import (
+    Applied,
+    BestKnown,
+    Explanation,
+    ExportSource,
+    KnownBest,
+    apply_best,
+    best_known,
+    best_on_this_machine,
+    best_record,
+    explain,
+    export_c,
+    export_py,
+    export_source,
+    replay,
+    schedule_file_of,
+    search_tree,
+    step_lines,
+)
+from schedsearch.app.regress import CaseResult, RegressSetup, check_one, regress_setup
+from schedsearch.app.searching import (
+    SearchRun,
+    SearchRunner,
+    SearchSession,
+    SearchSettings,
+    WorkloadFile,
+    capture,
+    finished,
+    load,
+    resume_search,
+    start_search,
+    stop_on_signals,
+)
+
+__all__ = [
+    "CLI",
+    "MAX_BUDGET",
+    "PYTHON",
+    "Applied",
+    "BestKnown",
+    "CaseResult",
+    "Explanation",
+    "ExportSource",
+    "KnownBest",
+    "RegressSetup",
+    "SearchRun",
+    "SearchRunner",
+    "SearchSession",
+    "SearchSettings",
+    "Spelling",
+    "WorkloadFile",
+    "apply_best",
+    "best_known",
+    "best_on_this_machine",
+    "best_record",
+    "capture",
+    "check_one",
+    "db_label",
+    "explain",
+    "export_c",
+    "export_py",
+    "export_source",
+    "finished",
+    "gflops_of",
+    "load",
+    "regress_setup",
+    "replay",
+    "resume_search",
+    "schedule_file_of",
+    "search_tree",
+    "start_search",
+    "step_lines",
+    "stop_on_signals",
+]

@@ -1,0 +1,332 @@
+"""The search use cases: start a search, resume one, and drive it to its end.
+
+Both fronts call these: the CLI (``run``, ``resume``) renders the events it is sent and
+the record that comes back; ``schedsearch.tune()`` turns that record into a tuned proc.
+A session owns the open store for its whole life::
+
+    with start_search(WorkloadFile("matmul.py", sizes=(("M", 64),)), SearchSettings(workers=0), db="s.db") as s:
+        run = s.run(on_event=print)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from schedsearch.app.compose import (
+    CLI,
+    DEFAULT_BUDGET,
+    DEFAULT_WORKERS,
+    Spelling,
+    bench_config,
+    expand_options,
+    make_cost_model,
+    make_executor,
+    open_db,
+    refuse_transient_db,
+)
+from schedsearch.core import (
+    Candidate,
+    CandidateRecord,
+    CostModel,
+    CostModelMode,
+    Executor,
+    SearchConfig,
+    SearchEvent,
+    SearchRecord,
+    SearchStatus,
+    StrategyKind,
+    Store,
+    Workload,
+)
+from schedsearch.errors import SearchCompletedError
+from schedsearch.numbers import DeclaredBest
+
+if TYPE_CHECKING:
+    from schedsearch.warm_start import WarmStart
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadFile:
+    """A workload named by its file: loading it runs the file (the user's choice)."""
+
+    path: str
+    proc: str | None = None
+    sizes: tuple[tuple[str, int], ...] = ()
+
+    @staticmethod
+    def of(path: str, proc: str | None = None, sizes: Mapping[str, int] | None = None) -> WorkloadFile:
+        return WorkloadFile(str(path), proc, tuple((sizes or {}).items()))
+
+    def load(self, spelling: Spelling = CLI) -> Workload:
+        """Run the file and bind the sizes (WorkloadError with one sentence otherwise)."""
+        from schedsearch.transforms import load_workload
+
+        return load_workload(self.path, self.proc, dict(self.sizes), proc_option=spelling.proc)
+
+
+def capture(obj: object, sizes: Mapping[str, int] | None, scopes: Sequence[Mapping[str, Any]]) -> Workload:
+    """The Workload of an Exo ``@proc`` object: its definition and the names it uses,
+    captured as source text from ``scopes`` (the caller's namespaces, innermost first)."""
+    from schedsearch.transforms.capture import workload_from_proc
+
+    return workload_from_proc(obj, sizes, scopes)
+
+
+def load(spec: WorkloadFile | Workload, spelling: Spelling = CLI) -> Workload:
+    """The Workload of a file reference, or the workload itself (a captured proc)."""
+    return spec.load(spelling) if isinstance(spec, WorkloadFile) else spec
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """What a user chooses for a new search: the CLI's ``run`` options, the API's arguments.
+
+    ``None`` means the default: a budget of ``DEFAULT_BUDGET`` seconds, ``DEFAULT_WORKERS``
+    Ray workers, gcc with ``-O3 -march=native``.
+    """
+
+    budget: float | None = None
+    max_candidates: int | None = None
+    workers: int | None = None
+    max_depth: int = 12
+    strategy: str = StrategyKind.BEST_FIRST.value
+    seed: int = 0
+    cc: str | None = None
+    cflags: str | None = None
+    parallel: bool = False
+    target: str = "auto"
+    cost_model: str = CostModelMode.RANK.value
+    remeasure: bool = False  # measure every candidate, even C an earlier search measured the same way
+    warm_start: bool = True  # first evaluate the best schedules earlier searches of this proc found
+
+    def config(self) -> SearchConfig:
+        """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""
+        return SearchConfig(
+            strategy=StrategyKind(self.strategy),
+            seed=self.seed,
+            max_seconds=self.budget if self.budget is not None else DEFAULT_BUDGET,
+            max_candidates=self.max_candidates,
+            max_depth=self.max_depth,
+            workers=DEFAULT_WORKERS if self.workers is None else self.workers,
+            cost_model=CostModelMode(self.cost_model),
+            bench=bench_config(self.cc, self.cflags, self.seed, self.target),
+            expand=expand_options(self.parallel, self.target),
+            remeasure=self.remeasure,
+            warm_start=self.warm_start,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRun:
+    """How a search ended: its record, its declared best (None when nothing ran) with the
+    numbers every view shows for it, the best's lineage (root first), and what a new
+    search's warm start replayed."""
+
+    search: SearchRecord
+    declared: DeclaredBest | None
+    lineage: tuple[CandidateRecord, ...] = ()
+    warm: WarmStart | None = None
+
+    @property
+    def best(self) -> CandidateRecord | None:
+        """The declared best candidate as stored."""
+        return self.declared.record if self.declared is not None else None
+
+
+class SearchSession:
+    """A search ready to run, holding its open store until closed (a context manager)."""
+
+    def __init__(self, workload: Workload, root: Candidate, config: SearchConfig, store: Store,
+                 search_id: int | None = None) -> None:
+        self.workload, self.root, self.config, self.store = workload, root, config, store
+        self.search_id = search_id
+        self.warm: WarmStart | None = None
+
+    def warm_start(self) -> WarmStart | None:
+        """For a new search (unless ``config.warm_start`` is off): replay the best schedules
+        earlier searches of this proc found on this workload (bounded: a few seconds), once."""
+        if self.search_id is None and self.config.warm_start and self.warm is None:
+            from schedsearch.warm_start import warm_start
+
+            self.warm = warm_start(self.store, self.workload, self.root, self.config.expand)
+        return self.warm
+
+    def __enter__(self) -> SearchSession:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def runner(self, address: str | None = None) -> SearchRunner:
+        """The executor (in-process for 0 workers, else Ray: a local cluster or ``address``)
+        and the cost model, ready to search; a context manager that releases both."""
+        config = self.config
+        executor = make_executor(config.workers, address, config.bench, config.expand)
+        try:
+            model = make_cost_model(config, self.store, executor)
+        except BaseException:
+            executor.close()
+            raise
+        return SearchRunner(self, executor, model)
+
+    def run(self, on_event: Callable[[SearchEvent], None] = lambda e: None, *, stop: threading.Event | None = None,
+            address: str | None = None, signals: tuple[signal.Signals, ...] = ()) -> SearchRun:
+        """``runner(address)`` and ``SearchRunner.run``, in one call."""
+        with self.runner(address) as runner:
+            return runner.run(on_event, stop=stop, signals=signals)
+
+
+class SearchRunner:
+    """A session's executor and cost model; ``run`` searches, ``close`` releases them."""
+
+    def __init__(self, session: SearchSession, executor: Executor, model: CostModel | None) -> None:
+        self.session, self.executor, self.model = session, executor, model
+
+    def __enter__(self) -> SearchRunner:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the cost model's training and release the executor's workers."""
+        if self.model is not None:
+            self.model.close()
+        self.executor.close()
+
+    def run(self, on_event: Callable[[SearchEvent], None] = lambda e: None, *, stop: threading.Event | None = None,
+            signals: tuple[signal.Signals, ...] = ()) -> SearchRun:
+        """Search until a budget is spent, the space is exhausted or ``stop`` is set.
+
+        The first of ``signals`` received meanwhile sets ``stop`` (a clean, resumable end);
+        a second one aborts. Infrastructure errors propagate with the search's id set (the
+        search is then marked failed and can be resumed).
+        """
+        from schedsearch.search import make_strategy, run_search
+
+        session = self.session
+        stop = stop if stop is not None else threading.Event()
+        warm = session.warm_start()
+        with stop_on_signals(stop, signals):
+            outcome = run_search(session.workload, session.root, make_strategy(session.config), self.executor,
+                                 session.store, session.config, on_event, search_id=session.search_id, stop=stop,
+                                 cost_model=self.model, seeds=warm.seeds if warm is not None else ())
+        session.search_id = outcome.search_id
+        return finished(session.store, outcome.search_id, warm)
+
+
+def finished(store: Store, search_id: int, warm: WarmStart | None = None) -> SearchRun:
+    """The record of a search, its declared best and that best's lineage."""
+    from schedsearch.numbers import load_declared_best
+
+    search = store.get_search(search_id)
+    declared = load_declared_best(store, search)
+    lineage = tuple(store.lineage(declared.record.id)) if declared is not None else ()
+    return SearchRun(search, declared, lineage, warm)
+
+
+def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db: str | None,
+                 spelling: Spelling = CLI) -> SearchSession:
+    """Load the workload, check the machine can build it, open (or create) the store.
+
+    Every check that can fail on the user's input or machine runs before a search is
+    recorded: an in-memory database, the workload, its memory needs, the compiler, the
+    build cache.
+    """
+    from schedsearch.evaluate import check_memory, check_toolchain, default_cache_dir, private_cache_dir
+    from schedsearch.transforms import root_candidate
+
+    refuse_transient_db(db, spelling)
+    workload = load(spec, spelling)
+    check_memory(workload)
+    config = settings.config()
+    check_toolchain(config.bench)
+    private_cache_dir(default_cache_dir())  # before a search is recorded, not after
+    store = open_db(db, create=True)
+    try:
+        root = root_candidate(workload)
+    except BaseException:
+        store.close()
+        raise
+    return SearchSession(workload, root, config, store)
+
+
+def resume_search(search_id: int, *, budget: float | None = None, max_candidates: int | None = None,
+                  workers: int | None = None, db: str | None = None, trust_db_source: bool = False,
+                  remeasure: bool = False, spelling: Spelling = CLI) -> SearchSession:
+    """Continue a search from the store: same workload (stored source), same settings
+    (``remeasure`` turns measurement reuse off for this run).
+
+    The stored source runs only when it matches its recorded sha256 and the file it came
+    from is still here with the same content, or with ``trust_db_source``. A completed
+    search needs more budget (SearchCompletedError otherwise).
+    """
+    from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
+    from schedsearch.transforms import root_candidate
+    from schedsearch.trust import check_stored_source
+
+    store = open_db(db, create=False)
+    try:
+        search = store.get_search(search_id)
+        config = resumed_config(search, budget, max_candidates, workers)
+        if remeasure:
+            config = dataclasses.replace(config, remeasure=True)
+        if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
+            raise SearchCompletedError(f"search {search_id} already completed; add {spelling.budget} (or "
+                                       f"{spelling.max_candidates}) to search further")
+        check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search_id}")
+        check_toolchain(config.bench)
+        private_cache_dir(default_cache_dir())
+        root = root_candidate(search.workload)
+    except BaseException:
+        store.close()
+        raise
+    return SearchSession(search.workload, root, config, store, search_id=search_id)
+
+
+def resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
+                   workers: int | None) -> SearchConfig:
+    """The stored config with budgets extended: budgets count the search's total."""
+    old = search.config
+    max_seconds = old.max_seconds
+    if budget is not None:
+        max_seconds = search.elapsed_seconds + budget
+    limit = old.max_candidates
+    if max_candidates is not None:
+        limit = search.counters.measured + max_candidates
+    return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
+                               workers=old.workers if workers is None else workers)
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event, signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+                    ) -> Iterator[None]:
+    """The first of ``signals`` (Ctrl-C, a notebook's interrupt) asks the search to stop
+    cleanly; a second one aborts. Outside the main thread, where Python cannot install
+    handlers, nothing is installed."""
+    if not signals or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
