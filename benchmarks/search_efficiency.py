@@ -74,13 +74,15 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
-def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float, workers: int, db: Path) -> dict:
-    """One ``schedsearch run``; returns its --json output plus the tree."""
+def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float, workers: int, db: Path,
+           extra: tuple[str, ...] = ("--no-warm-start",)) -> dict:
+    """One ``schedsearch run``; returns its --json output plus the tree. By default without
+    a warm start, so that what is compared is the cost model alone (``extra``: more options)."""
     env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="sched-eff-cache-"))
     mode = "off" if setting == "off" else "rank"
     try:
         r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
-                "--cost-model", mode, "--db", str(db), "--json", env=env)
+                "--cost-model", mode, "--db", str(db), "--json", *extra, env=env)
         if r.returncode != 0:
             raise SystemExit(f"schedsearch run {' '.join(kernel_args)} failed ({r.returncode}): {r.stderr[-2000:]}")
         out = json.loads(r.stdout)
