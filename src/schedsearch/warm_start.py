@@ -131,7 +131,7 @@ def warm_start(
         from schedsearch.transforms import Expander
 
         expander = Expander(workload, options)
-        replay = expander.candidate
+        replay = expander.adapt
     started = clock()
     seeds: list[Candidate] = []
     sources: list[PastSchedule] = []

@@ -22,13 +22,14 @@ from schedsearch.core import (
     Workload,
 )
 from schedsearch.store import InMemoryStore
-from schedsearch.transforms import Expander, build_proc, kernel_c, load_workload, root_candidate
+from schedsearch.errors import ReplayError
+from schedsearch.transforms import Expander, build_proc, kernel_c, load_workload, propose, root_candidate
 from schedsearch.warm_start import warm_start
 
 MATMUL = Path(__file__).resolve().parents[2] / "examples" / "matmul.py"
 
-#: 8 divides 32 but not 12: with a perfect tail this split does not apply at 12.
-SPLIT_I8 = Rewrite.make(RewriteKind.SPLIT, "i #0", factor=8, outer="io", inner="ii", tail="perfect")
+#: 16 divides 32; at 12 neither this split nor a variant of it (another tail) applies.
+SPLIT_I16 = Rewrite.make(RewriteKind.SPLIT, "i #0", factor=16, outer="io", inner="ii", tail="perfect")
 SPLIT_J4 = Rewrite.make(RewriteKind.SPLIT, "j #0", factor=4, outer="jo", inner="ji", tail="perfect")
 REORDER_JK = Rewrite.make(RewriteKind.REORDER, "j k")
 PARALLEL_I = Rewrite.make(RewriteKind.PARALLELIZE, "i #0")
@@ -67,7 +68,7 @@ def _ok(candidate: Candidate, seconds: float) -> Measurement:
 def earlier() -> tuple[InMemoryStore, int]:
     store = InMemoryStore()
     sid = _record_search(store, sgemm(32), {
-        Schedule((SPLIT_I8,)): 1e-4,  # the fastest, and it no longer applies at 12
+        Schedule((SPLIT_I16,)): 1e-4,  # the fastest, and it no longer applies at 12
         Schedule((REORDER_JK, SPLIT_J4)): 2e-4,
         Schedule((REORDER_JK,)): 4e-4,
     })
@@ -89,7 +90,7 @@ def test_schedules_of_other_sizes_replay_and_those_that_no_longer_apply_are_skip
         assert seed.depth == len(seed.schedule) and seed.parent is None
         assert seed.fingerprint != root.fingerprint and seed.features is not None
     [skipped] = warm.skipped
-    assert skipped.past.schedule == Schedule((SPLIT_I8,))
+    assert skipped.past.schedule == Schedule((SPLIT_I16,))
     assert "step 0" in skipped.reason and "split i #0" in skipped.reason
     assert (warm.duplicates, warm.left_out, warm.considered) == (0, 0, 3)
     lines = warm.summary()
@@ -106,7 +107,7 @@ def test_the_same_sizes_replay_everything(earlier) -> None:
     store, _ = earlier
     warm = warm_start(store, sgemm(32), root_candidate(sgemm(32)), OPTIONS)
     assert len(warm.seeds) == 3 and not warm.skipped
-    assert warm.sources[0].schedule == Schedule((SPLIT_I8,))  # most speedup first
+    assert warm.sources[0].schedule == Schedule((SPLIT_I16,))  # most speedup first
 
 
 def test_other_targets_other_procs_and_parallel_loops_are_left_out() -> None:
@@ -133,3 +134,23 @@ def test_duplicates_and_the_time_limit() -> None:
     assert (len(slow.seeds) + slow.duplicates, slow.left_out) == (2, 1)
     assert "1 not replayed (out of time)" in slow.summary()[0]
     assert warm_start(store, workload, root_candidate(workload), OPTIONS, max_seeds=1).considered == 1
+
+
+def test_a_step_whose_size_derived_arguments_changed_is_adapted() -> None:
+    """A register tile with a row tail records its rows loop's trip count: at another M it
+    is replayed as the tile proposed there, the same in everything but that count."""
+    options = ExpandOptions(target="avx2")
+    recorded_at = load_workload(MATMUL, "sgemm", {"M": 50, "N": 48, "K": 16})
+    tiles = [r for r in propose(build_proc(recorded_at), options)
+             if r.kind is RewriteKind.REGISTER_TILE and r.arg("trip") % r.arg("rows")]
+    assert tiles, "expected a register tile with a row tail at M=50"
+    tile = tiles[0]
+    here = load_workload(MATMUL, "sgemm", {"M": 98, "N": 48, "K": 16})
+    seed = Expander(here, options).adapt(Schedule((tile,)))
+    [step] = seed.schedule.steps
+    assert step.arg("trip") == 98
+    assert {k: v for k, v in step.args if k not in ("trip", "names", "tail_names")} == \
+        {k: v for k, v in tile.args if k not in ("trip", "names", "tail_names")}
+    assert seed.fingerprint != root_candidate(here).fingerprint
+    with pytest.raises(ReplayError):  # as recorded, the step no longer applies at M=98
+        Expander(here, options).candidate(Schedule((tile,)))

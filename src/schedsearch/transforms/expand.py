@@ -21,7 +21,7 @@ from schedsearch.errors import ReplayError
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
 from schedsearch.transforms.features import CacheSizes, feature_vector, machine_caches
 from schedsearch.transforms.replay import EXO_ERRORS, replay, try_apply
-from schedsearch.transforms.rules import propose_all
+from schedsearch.transforms.rules import describe, propose_all, rule_for
 from schedsearch.transforms.workload import bound_proc_from_source
 
 #: Procs kept per Expander: enough for the frontier a worker sees, small enough for memory.
@@ -109,6 +109,34 @@ class Expander:
             depth=len(schedule),
             features=feature_vector(c_source, schedule, self.workload, self.caches),
         )
+
+    def adapt(self, schedule: Schedule) -> Candidate:
+        """``schedule``, recorded at other sizes, as a candidate of this workload: each step
+        replayed as recorded when it applies, else replaced by the first rewrite proposed
+        at that point that differs from it only in arguments that follow from the sizes (a
+        register tile's trip count, a split's tail) or name new loops. A warm start's seeds
+        are made so. Raises ReplayError naming the first step with no such counterpart."""
+        proc = self.proc_for(Schedule())
+        steps: list[Rewrite] = []
+        for index, step in enumerate(schedule.steps):
+            child = try_apply(proc, step)
+            if child is None:
+                rule = rule_for(step.kind)
+                free = rule.sized_args() | rule.naming_args()
+                fixed = {k: v for k, v in step.args if k not in free}
+                for other in propose(proc, self.options):
+                    if other.kind is step.kind and other.target == step.target and \
+                            {k: v for k, v in other.args if k not in free} == fixed:
+                        child = try_apply(proc, other)
+                        if child is not None:
+                            step = other
+                            break
+            if child is None:
+                raise ReplayError(f"step {index} ({describe(step)}) does not apply at these sizes, "
+                                  "nor does any variant of it", step=index)
+            steps.append(step)
+            proc = child
+        return self.candidate(Schedule(tuple(steps)))
 
     def expand(self, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
         """Children of ``parent`` whose C differs from the parent's and each other's.

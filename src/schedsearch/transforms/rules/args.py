@@ -45,9 +45,16 @@ def loop(**kwargs: Any) -> Any:
     return dataclasses.field(metadata={"loop": True}, **kwargs)
 
 
-def count(minimum: int = 1, **kwargs: Any) -> Any:
-    """An integer field whose value is at least ``minimum``."""
-    return dataclasses.field(metadata={"minimum": minimum}, **kwargs)
+def count(minimum: int = 1, sized: bool = False, **kwargs: Any) -> Any:
+    """An integer field whose value is at least ``minimum``; ``sized`` when it follows from
+    the problem's sizes (a loop's trip count), not from a choice of the schedule."""
+    return dataclasses.field(metadata={"minimum": minimum, "sized": sized}, **kwargs)
+
+
+def sized(**kwargs: Any) -> Any:
+    """A field that follows from the problem's sizes (how a split handles its remainder):
+    the same step at other sizes may need another value."""
+    return dataclasses.field(metadata={"sized": True}, **kwargs)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

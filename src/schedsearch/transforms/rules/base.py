@@ -69,6 +69,11 @@ class Rule:
         """Arguments that only name created loops and buffers, in any of the records."""
         return frozenset().union(*(field_names(r, "naming") for r in self.records))
 
+    def sized_args(self) -> frozenset[str]:
+        """Arguments that follow from the problem's sizes, in any of the records: the same
+        step at other sizes may need other values (``transforms.expand.Expander.adapt``)."""
+        return frozenset().union(*(field_names(r, "sized") for r in self.records))
+
     def shape_blind_args(self) -> frozenset[str]:
         """Arguments left out of a proposal's shape: names and loop patterns."""
         return self.naming_args() | frozenset().union(*(field_names(r, "loop") for r in self.records))

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall, Loop, Nest
-from schedsearch.transforms.rules.args import StepArgs, count, loop, naming
+from schedsearch.transforms.rules.args import StepArgs, count, loop, naming, sized
 from schedsearch.transforms.rules.base import ProcView, Rule
 from schedsearch.transforms.walk import LoopInfo
 
@@ -46,7 +46,7 @@ class SplitArgs(StepArgs):
     factor: int = count()
     outer: str = naming()
     inner: str = naming()
-    tail: Tail = Tail.PERFECT
+    tail: Tail = sized(default=Tail.PERFECT)  # perfect only where the factor divides the trip count
 
 
 @dataclass(frozen=True, slots=True)

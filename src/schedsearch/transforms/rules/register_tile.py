@@ -72,7 +72,7 @@ class VectorTileArgs(StepArgs):
     tail_names: str = naming()  # the same for the cut tail's kernel
     isa: TargetName = TargetName.AVX2  # ``simd_kernel`` steps name none: they are AVX2 tiles
     dtype: DType = DType.F32
-    trip: int | None = count(default=None)  # the rows loop's trip count: a cut tail when rows do not divide it
+    trip: int | None = count(default=None, sized=True)  # the rows loop's trip count: a cut tail when rows do not divide it
     reds: str | None = loop(default=None)  # inner reduction loops, outermost first
     index: str | None = None  # the output's index variables when not just ``a b``
 
