@@ -125,7 +125,9 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
         ("elapsed", f"{search.elapsed_seconds:.1f} s"),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
                        f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
-                       + (f", {c.pruned} pruned" if c.pruned else "")),
+                       + (f", {c.pruned} pruned" if c.pruned else "")
+                       + (f"; {c.reused} reused from earlier searches" if c.reused else "")
+                       + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
         ("cost model", cost_model_text(search)),
         ("baseline", baseline_text(search, root)),
         ("best", best_text(search, best)),

@@ -72,34 +72,6 @@ def candidates_table(records: Sequence[CandidateRecord], title: str = "") -> Tab
     return table
 
 
-def search_summary(search: SearchRecord, db: str) -> Table:
-    """Key facts of one search as a two-column grid."""
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    c = search.counters
-    rows = [
-        ("search", f"{search.id}  ({db})"),
-        ("workload", f"{search.workload.label}  from {search.workload.path}"),
-        ("status", search.status.value + (f": {search.failure}" if search.failure else "")),
-        ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}"),
-        ("elapsed", f"{search.elapsed_seconds:.1f} s"),
-        ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
-                       f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
-                       + (f", {c.pruned} pruned" if c.pruned else "")
-                       + (f"; {c.reused} reused from earlier searches" if c.reused else "")
-                       + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
-        ("cost model", cost_model_text(search)),
-        ("baseline", fmt_seconds(search.baseline_seconds)),
-        ("best", f"{fmt_seconds(search.best_seconds)}  speedup {fmt_num(search.best_speedup, 'x')}"
-                 + (f"  (candidate {search.best_candidate_id})" if search.best_candidate_id else "")),
-        ("machine", f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}"),
-    ]
-    for k, v in rows:
-        grid.add_row(k, v)
-    return grid
-
-
 def cost_model_text(search: SearchRecord) -> str:
     """The cost model's mode and how well it ranked the latest measurements."""
     mode = search.config.cost_model.value
