@@ -43,7 +43,9 @@ from schedsearch.app import (
     start_search,
     step_lines,
 )
-from schedsearch.core import CandidateRecord, CostModelMode, Schedule, SearchEvent, SearchRecord, SearchStatus, Workload
+from schedsearch.core import (
+    CandidateRecord, CostModelMode, FloatMode, Schedule, SearchEvent, SearchRecord, SearchStatus, Workload,
+)
 from schedsearch.core import StrategyKind as _Strategy
 from schedsearch.errors import NoScheduleError
 from schedsearch.progress import progress_renderer
@@ -131,6 +133,7 @@ def tune(
     parallel: bool = False,
     remeasure: bool = False,
     warm_start: bool = True,
+    float_mode: str = "strict",
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
 ) -> TuneResult:
@@ -148,7 +151,9 @@ def tune(
     ``off``, ``rank`` or ``prune``; the same ``seed`` gives the same search order. What
     earlier searches measured of the same C on this machine is reused (``remeasure=True``
     measures everything), and a new search first tries the best schedules earlier searches
-    of this proc found (``warm_start=False`` opts out).
+    of this proc found (``warm_start=False`` opts out). ``float_mode="relaxed"`` lets the
+    compiler divide by a constant's reciprocal, as Halide does by default; candidates are
+    still checked against the proc built strictly.
 
     ``on_progress`` receives every ``SearchEvent``; ``progress`` shows a bar (True), none
     (False), or a bar only in Jupyter (None). A first interrupt (Ctrl-C, a notebook's stop
@@ -158,7 +163,8 @@ def tune(
     """
     settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
-                         cost_model=cost_model, remeasure=remeasure, warm_start=warm_start)
+                         cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
+                         float_mode=float_mode)
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
@@ -328,14 +334,16 @@ def _caller_scopes() -> list[Mapping[str, Any]]:
 
 def _settings(*, budget: float | None, max_candidates: int | None, workers: int, max_depth: int, strategy: str,
               seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
-              cost_model: str, remeasure: bool = False, warm_start: bool = True) -> SearchSettings:
+              cost_model: str, remeasure: bool = False, warm_start: bool = True,
+              float_mode: str = "strict") -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS
 
     _check_limits(budget, max_candidates, workers)
     choices = {"strategy": (strategy, [s.value for s in _Strategy]),
                "cost_model": (cost_model, [m.value for m in CostModelMode]),
-               "target": (target, ["auto", *(t.name.value for t in TARGETS)])}
+               "target": (target, ["auto", *(t.name.value for t in TARGETS)]),
+               "float_mode": (float_mode, [m.value for m in FloatMode])}
     for name, (value, allowed) in choices.items():
         if str(value) not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
@@ -346,7 +354,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
     return SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                           strategy=str(strategy), seed=seed, cc=cc, cflags=cflags, parallel=parallel,
                           target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
-                          warm_start=bool(warm_start))
+                          warm_start=bool(warm_start), float_mode=str(float_mode))
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:

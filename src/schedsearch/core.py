@@ -184,6 +184,16 @@ class CostModelMode(StrEnum):
     PRUNE = "prune"  # as rank, and the predicted-worst share is skipped when the budget is short
 
 
+class FloatMode(StrEnum):
+    """What the C compiler may assume about float arithmetic in candidates."""
+
+    STRICT = "strict"  # IEEE as written: every result is the one the proc's arithmetic gives
+    # Division by a constant may become multiplication by its reciprocal (gcc
+    # -freciprocal-math), as Halide does unless told StrictFloat. Candidates are still
+    # verified against the unscheduled proc built strictly, within the float tolerance.
+    RELAXED = "relaxed"
+
+
 class SearchStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
@@ -581,9 +591,16 @@ class BenchConfig(JsonRecord):
     run_timeout: float = 30.0
     warmup_seconds: float = 0.01
     min_sample_seconds: float = 0.005  # each sample repeats the call at least this long
-    samples: int = 7
+    samples: int = 7  # at most; a lone kernel stops early once its samples agree (settle)
+    # A kernel timed alone stops sampling once 3 samples lie within this relative spread
+    # ((max - min) / min) of each other: slow kernels on a quiet machine need few. 0: always
+    # take ``samples``.
+    settle: float = 0.02
     seed: int = 0
     rtol: float = 1e-3  # float tolerance, relative to the reference output's magnitude
+    # ``cflags`` already hold the mode's own flags (targets.build_flags); the reference is
+    # built without them (targets.reference_flags).
+    float_mode: FloatMode = FloatMode.STRICT
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,13 +652,14 @@ class ReuseScope(JsonRecord):
     target: str
     rtol: float
     exclude_search: int | None = None
+    float_mode: FloatMode = FloatMode.STRICT  # decides how the reference was built
 
     @staticmethod
     def of(config: SearchConfig, machine_fingerprint: str, reference: str,
            exclude_search: int | None = None) -> ReuseScope:
         """The scope of a search with ``config`` measuring on ``machine_fingerprint``."""
         return ReuseScope(machine_fingerprint, reference, config.bench.cc, tuple(config.bench.cflags),
-                          config.expand.target, config.bench.rtol, exclude_search)
+                          config.expand.target, config.bench.rtol, exclude_search, config.bench.float_mode)
 
     def admits(self, search_id: int, config: SearchConfig, machine_fingerprint: str, reference: str | None) -> bool:
         """Whether the measurements of search ``search_id`` — its config, machine
@@ -796,11 +814,13 @@ class SearchEvent(JsonRecord):
 class Job:
     """One unit of work handed to an ``Executor``. ``id`` is the submitter's, unique among
     its jobs in flight; ``candidates`` holds the parent (expand), the candidate (evaluate)
-    or the finalists (remeasure)."""
+    or the finalists (remeasure). An evaluated candidate whose verification call takes
+    longer than ``cutoff`` seconds is timed by that call alone."""
 
     id: int
     kind: JobKind
     candidates: tuple[Candidate, ...]
+    cutoff: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ A schedule file is JSON::
       "seconds": 1.2e-05,          # the schedule's median time when recorded
       "machine": {...},            # core.MachineInfo: CPU, compiler, flags, exo version
       "target": "avx512",          # the instruction set its steps emit (targets.py)
+      "float_mode": "strict",      # or "relaxed": candidates may divide by reciprocals
       "origin": {"db": "...", "search_id": 3, "candidate_id": 57,
                  "numbers": "remeasured"}  # or "search_time": how speedup and seconds were measured
     }
@@ -20,7 +21,8 @@ The workload path is stored relative to the schedule file, so a repository can m
 schedule file is data: its workload runs only when it lies inside the schedule file's folder
 tree (or where the user allows, ``regress --workloads``) and matches ``source_sha256``
 (see ``schedsearch.trust``); names and sizes are validated when the file is read.
-Files written before targets existed have no ``target``: it is derived from their steps.
+Files written before targets existed have no ``target``: it is derived from their steps;
+files without ``float_mode`` were strict.
 A file is data, never code: it is parsed, and every step's arguments are checked against
 its kind's typed record (``transforms.rules``) before anything is replayed.
 """
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedsearch.core import INT64_MAX, MachineInfo, Rewrite, Schedule, is_identifier
+from schedsearch.core import INT64_MAX, FloatMode, MachineInfo, Rewrite, Schedule, is_identifier
 from schedsearch.errors import ScheduleFileError
 from schedsearch.targets import schedule_target
 from schedsearch.trust import schedule_workload_path
@@ -57,6 +59,7 @@ class ScheduleFile:
     machine: MachineInfo
     origin: dict[str, Any] = field(default_factory=dict)
     target: str = ""  # the instruction set the steps emit; "" = derived from the steps
+    float_mode: FloatMode = FloatMode.STRICT  # how candidates were compiled (files without it: strict)
 
     @property
     def needs_target(self) -> str:
@@ -88,6 +91,7 @@ class ScheduleFile:
             "seconds": self.seconds,
             "machine": self.machine.to_json(),
             "target": self.needs_target,
+            "float_mode": self.float_mode.value,
             "origin": self.origin,
         }
 
@@ -148,6 +152,10 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
         raise ScheduleFileError(f"{p} is not a schedsearch schedule file (export one with `schedsearch export ... --format json`)")
     if raw.get("version") != VERSION:
         raise ScheduleFileError(f"{p} has schedule-file version {raw.get('version')!r}; this schedsearch reads version {VERSION}")
+    modes = [m.value for m in FloatMode]
+    if raw.get("float_mode", FloatMode.STRICT.value) not in modes:
+        raise ScheduleFileError(f"{p} is malformed: its float_mode {raw.get('float_mode')!r} is not one of "
+                                + ", ".join(modes))
     try:
         wl = raw["workload"]
         sf = ScheduleFile(
@@ -162,6 +170,7 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
             machine=MachineInfo.from_json(raw.get("machine") or {}),
             origin=dict(raw.get("origin") or {}),
             target=str(raw.get("target") or ""),
+            float_mode=FloatMode(raw.get("float_mode") or FloatMode.STRICT),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ScheduleFileError(f"{p} is malformed: {type(e).__name__}: {e}") from None

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from schedsearch.core import RewriteKind, Schedule
+from schedsearch.core import FloatMode, RewriteKind, Schedule
 from schedsearch.errors import WorkloadError
 
 
@@ -233,11 +233,37 @@ def resolve(name: str, flags: Iterable[str]) -> Target:
     return detect(flags) if name == "auto" else target(name)
 
 
-def build_flags(base: Sequence[str], tgt: Target) -> tuple[str, ...]:
+#: The compiler flags each float mode adds to candidate builds (never to the reference's).
+FLOAT_MODE_FLAGS: dict[FloatMode, tuple[str, ...]] = {
+    FloatMode.STRICT: (),
+    FloatMode.RELAXED: ("-freciprocal-math",),
+}
+
+
+def build_flags(base: Sequence[str], tgt: Target, float_mode: FloatMode = FloatMode.STRICT) -> tuple[str, ...]:
     """The compiler flags for building candidates for ``tgt``: ``base`` (the user's, or the
-    defaults), then the target's own flags that ``base`` does not already give. The target's
-    come last so that they win over ``-march=native`` where the two disagree."""
-    return tuple(base) + tuple(f for f in tgt.cflags if f not in base)
+    defaults), then the target's own flags and the float mode's that ``base`` does not
+    already give. The target's come after ``base`` so that they win over ``-march=native``
+    where the two disagree."""
+    flags = tuple(base)
+    for f in tgt.cflags + FLOAT_MODE_FLAGS[FloatMode(float_mode)]:
+        if f not in flags:
+            flags += (f,)
+    return flags
+
+
+def reference_flags(cflags: Sequence[str], float_mode: FloatMode) -> tuple[str, ...]:
+    """The flags the reference (the unscheduled proc, whose outputs every candidate is
+    checked against) is built with: ``cflags`` without the float mode's own flags, so a
+    relaxed search is verified against the arithmetic as written."""
+    added = FLOAT_MODE_FLAGS[FloatMode(float_mode)]
+    return tuple(f for f in cflags if f not in added)
+
+
+def switch_float_mode(cflags: Sequence[str], old: FloatMode, new: FloatMode) -> tuple[str, ...]:
+    """``cflags`` built for float mode ``old`` as they would be for ``new``."""
+    flags = reference_flags(cflags, old)
+    return flags + tuple(f for f in FLOAT_MODE_FLAGS[FloatMode(new)] if f not in flags)
 
 
 def schedule_target(schedule: Schedule) -> str:

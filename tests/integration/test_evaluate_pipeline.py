@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -343,3 +344,23 @@ def test_timing_statistics_are_robust_to_an_outlier() -> None:
     assert t.samples == (1.0, 1.1, 0.9, 1.05, 8.0) and t.inner == 4  # recorded in measured order
     one = timing_from_samples([2.0], inner=1)
     assert one.median == one.q1 == one.q3 == 2.0 and one.spread == 0.0
+
+
+def test_a_candidate_slower_than_the_cutoff_is_timed_by_its_verification_call_alone(ref: Candidate,
+                                                                                     cache: Path) -> None:
+    cand = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
+    full = evaluate_candidate(SGEMM, ref, cand, FAST, cache, cutoff=60.0)
+    assert full.status is Status.OK and len(full.timing.samples) == FAST.samples
+    cut = evaluate_candidate(SGEMM, ref, cand, FAST, cache, cutoff=1e-9)
+    assert cut.status is Status.OK, cut.error  # still verified: a wrong result is never cut
+    assert len(cut.timing.samples) == 1 and cut.timing.inner == 1 and cut.max_error is not None
+    wrong = evaluate_candidate(SGEMM, ref, hand("C[0] += 1.0f;"), FAST, cache, cutoff=1e-9)
+    assert wrong.status is Status.WRONG_RESULT
+
+
+@pytest.mark.parametrize(("settle", "expected"), [(0.0, 9), (10.0, 3)])
+def test_a_lone_kernel_stops_sampling_once_its_samples_agree(ref: Candidate, cache: Path, settle: float,
+                                                             expected: int) -> None:
+    config = dataclasses.replace(FAST, samples=9, settle=settle)
+    m = evaluate_candidate(SGEMM, ref, ref, config, cache)
+    assert m.status is Status.OK and len(m.timing.samples) == expected

@@ -107,6 +107,30 @@ def test_a_schedule_file_with_a_malformed_step_is_refused_when_read(tmp_path: Pa
     assert str(info.value) == f"{path}: step 1 `tile i #0`: fb must be a positive integer, not -3"
 
 
+def _file(path: Path, **extra: object) -> Path:
+    path.write_text(json.dumps({
+        "format": "schedsearch-schedule", "version": 1,
+        "workload": {"file": str(MATMUL), "proc": "sgemm", "sizes": {"M": 8, "N": 8, "K": 8}},
+        "steps": [{"kind": "split", "target": "k #0", "args": {**SPLIT, "factor": 2}}], **extra,
+    }))
+    return path
+
+
+def test_a_schedule_files_float_mode_is_read_and_defaults_to_strict(tmp_path: Path) -> None:
+    from schedsearch.core import FloatMode
+    from schedsearch.schedule_file import write_schedule_file
+
+    assert read_schedule_file(_file(tmp_path / "old.json")).float_mode is FloatMode.STRICT
+    relaxed = read_schedule_file(_file(tmp_path / "new.json", float_mode="relaxed"))
+    assert relaxed.float_mode is FloatMode.RELAXED
+    write_schedule_file(tmp_path / "again.json", relaxed)
+    assert json.loads((tmp_path / "again.json").read_text())["float_mode"] == "relaxed"
+    assert read_schedule_file(tmp_path / "again.json").float_mode is FloatMode.RELAXED
+    with pytest.raises(ScheduleFileError) as info:
+        read_schedule_file(_file(tmp_path / "bad.json", float_mode="fast"))
+    assert str(info.value) == f"{tmp_path / 'bad.json'} is malformed: its float_mode 'fast' is not one of strict, relaxed"
+
+
 WORKLOADS = [
     (MATMUL, "sgemm", {"M": 16, "N": 32, "K": 8}, "avx2"),
     (MATMUL, "sgemm", {"M": 16, "N": 32, "K": 8}, "scalar"),

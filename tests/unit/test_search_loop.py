@@ -343,3 +343,23 @@ def test_a_stop_during_an_expansion_is_acknowledged_at_once() -> None:
     asked = next(e for e in seen if stop.is_set() and e.elapsed > 3.0)
     assert stopping.elapsed - asked.elapsed <= loop.POLL_SECONDS
     assert ex.cancelled == 1 and outcome.elapsed < 5.0
+
+
+@pytest.mark.parametrize("base_seconds", [1.0, 1e-4])
+def test_evaluations_carry_a_cutoff_of_four_times_the_best_so_far_but_never_under_the_floor(
+        base_seconds: float) -> None:
+    ex = FakeExecutor(FakeTree(base_seconds=base_seconds, failure_rate=0.0))
+    outcome, store, _ = search(config(max_candidates=25), ex)
+    root = fake_root().fingerprint
+    assert ex.cutoffs[root] is None  # nothing is known before the root
+    cutoffs = [ex.cutoffs[fp] for fp in ex.evaluated if fp != root]
+    assert cutoffs and all(c is not None for c in cutoffs)
+    # in submission order the best only improves, so the cutoff only falls, down to the floor
+    assert cutoffs == sorted(cutoffs, reverse=True)
+    best = min(r.seconds for r in measured(store, outcome.search_id) if r.seconds is not None)
+    assert min(cutoffs) >= max(loop.CUTOFF_FACTOR * best, loop.CUTOFF_FLOOR_SECONDS)
+    assert cutoffs[0] == pytest.approx(max(loop.CUTOFF_FACTOR * base_seconds, loop.CUTOFF_FLOOR_SECONDS))
+    if base_seconds * loop.CUTOFF_FACTOR < loop.CUTOFF_FLOOR_SECONDS:
+        assert set(cutoffs) == {loop.CUTOFF_FLOOR_SECONDS}
+    else:
+        assert min(cutoffs) < cutoffs[0]  # improvements lowered it

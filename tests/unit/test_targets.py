@@ -88,3 +88,20 @@ def test_build_flags_append_the_targets_own_flags_after_the_users() -> None:
     assert narrow[-1] == "-mno-avx512f" and "-mprefer-vector-width=512" not in narrow
     # flags the user already gave are not repeated
     assert build_flags(("-O2", "-mfma"), AVX2).count("-mfma") == 1
+
+
+def test_a_relaxed_float_mode_adds_its_flags_to_candidates_but_never_to_the_reference() -> None:
+    from schedsearch.core import FloatMode
+    from schedsearch.targets import AVX512, FLOAT_MODE_FLAGS, SCALAR, build_flags, reference_flags, switch_float_mode
+
+    base = ("-O3", "-march=native")
+    assert build_flags(base, AVX512, FloatMode.STRICT) == build_flags(base, AVX512)
+    relaxed = build_flags(base, AVX512, FloatMode.RELAXED)
+    assert "-freciprocal-math" in relaxed and relaxed[:2] == base
+    assert reference_flags(relaxed, FloatMode.RELAXED) == build_flags(base, AVX512)
+    # a user's own flag survives a strict reference build: only the mode's flags are removed
+    mine = ("-O3", "-freciprocal-math")
+    assert reference_flags(build_flags(mine, SCALAR, FloatMode.STRICT), FloatMode.STRICT) == mine
+    assert switch_float_mode(build_flags(base, SCALAR), FloatMode.STRICT, FloatMode.RELAXED) == \
+        base + FLOAT_MODE_FLAGS[FloatMode.RELAXED]
+    assert switch_float_mode(relaxed, FloatMode.RELAXED, FloatMode.STRICT) == build_flags(base, AVX512)

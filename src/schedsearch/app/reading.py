@@ -233,6 +233,7 @@ def schedule_file_of(source: ExportSource, out_path: Path, db: str | None) -> Sc
         speedup=best.speedup if best is not None else record.speedup,
         seconds=best.seconds if best is not None else record.seconds,
         machine=search.machine,
+        float_mode=search.config.bench.float_mode,
         origin={"db": db_label(db), "search_id": search.id, "candidate_id": record.id,
                 "numbers": (best.kind if best is not None else NumberKind.SEARCH_TIME).value},
     )

@@ -29,7 +29,7 @@ from schedsearch.core import BenchConfig, Candidate, MachineInfo, Status, Timing
 from schedsearch.errors import ReplayError, ScheduleFileError, UntrustedSourceError, WorkloadError
 from schedsearch.numbers import NumberKind
 from schedsearch.schedule_file import read_schedule_file, write_schedule_file
-from schedsearch.targets import TARGETS, target
+from schedsearch.targets import TARGETS, switch_float_mode, target
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,7 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
     The workload runs only from inside the schedule file's folder tree or from ``allowed``
     files and folders (``--workloads``), and only when it matches the recorded sha256.
     """
-    from schedsearch.evaluate import check_memory, default_cache_dir, evaluate_candidate, remeasure
+    from schedsearch.evaluate import check_memory, default_cache_dir, evaluate_candidate, machine_info, remeasure
     from schedsearch.transforms import build_proc, fingerprint, kernel_c, load_workload, proc_text, root_candidate
 
     started = time.monotonic()
@@ -145,6 +145,12 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
         return result(False, str(e), machine_differs=machine_differs, source_changed=True)
     except WorkloadError as e:
         return result(False, f"workload does not load: {e}", machine_differs=machine_differs)
+    if sf.float_mode is not bench.float_mode:
+        # Measured as recorded: a relaxed schedule's speed came from relaxed builds.
+        bench = dataclasses.replace(bench, float_mode=sf.float_mode,
+                                    cflags=switch_float_mode(bench.cflags, bench.float_mode, sf.float_mode))
+        machine = machine_info(bench)
+        machine_differs = bool(sf.machine.cpu_model) and sf.machine.fingerprint != machine.fingerprint
     flags = {"machine_differs": machine_differs, "source_changed": False}
     try:
         proc = build_proc(workload, sf.schedule)

@@ -105,6 +105,7 @@ class SearchSettings:
     cost_model: str = CostModelMode.RANK.value
     remeasure: bool = False  # measure every candidate, even C an earlier search measured the same way
     warm_start: bool = True  # first evaluate the best schedules earlier searches of this proc found
+    float_mode: str = "strict"  # core.FloatMode: "relaxed" lets candidates divide by reciprocals
 
     def config(self) -> SearchConfig:
         """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""
@@ -116,7 +117,7 @@ class SearchSettings:
             max_depth=self.max_depth,
             workers=DEFAULT_WORKERS if self.workers is None else self.workers,
             cost_model=CostModelMode(self.cost_model),
-            bench=bench_config(self.cc, self.cflags, self.seed, self.target),
+            bench=bench_config(self.cc, self.cflags, self.seed, self.target, self.float_mode),
             expand=expand_options(self.parallel, self.target),
             remeasure=self.remeasure,
             warm_start=self.warm_start,

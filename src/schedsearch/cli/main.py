@@ -106,6 +106,11 @@ def cli() -> None:
                    "expand; prune = rank, and when the budget is short - a round's new children would take "
                    "more than the seconds left at this search's pace so far (elapsed / evaluated), or "
                    "outnumber the --max-candidates left - skip the predicted-slower half of them.")
+@click.option("--float", "float_mode", type=click.Choice(["strict", "relaxed"]), default="strict", show_default=True,
+              help="Float arithmetic candidates may use: strict = as written (IEEE); relaxed = the compiler may "
+                   "divide by a constant as a multiplication by its reciprocal (gcc -freciprocal-math, what "
+                   "Halide does unless told StrictFloat). Either way every candidate is checked against the "
+                   "unscheduled proc built strictly, within the float tolerance.")
 @click.option("--warm-start/--no-warm-start", default=True, show_default=True,
               help="First evaluate the best schedules earlier searches found for this proc (any sizes, same "
                    "target), replayed on these sizes; those that no longer apply are skipped.")

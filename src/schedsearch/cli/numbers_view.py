@@ -121,7 +121,8 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
         ("search", f"{search.id}  ({db})"),
         ("workload", f"{search.workload.label}  from {search.workload.path}"),
         ("status", status_text(search)),
-        ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}"),
+        ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}, "
+                     f"{search.config.bench.float_mode.value} float"),
         ("elapsed", f"{search.elapsed_seconds:.1f} s"),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
                        f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"

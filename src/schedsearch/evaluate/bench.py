@@ -122,8 +122,13 @@ def run_kernels(
     config: BenchConfig,
     pin: bool,
     timeout: float | None = None,
+    cutoff: float | None = None,
 ) -> ChildResult:
-    """Verify and time ``kernels`` in one driver process (interleaved rounds when several)."""
+    """Verify and time ``kernels`` in one driver process (interleaved rounds when several).
+
+    ``cutoff``: a kernel whose verification call takes longer than this many seconds is
+    timed by that one call (it cannot be among the fastest; timing it fully would cost
+    ``samples`` more calls)."""
     timeout = config.run_timeout if timeout is None else timeout
     argv = [
         str(driver),
@@ -136,6 +141,8 @@ def run_kernels(
         repr(float(config.min_sample_seconds)),
         str(max(1, config.samples)),
         repr(timeout * TIMING_BUDGET_SHARE),
+        repr(float(cutoff or 0.0)),
+        repr(float(config.settle)),
         *(str(k) for k in kernels),
     ]
     return run_child(argv, timeout=timeout)

@@ -48,7 +48,7 @@ from schedsearch.core import KERNEL_SYMBOL, ArgSpec, DType
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.
-HARNESS_VERSION = "3"
+HARNESS_VERSION = "4"
 
 
 def _fill_expr(dtype: DType) -> str:
@@ -271,10 +271,15 @@ static int do_dump(int argc, char **argv) {{
   return 0;
 }}
 
-/* run <seed> <reference-file> <cpu> <rtol> <warmup-s> <min-sample-s> <samples> <budget-s> <so>...
-   Verify every kernel, then time the good ones in interleaved rounds. */
+/* run <seed> <reference-file> <cpu> <rtol> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <settle> <so>...
+   Verify every kernel, then time the good ones in interleaved rounds.
+   cutoff-s > 0: a kernel whose verification call takes longer is timed by that call alone
+   ("cut"): it cannot be among the fastest, and timing it properly would cost many calls.
+   settle > 0 (one kernel only): stop sampling once MIN_SAMPLES samples lie within that
+   relative spread ((max - min) / min) of each other. */
+#define MIN_SAMPLES 3
 static int do_run(int argc, char **argv) {{
-  if (argc < 11) {{ fprintf(stderr, "usage: run seed ref cpu rtol warmup min_sample samples budget so...\n"); return 2; }}
+  if (argc < 13) {{ fprintf(stderr, "usage: run seed ref cpu rtol warmup min_sample samples budget cutoff settle so...\n"); return 2; }}
   double start = now();
   uint64_t seed = strtoull(argv[2], NULL, 10);
   const char *ref_path = argv[3];
@@ -282,7 +287,8 @@ static int do_run(int argc, char **argv) {{
   double rtol = atof(argv[5]), warmup = atof(argv[6]), min_sample = atof(argv[7]);
   int samples = atoi(argv[8]);
   double budget = atof(argv[9]);
-  int n = argc - 10;
+  double cutoff = atof(argv[10]), settle = atof(argv[11]);
+  int n = argc - 12;
   if (cpu >= 0) {{
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -298,13 +304,18 @@ static int do_run(int argc, char **argv) {{
   int live = 0;
   double per_round = 0.0;
   for (int c = 0; c < n; c++) {{
-    k[c] = load(argv[10 + c]);
+    k[c] = load(argv[12 + c]);
     first[c] = timed_call(k[c]);
     printf("first %d %.9g\n", c, first[c]);
     fflush(stdout);
     good[c] = verify(c, refdata, rtol);
     if (good[c] && first[c] * 2.0 > budget / n) {{
       printf("slow %d %.9g\n", c, first[c]);
+      good[c] = 0;
+    }}
+    if (good[c] && cutoff > 0.0 && first[c] > cutoff) {{
+      printf("cut %d %.9g\n", c, first[c]);
+      printf("sample %d %.9g\n", c, first[c]);
       good[c] = 0;
     }}
     fflush(stdout);
@@ -326,6 +337,7 @@ static int do_run(int argc, char **argv) {{
     if (fit < samples) samples = fit < 1 ? 1 : fit;
   }}
   double *acc = (double *)calloc((size_t)n * (size_t)samples, sizeof(double));
+  int taken = 0;
   for (int s = 0; s < samples && live > 0; s++) {{
     for (int c = 0; c < n; c++) {{
       if (!good[c]) continue;
@@ -333,10 +345,19 @@ static int do_run(int argc, char **argv) {{
       for (int r = 0; r < inner[c]; r++) total += timed_call(k[c]);
       acc[(size_t)c * samples + s] = total / inner[c];
     }}
+    taken = s + 1;
+    if (settle > 0.0 && n == 1 && taken >= MIN_SAMPLES) {{
+      double lo = acc[0], hi = acc[0];
+      for (int i = 1; i < taken; i++) {{
+        if (acc[i] < lo) lo = acc[i];
+        if (acc[i] > hi) hi = acc[i];
+      }}
+      if (lo > 0.0 && (hi - lo) / lo <= settle) break;
+    }}
   }}
   for (int c = 0; c < n; c++) {{
     if (!good[c]) continue;
-    for (int s = 0; s < samples; s++) printf("sample %d %.9g\n", c, acc[(size_t)c * samples + s]);
+    for (int s = 0; s < taken; s++) printf("sample %d %.9g\n", c, acc[(size_t)c * samples + s]);
   }}
   printf("done\n");
   return 0;

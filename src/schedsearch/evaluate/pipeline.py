@@ -11,6 +11,7 @@ be hundreds of times slower than a good one and must not run once per candidate.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -35,6 +36,7 @@ from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 from schedsearch.evaluate.machine import machine_info
 from schedsearch.evaluate.process import ChildResult
+from schedsearch.targets import reference_flags
 
 _STDERR_TAIL = 1500
 
@@ -96,10 +98,20 @@ def _build_both(
 ) -> tuple[Path, BuildResult, BuildResult]:
     driver = build_driver(workload.args, config, cache_dir)
     cand = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
-    if candidate.fingerprint == reference.fingerprint:
+    if candidate.fingerprint == reference.fingerprint and reference_config(config) == config:
         return driver, cand, cand
-    ref = build_kernel(reference.c_source, config, cache_dir, openmp=reference.uses_openmp)
-    return driver, cand, ref
+    return driver, cand, build_reference(reference, config, cache_dir)
+
+
+def reference_config(config: BenchConfig) -> BenchConfig:
+    """``config`` as the reference is built with: without the float mode's own flags."""
+    flags = reference_flags(config.cflags, config.float_mode)
+    return config if flags == tuple(config.cflags) else dataclasses.replace(config, cflags=flags)
+
+
+def build_reference(reference: Candidate, config: BenchConfig, cache_dir: Path) -> BuildResult:
+    """Build the unscheduled proc whose outputs are the answer key (strict float arithmetic)."""
+    return build_kernel(reference.c_source, reference_config(config), cache_dir, openmp=reference.uses_openmp)
 
 
 def _reference_file(
@@ -173,7 +185,8 @@ class Built:
 
 
 def evaluate_candidate(
-    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
+    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path,
+    cutoff: float | None = None,
 ) -> Measurement:
     """Build ``candidate``, then (holding the node's benchmark lock) verify it against
     ``reference`` and time it: ``build_candidate`` followed by ``run_candidate``.
@@ -190,7 +203,7 @@ def evaluate_candidate(
     built = build_candidate(workload, reference, candidate, config, cache_dir)
     if isinstance(built, Measurement):
         return built
-    return run_candidate(workload, reference, candidate, built, config, cache_dir)
+    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff)
 
 
 def build_candidate(
@@ -211,17 +224,18 @@ def build_candidate(
 
 def run_candidate(
     workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
-    cache_dir: Path,
+    cache_dir: Path, cutoff: float | None = None,
 ) -> Measurement:
     """Verify a built candidate against the reference and time it, holding the node's
-    benchmark lock (one timing at a time per node). Raises as ``evaluate_candidate`` does."""
+    benchmark lock (one timing at a time per node); one whose verification call takes more
+    than ``cutoff`` seconds is timed by that call alone. Raises as ``evaluate_candidate`` does."""
     with _infrastructure_errors(cache_dir):
-        return _run(workload, reference, candidate, built, config, Path(cache_dir))
+        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff)
 
 
 def _run(
     workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
-    cache_dir: Path,
+    cache_dir: Path, cutoff: float | None,
 ) -> Measurement:
     machine = machine_info(config)
     cand, ref = built.kernel, built.reference
@@ -241,7 +255,7 @@ def _run(
                 )
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
-        res = run_kernels(built.driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp)
+        res = run_kernels(built.driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp, cutoff=cutoff)
     return _measurement_from_report(workload, candidate, 0, res, 1, config, cand.seconds, machine)
 
 
@@ -274,7 +288,7 @@ def _remeasure(
 ) -> list[Measurement]:
     machine = machine_info(config)
     driver = build_driver(workload.args, config, cache_dir)
-    ref = build_kernel(reference.c_source, config, cache_dir, openmp=reference.uses_openmp)
+    ref = build_reference(reference, config, cache_dir)
     if not ref.ok:
         raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
     builds = [build_kernel(c.c_source, config, cache_dir, openmp=c.uses_openmp) for c in candidates]

@@ -135,12 +135,13 @@ class _Runner:
     """Ray actor body: the benchmark runner of one node; it times one kernel at a time."""
 
     def run(self, workload: Workload, reference: Candidate, candidate: Candidate, built: Any, bench: BenchConfig,
-            cache_dir: Path | None) -> Measurement | SchedsearchError:
+            cache_dir: Path | None, cutoff: float | None = None) -> Measurement | SchedsearchError:
         from schedsearch.evaluate import default_cache_dir
         from schedsearch.evaluate.pipeline import run_candidate
 
         try:
-            return run_candidate(workload, reference, candidate, built, bench, cache_dir or default_cache_dir())
+            return run_candidate(workload, reference, candidate, built, bench, cache_dir or default_cache_dir(),
+                                 cutoff)
         except SchedsearchError as e:
             return e
 
@@ -457,7 +458,7 @@ class RayExecutor(BlockingCalls):
                 return JobResult(job, measurements=(built,))
             wref, rref = detail
             runner = self._runner(node)
-            ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir)
+            ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff)
             self._flight[ref] = (job, "run", runner)
             return None
         if isinstance(value, SchedsearchError):

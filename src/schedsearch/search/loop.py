@@ -90,6 +90,12 @@ POLL_SECONDS = 0.25
 TICK_SECONDS = 1.0
 #: How far past the time budget a running re-measurement of the finalists may go.
 FINALIST_GRACE_SECONDS = 3.0
+#: A candidate whose first (verification) call is this many times slower than the best so
+#: far cannot win: it is timed by that call alone instead of ``samples`` more calls.
+CUTOFF_FACTOR = 4.0
+#: ... but only beyond this many seconds per call, where a cold first call is not the
+#: reason a contender looks slow (and where timing it fully starts to cost real time).
+CUTOFF_FLOOR_SECONDS = 0.01
 
 
 def run_search(
@@ -562,11 +568,19 @@ class _Run:
             if left is not None and left <= 0:
                 break
             child = rnd.queue.popleft()
-            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,))
+            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff())
             rnd.measuring[job.id] = child
             jobs.append(job)
         if jobs:
             self.executor.submit(self.workload, self.root, jobs)
+
+    def _cutoff(self) -> float | None:
+        """Seconds per call beyond which a candidate is timed by its verification call alone:
+        CUTOFF_FACTOR times the best so far, and never under CUTOFF_FLOOR_SECONDS, where a
+        first call's cold caches could make a contender look that slow."""
+        if not self.top or self.top[0].seconds is None:
+            return None
+        return max(CUTOFF_FACTOR * self.top[0].seconds, CUTOFF_FLOOR_SECONDS)
 
     def _take(self, result: JobResult) -> None:
         """Record one finished job of either round."""

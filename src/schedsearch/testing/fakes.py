@@ -248,6 +248,7 @@ class FakeExecutor:
         self.expanded: list[str] = []
         self.expand_calls: list[list[str]] = []
         self.evaluated: list[str] = []
+        self.cutoffs: dict[str, float | None] = {}  # fingerprint -> the cutoff its evaluation job carried
         self.remeasured: list[list[str]] = []
         self.closed = False
         self.cancelled = 0
@@ -329,6 +330,7 @@ class FakeExecutor:
         if job.kind is JobKind.EVALUATE:
             candidate = job.candidates[0]
             self.evaluated.append(candidate.fingerprint)
+            self.cutoffs[candidate.fingerprint] = job.cutoff
             if self.on_evaluate is not None:
                 self.on_evaluate(candidate)
             return [JobResult(job, measurements=(self.tree.measure(candidate, machine=self._machine),))]
