@@ -15,6 +15,9 @@ import pytest
 
 from tests.conftest import EXAMPLES, run_cli
 
+# They time how fast a stop is acknowledged: run alone (scripts/test.sh).
+pytestmark = pytest.mark.serial
+
 ARGS = ["--proc", "sgemm", "--size", "M=48,N=48,K=48", "--budget", "600"]
 
 

@@ -19,6 +19,9 @@ import pytest
 
 from tests.conftest import EXAMPLES
 
+# They time how fast a stop is acknowledged: run alone (scripts/test.sh).
+pytestmark = pytest.mark.serial
+
 ARGS = ["--proc", "sgemm", "--size", "M=48,N=48,K=48", "--budget", "600", "--workers", "0"]
 CLOCK = re.compile(r"(\d+\.\d)s / 600s")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -159,6 +159,7 @@ def test_export_c_compiles(searched: tuple[Path, dict], tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # regress compares the speedup with the recorded one: run alone
 def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -> None:
     db, out = searched
     sched = tmp_path / "sched" / "sgemm.json"

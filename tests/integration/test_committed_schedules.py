@@ -18,6 +18,7 @@ def test_schedules_are_committed_for_the_examples() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # compares speeds: run alone (scripts/test.sh)
 def test_committed_schedules_still_apply_verify_and_keep_their_speed(tmp_path) -> None:
     # Small sizes and a generous tolerance: this catches schedules that stop applying or
     # verifying, and large slowdowns, not noise.

@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from schedsearch.core import (
     KERNEL_SYMBOL,
     ArgRole,
@@ -115,6 +117,7 @@ def test_local_executor_expands_evaluates_and_remeasures(tmp_path: Path) -> None
     ex.close()
 
 
+@pytest.mark.serial  # a wall-clock bound on the cancel
 def test_cancel_stops_a_running_expansion_at_once_and_the_executor_goes_on(tmp_path: Path) -> None:
     ex = executor(tmp_path)
     w, root = make_workload("one"), scale_kernel("2.0f")

@@ -47,6 +47,7 @@ def test_relaxed_candidates_divide_by_reciprocals_and_are_checked_against_strict
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # regress compares the speedup with the recorded one: run alone
 def test_the_float_mode_travels_through_run_show_export_and_regress(tmp_path: Path) -> None:
     db = tmp_path / "f.db"
     r = run_cli("run", str(EXAMPLES / "blur.py"), "--size", "H=16,W=16", "--workers", "0", "--float", "relaxed",

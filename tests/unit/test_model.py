@@ -88,6 +88,7 @@ class _BlockingFit:
         return fit_gbm(samples)
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_observe_returns_while_a_fit_runs() -> None:
     fit = _BlockingFit()
     trainer = BackgroundTrainer(fit, min_samples=4, retrain_every=4)
