@@ -140,3 +140,33 @@ def test_a_dying_worker_fails_only_the_job_it_was_running(tmp_path: Path) -> Non
     assert "died" in exps[0].error and exps[0].children == ()
     assert len(exps[1].children) == 2  # queued behind it, handed to a fresh worker
     ex.close()
+
+
+def test_cancel_kills_a_spinning_kernel_and_its_worker_quietly(tmp_path: Path) -> None:
+    import psutil
+
+    ex = executor(tmp_path)
+    w, root = make_workload("one"), scale_kernel("2.0f")
+    spin = f"void {KERNEL_SYMBOL}(void *ctxt, const float *x, float *y) {{ for (;;) {{ y[0] += x[0]; }} }}\n"
+    ex.submit(w, root, [Job(1, JobKind.EVALUATE, (Candidate(Schedule(), spin, sha256_text(spin), "spins"),))])
+    me = psutil.Process()
+
+    def timing(p: psutil.Process) -> bool:  # the benchmark driver: <cache>/<key>.<ext> run <seed> ...
+        try:
+            return p.status() != psutil.STATUS_ZOMBIE and p.cmdline()[1:2] == ["run"]
+        except (psutil.Error, IndexError):
+            return False
+
+    deadline = time.monotonic() + 60
+    while not any(timing(p) for p in me.children(recursive=True)):
+        assert time.monotonic() < deadline, "the kernel never started"
+        assert ex.poll(0.2) == []
+    workers = {p.pid for p in me.children()}
+    ex.cancel()
+    time.sleep(0.5)
+    left = [p for p in me.children(recursive=True)
+            if timing(p) or (p.pid in workers and p.is_running() and p.status() != psutil.STATUS_ZOMBIE)]
+    assert not left, [p.cmdline() for p in left]
+    [m] = list(ex.evaluate(w, root, [scale_kernel("2.0f", 2)]))  # a new worker takes over
+    assert m.status is Status.OK
+    ex.close()

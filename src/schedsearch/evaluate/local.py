@@ -37,15 +37,19 @@ from schedsearch.core import (
 from schedsearch.errors import SchedsearchError
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
 from schedsearch.evaluate.machine import default_cache_dir, machine_info
+from schedsearch.evaluate.process import kill_children
 
 #: Seconds a cancelled worker gets to clean up (kill its compiler or kernel) before SIGKILL.
 _GRACE = 1.0
 
 
 def _terminate(signum: int, frame: Any) -> None:
-    # Raised in the worker's main thread: run_child's handler then kills the running
-    # compiler or kernel group before the worker exits.
-    raise SystemExit(128 + signum)
+    # Kill the running compiler or kernel group, then leave at once. Not SystemExit: raised
+    # wherever the worker happens to be, inside a finalizer of Exo's solver objects it is
+    # "ignored" (printed onto the user's terminal) and the worker runs on; an interpreter
+    # shutdown could print the same from those finalizers.
+    kill_children()
+    os._exit(128 + signum)
 
 
 def serve(read_fd: int, write_fd: int) -> None:

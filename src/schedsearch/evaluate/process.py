@@ -31,6 +31,20 @@ class ChildResult:
             return f"signal {-self.returncode}"
 
 
+#: Process groups of the children ``run_child`` is waiting for (a worker's SIGTERM handler
+#: kills them before the worker exits).
+_LIVE: set[int] = set()
+
+
+def kill_children() -> None:
+    """SIGKILL the process group of every child ``run_child`` is waiting for, at once."""
+    for pid in list(_LIVE):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def run_child(
     argv: Sequence[str],
     timeout: float,
@@ -55,6 +69,7 @@ def run_child(
         env=dict(env) if env is not None else None,
         cwd=cwd,
     )
+    _LIVE.add(proc.pid)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -66,6 +81,8 @@ def run_child(
         _kill_group(proc)
         proc.wait()
         raise
+    finally:
+        _LIVE.discard(proc.pid)
     _kill_group(proc)  # stragglers the child left in its group
     return ChildResult(proc.returncode, out or "", err or "", time.perf_counter() - start)
 

@@ -104,7 +104,15 @@ def _sqlite_engine(uri: str, *, pool: type | None = NullPool) -> Engine:
     )
 
 
+#: How much of SQLite's own diagnosis an error quotes: the advice after it must survive a
+#: one-line message's length limit, whatever SQLite found.
+_DETAIL_CHARS = 160
+
+
 def _damaged(where: str, detail: str) -> StoreError:
+    detail = " ".join(detail.split())
+    if len(detail) > _DETAIL_CHARS:
+        detail = detail[:_DETAIL_CHARS - 1].rstrip() + "…"
     return StoreError(
         f"{where} cannot be read as an SQLite database: it is damaged ({detail}), and was left exactly as it was; "
         f"recover what SQLite can with `sqlite3 {where} .recover | sqlite3 recovered.db`, or restore a backup"
