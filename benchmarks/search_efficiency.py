@@ -18,7 +18,7 @@ correlation, and, separately, the throughput (evaluated candidates a second) of 
 with 2 workers in the default rewrite space.
 
     .venv/bin/python benchmarks/search_efficiency.py [--budget 180] [--seeds 3] [--kernels sgemm512,conv1d_mc,i8]
-        [--warm] [--throughput-budget 60] [--skip-throughput] [--out results.json]
+        [--warm] [--throughput-budget 60] [--skip-throughput] [--out results.json] [--keep DIR]
 
 It takes about an hour with the defaults; run it on a quiet machine and name the CPU
 (printed first) next to every number reported.
@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--throughput-budget", type=float, default=60.0)
     p.add_argument("--skip-throughput", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
+    p.add_argument("--keep", type=Path, default=None, help="keep every run's database in this folder")
     args = p.parse_args(argv)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     unknown = [k for k in kernels if k not in KERNELS]
@@ -192,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sched-eff-") as tmp:
-        work = Path(tmp)
+        work = Path(tmp) if args.keep is None else args.keep
+        work.mkdir(parents=True, exist_ok=True)
         warm_db = warm_history(args.budget / 2, args.workers, work) if args.warm else None
         for kernel in kernels:
             for seed in range(args.seeds):
