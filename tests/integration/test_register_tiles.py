@@ -24,15 +24,29 @@ def expected(name: str) -> set[Status]:
     return {Status.OK} if target(name).supported_by(cpu_flags()) else {Status.RUN_ERROR, Status.BUILD_ERROR}
 
 
+def children_of_kind(expander: Expander, parent: Candidate, kind: RewriteKind) -> list[Candidate]:
+    """The children ``expander.expand(parent)`` would give by rewrites of ``kind`` (without
+    applying every other proposal too, which is most of an expansion's time)."""
+    proc = expander.proc_for(parent.schedule)
+    children, seen = [], {parent.fingerprint}
+    for rewrite in propose(proc, expander.options):
+        if rewrite.kind is kind:
+            child = expander.candidate(parent.schedule.then(rewrite), parent)
+            if child.fingerprint not in seen:
+                seen.add(child.fingerprint)
+                children.append(child)
+    return children
+
+
 @pytest.fixture(scope="module", params=["avx2", "avx512"])
 def family(request):
     """Root, its register-tile children, and the packed children of the 6-row kernel (M=20: tails)."""
     workload = load_workload(MATMUL, "sgemm", {"M": 20, "N": 64, "K": 24})
     expander = Expander(workload, ExpandOptions(target=request.param))
     root = root_candidate(workload)
-    tiles = [c for c in expander.expand(root).children if c.schedule.steps[-1].kind is RewriteKind.REGISTER_TILE]
+    tiles = children_of_kind(expander, root, RewriteKind.REGISTER_TILE)
     six = next(c for c in tiles if c.schedule.steps[-1].arg("rows") == 6 and c.schedule.steps[-1].arg("order") == "cols")
-    packed = [c for c in expander.expand(six).children if c.schedule.steps[-1].kind is RewriteKind.PACK]
+    packed = children_of_kind(expander, six, RewriteKind.PACK)
     return request.param, workload, root, tiles, packed
 
 
