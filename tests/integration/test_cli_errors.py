@@ -115,8 +115,9 @@ def test_target_choice_decides_which_register_tiles_are_offered():
         assert r.returncode == 0, r.stderr
         return {(step["kind"], step["args"].get("isa")) for step in json.loads(r.stdout)["legal"]}
 
-    assert ("register_tile", "avx2") in kinds("--target", "avx2")
-    assert ("register_tile", "avx512") not in kinds("--target", "avx2")
+    avx2 = kinds("--target", "avx2")
+    assert ("register_tile", "avx2") in avx2
+    assert ("register_tile", "avx512") not in avx2
     # the scalar target's tile is left to gcc's vectoriser
     assert {isa for k, isa in kinds("--target", "scalar") if k == "register_tile"} == {"scalar"}
     assert_one_line_error(run_cli("explain", str(EXAMPLES / "matmul.py"), "--target", "sse9"), "--target")
