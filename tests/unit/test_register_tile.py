@@ -125,6 +125,7 @@ def test_simd_schedule_exports_as_a_script_with_the_same_c(small, tmp_path):
     script = schedule_script(small, schedule)
     assert "from exo.platforms.x86 import mm256_broadcast_ss, mm256_fmadd_ps" in script
     assert "def find_in(p, loop, pattern):" in script
+    assert "def replace_in(p, loops, instrs):" in script and "p = replace_in(p, ['" in script
     path = tmp_path / "schedule.py"
     path.write_text(script)
     result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120, cwd=tmp_path)

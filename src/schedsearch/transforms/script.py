@@ -12,7 +12,7 @@ import os
 
 from schedsearch.core import Schedule, Workload
 from schedsearch.targets import schedule_target
-from schedsearch.transforms.calls import FIND_IN_SOURCE, OPS, imports_needed, needs_find_in, render
+from schedsearch.transforms.calls import OPS, helpers_source, imports_needed, render
 from schedsearch.transforms.rules import describe, lower
 
 _TEMPLATE = '''\
@@ -81,7 +81,7 @@ def schedule_script(workload: Workload, schedule: Schedule, *, cc: str = "", cfl
         lines.extend(render(call) for call in calls)
     used_ops = sorted({call.op for call in all_calls} & OPS) or ["simplify"]
     imports = "".join(f"from {module} import {', '.join(names)}\n" for module, names in imports_needed(all_calls).items())
-    helpers = f"\n{FIND_IN_SOURCE}\n" if needs_find_in(all_calls) else ""
+    helpers = helpers_source(all_calls)
     bind = ""
     if workload.sizes:
         bind = ".partial_eval(" + ", ".join(f"{k}={v}" for k, v in workload.sizes) + ")"

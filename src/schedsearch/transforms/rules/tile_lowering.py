@@ -11,7 +11,7 @@ from schedsearch.transforms.calls import After, ExoCall, Instr, Loop, Memory, Ne
 if TYPE_CHECKING:
     from schedsearch.transforms.rules.register_tile import ScalarTileArgs, VectorTileArgs
 
-#: Roles a register tile needs, in the order ``replace_all`` is given them.
+#: Roles a register tile needs, in the order its lane loops try them.
 ROLES = (Role.LOAD, Role.STORE, Role.BROADCAST, Role.FMA)
 
 
@@ -111,7 +111,8 @@ def _kernel(
         ExoCall("remove_loop", (Stmt(inner, (2, 1)),)),
         ExoCall("set_memory", (bcast, memory)),
         ExoCall("simplify"),
-        ExoCall("replace_all", (tuple(Instr(str(ops.get(r)), t.module) for r in ROLES),)),
+        # the lane loops are the kernel's own (``bl``): only they are tried
+        ExoCall("replace_in", ((bl,), tuple(Instr(str(ops.get(r)), t.module) for r in ROLES))),
         # straight-line code: the vector loads, the FMAs of a row, then the rows
         ExoCall("unroll_loop", (Stmt(inner, (1,)),)),
         ExoCall("unroll_loop", (Stmt(inner, (1 + vectors, 2)),)),

@@ -210,7 +210,9 @@ class Vectorize(Rule):
             calls += lane_loops(plan, vi, 0, lanes, vector)
             if tail == "masked":
                 calls += lane_loops(plan, names[3], 0, lanes, vector, guarded=True)
-        calls.append(ExoCall("replace_all", (tuple(Instr(str(ops.get(r)), t.module) for r in dict.fromkeys(roles)),)))
+        # every lane loop is one of the loops this step named: only they are tried
+        instrs = tuple(Instr(str(ops.get(r)), t.module) for r in dict.fromkeys(roles))
+        calls.append(ExoCall("replace_in", (tuple(names), instrs)))
         # straight-line code: the vectors of a group (a reduction's accumulators) one after another
         calls += [ExoCall("unroll_loop", (f"{names[2]} #{n}",)) for n in reversed(range(groups))]
         return calls + [ExoCall("simplify")]
