@@ -5,7 +5,12 @@ proc, replay schedules on a fresh proc (in any process: procs are rebuilt from t
 workload's source text), generate C and fingerprint it, and export schedules as scripts.
 """
 
-from schedsearch.transforms.codegen import (
+from schedsearch.transforms import exo_overheads
+
+# before any Exo call of this process: see exo_overheads for what it saves
+exo_overheads.install()
+
+from schedsearch.transforms.codegen import (  # noqa: E402 - after the install above
     fingerprint,
     kernel_c,
     loop_nest_text,
