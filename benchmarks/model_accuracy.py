@@ -1,0 +1,119 @@
+"""How well the cost model ranks what it has not seen, after N measurements of a workload
+(a measurement, not a test).
+
+For each search in the given SQLite databases (``search_efficiency.py --keep DIR`` leaves
+one per run): its ``ok`` measurements in the order they were made; the model is fitted
+exactly as a search fits it (``schedsearch.model.gbm.fit_gbm``) on the first ``--after``
+of them, plus, with ``--history``, every measurement of the *other* searches in the same
+database made before this one started (what ``rank-warm`` had), and asked for the rest.
+Reported per search: Spearman's rank correlation of predicted against measured time over
+the held-out rest, over the held-out candidates faster than the median one (the near-ties
+the search actually has to separate), how many of the held-out fastest 10 the model put in
+its own top 10, and how far apart the held-out times are (90th over 10th percentile: near
+1, only measurement noise separates them).
+
+    .venv/bin/python benchmarks/model_accuracy.py DB [DB ...] [--after 200] [--history]
+
+It fits one small model per search: seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sqlite3
+import sys
+from pathlib import Path
+
+from schedsearch.core import FeatureVector, TrainingSample
+from schedsearch.model.gbm import fit_gbm
+from schedsearch.search.ranking import spearman
+
+TOP = 10
+
+
+def searches(db: Path) -> list[tuple[int, str, float]]:
+    """(id, workload label, started_at) of every search with a baseline, oldest first."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        rows = con.execute(
+            "select s.id, w.proc, w.sizes, s.started_at from searches s join workloads w on w.id = s.workload_id "
+            "where s.baseline_seconds is not null order by s.started_at").fetchall()
+    return [(int(i), f"{proc}[{','.join(f'{k}={v}' for k, v in json.loads(sizes or '[]'))}]", float(t))
+            for i, proc, sizes, t in rows]
+
+
+def samples(db: Path, search_id: int) -> list[TrainingSample]:
+    """The search's ok measurements with features, in the order they were made."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        base = con.execute("select baseline_seconds from searches where id = ?", (search_id,)).fetchone()[0]
+        rows = con.execute(
+            "select features, time_median from candidates where search_id = ? and status = 'ok' "
+            "and time_median is not null and features is not null and reused_search_id is null "
+            "order by measured_at", (search_id,)).fetchall()
+    out = []
+    for features, seconds in rows:
+        f = json.loads(features)
+        out.append(TrainingSample(FeatureVector(f["version"], tuple(f["values"])), math.log(seconds / base)))
+    return out
+
+
+def held_out(train: list[TrainingSample], rest: list[TrainingSample]) -> dict:
+    """Rank correlations and top-10 overlap of a model fitted on ``train`` over ``rest``."""
+    model = fit_gbm(train)
+    predicted = model.predict([s.features for s in rest])
+    measured = [s.log_ratio for s in rest]
+    median = sorted(measured)[len(measured) // 2]
+    fast = [i for i, m in enumerate(measured) if m <= median]
+    best = set(sorted(range(len(rest)), key=lambda i: measured[i])[:TOP])
+    ordered = sorted(measured)
+    picked = set(sorted(range(len(rest)), key=lambda i: predicted[i])[:TOP])
+    return {
+        "held_out": len(rest),
+        "spearman": spearman(predicted, measured),
+        "spearman_faster_half": spearman([predicted[i] for i in fast], [measured[i] for i in fast]),
+        f"top{TOP}_overlap": len(best & picked),
+        # how far apart the held-out times are: near 1, only noise separates them
+        "p90_over_p10": math.exp(ordered[len(ordered) * 9 // 10] - ordered[len(ordered) // 10]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("dbs", nargs="+", type=Path)
+    p.add_argument("--after", type=int, default=200, help="measurements the model is fitted on [200]")
+    p.add_argument("--history", action="store_true", help="also fit on the database's earlier searches")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    missing = [str(db) for db in args.dbs if not db.is_file()]
+    if missing:
+        print(f"model_accuracy: no such database: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    results = []
+    for db in args.dbs:
+        known = searches(db)
+        for search_id, label, started in known:
+            mine = samples(db, search_id)
+            if len(mine) < args.after + TOP:
+                continue  # too few measurements to hold any out
+            history = [s for other, _, t in known if other != search_id and t < started for s in samples(db, other)]
+            train = (history if args.history else []) + mine[: args.after]
+            row = {"db": db.name, "search": search_id, "workload": label, "history": len(train) - args.after,
+                   **held_out(train, mine[args.after:])}
+            results.append(row)
+            if not args.json:
+                rho = "-" if row["spearman"] is None else f"{row['spearman']:.2f}"
+                fast = "-" if row["spearman_faster_half"] is None else f"{row['spearman_faster_half']:.2f}"
+                print(f"{db.name} #{search_id} {label}: fitted on {args.after} (+{row['history']} earlier), "
+                      f"{row['held_out']} held out: rank correlation {rho} (faster half {fast}), "
+                      f"top {TOP} overlap {row[f'top{TOP}_overlap']}; their times span "
+                      f"{row['p90_over_p10']:.2f}x (90th / 10th percentile)")
+    if args.json:
+        print(json.dumps(results, indent=2))
+    elif not results:
+        print(f"no search with more than {args.after + TOP} ok measurements")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
