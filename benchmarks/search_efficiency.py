@@ -14,7 +14,8 @@ Reported per kernel: the fastest kernel any run found, and per setting the time 
 the search's own elapsed time, from ``tree --json``'s ``measured_at``) and the number of
 evaluations until a run first measured a kernel within 95% of that one's speed (median over
 seeds; a run that never got there counts as its whole budget), the model's rank correlation,
-and, separately, the throughput (evaluated candidates a second) of SGEMM 256 with 2 workers
+how well the runs' measurements of the same C agree (the ceiling for any model's rank
+correlation), and, separately, the throughput (evaluated candidates a second) of SGEMM 256 with 2 workers
 in the default rewrite space.
 
 A kernel's speed here is the median of every search-time measurement of its C (its
@@ -119,6 +120,31 @@ def pooled_speeds(runs: list[Run]) -> dict[str, float]:
     return {fp: statistics.median(times) for fp, times in seen.items()}
 
 
+def retest(runs: list[Run], least: int = 20) -> tuple[float, float] | None:
+    """How well the searches' own measurements rank kernels: over every pair of runs, the
+    rank correlation of the times both measured for the same C (median over pairs), over
+    all such kernels and over the faster half. No model can rank measurements better than
+    they agree with themselves."""
+    from schedsearch.search.ranking import spearman
+
+    every, faster = [], []
+    for i, a in enumerate(runs):
+        for b in runs[i + 1:]:
+            ta = {fp: sec for _, sec, fp in a.measured if sec}
+            tb = {fp: sec for _, sec, fp in b.measured if sec}
+            common = sorted(set(ta) & set(tb))
+            if len(common) < least:
+                continue
+            x, y = [ta[f] for f in common], [tb[f] for f in common]
+            median = sorted(x)[len(x) // 2]
+            fast = [k for k in range(len(x)) if x[k] <= median]
+            rho, rho_fast = spearman(x, y), spearman([x[k] for k in fast], [y[k] for k in fast])
+            if rho is not None and rho_fast is not None:
+                every.append(rho)
+                faster.append(rho_fast)
+    return (statistics.median(every), statistics.median(faster)) if every else None
+
+
 def reach(run: Run, speeds: dict[str, float], target_seconds: float) -> tuple[float, int] | None:
     """(seconds, evaluations) until the run first measured a kernel whose pooled time is
     within reach, or None."""
@@ -176,13 +202,17 @@ def report(runs: list[Run], budget: float) -> dict:
                 "evaluations_to_95": evals,
                 "median_spearman": statistics.median(rhos) if rhos else None,
             }
-        summary[kernel] = {"best_seconds": best, "settings": rows}
+        agreement = retest(mine)
+        summary[kernel] = {"best_seconds": best, "settings": rows, "retest_spearman": agreement}
         print(f"\n{kernel}: fastest kernel {best * 1e6:.1f} us (median of its measurements over all runs); "
               f"95% of its speed = {target * 1e6:.1f} us")
         for setting, row in rows.items():
             rho = f"{row['median_spearman']:.2f}" if row["median_spearman"] is not None else "-"
             print(f"  {setting:10s} reached {row['reached']}/{row['runs']}, median {row['median_seconds_to_95']:6.1f} s "
                   f"to 95%, evaluations {row['evaluations_to_95']}, median rank correlation {rho}")
+        if agreement is not None:
+            print(f"  the same C measured by two runs: rank correlation {agreement[0]:.2f} "
+                  f"({agreement[1]:.2f} over the faster half)")
         for model in ("rank", "rank-warm"):
             if "off" in rows and model in rows and rows[model]["median_seconds_to_95"] > 0:
                 ratio = rows["off"]["median_seconds_to_95"] / rows[model]["median_seconds_to_95"]
