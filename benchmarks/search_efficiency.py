@@ -45,6 +45,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from schedsearch.search.ranking import spearman
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 #: Within this share of the best speed any run found counts as "there".
@@ -125,8 +127,6 @@ def retest(runs: list[Run], least: int = 20) -> tuple[float, float] | None:
     rank correlation of the times both measured for the same C (median over pairs), over
     all such kernels and over the faster half. No model can rank measurements better than
     they agree with themselves."""
-    from schedsearch.search.ranking import spearman
-
     every, faster = [], []
     for i, a in enumerate(runs):
         for b in runs[i + 1:]:
