@@ -44,7 +44,7 @@ from schedsearch.app import (
     step_lines,
 )
 from schedsearch.core import (
-    CandidateRecord, CostModelMode, FloatMode, Schedule, SearchEvent, SearchRecord, SearchStatus, Workload,
+    CandidateRecord, CostModelMode, FloatMode, Schedule, SearchEvent, SearchRecord, SearchStatus, TimingMode, Workload,
 )
 from schedsearch.core import StrategyKind as _Strategy
 from schedsearch.errors import NoScheduleError
@@ -134,6 +134,7 @@ def tune(
     remeasure: bool = False,
     warm_start: bool = True,
     float_mode: str = "strict",
+    timing: str = "quiet",
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
 ) -> TuneResult:
@@ -153,7 +154,8 @@ def tune(
     measures everything), and a new search first tries the best schedules earlier searches
     of this proc found (``warm_start=False`` opts out). ``float_mode="relaxed"`` lets the
     compiler divide by a constant's reciprocal, as Halide does by default; candidates are
-    still checked against the proc built strictly.
+    still checked against the proc built strictly. ``timing="shared"`` lets builds and
+    expansions run on while a kernel is timed (more candidates a second, noisier times).
 
     ``on_progress`` receives every ``SearchEvent``; ``progress`` shows a bar (True), none
     (False), or a bar only in Jupyter (None). A first interrupt (Ctrl-C, a notebook's stop
@@ -164,7 +166,7 @@ def tune(
     settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
-                         float_mode=float_mode)
+                         float_mode=float_mode, timing=timing)
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
@@ -335,7 +337,7 @@ def _caller_scopes() -> list[Mapping[str, Any]]:
 def _settings(*, budget: float | None, max_candidates: int | None, workers: int, max_depth: int, strategy: str,
               seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
               cost_model: str, remeasure: bool = False, warm_start: bool = True,
-              float_mode: str = "strict") -> SearchSettings:
+              float_mode: str = "strict", timing: str = "quiet") -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS
 
@@ -343,7 +345,8 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
     choices = {"strategy": (strategy, [s.value for s in _Strategy]),
                "cost_model": (cost_model, [m.value for m in CostModelMode]),
                "target": (target, ["auto", *(t.name.value for t in TARGETS)]),
-               "float_mode": (float_mode, [m.value for m in FloatMode])}
+               "float_mode": (float_mode, [m.value for m in FloatMode]),
+               "timing": (timing, [m.value for m in TimingMode])}
     for name, (value, allowed) in choices.items():
         if str(value) not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
@@ -354,7 +357,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
     return SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                           strategy=str(strategy), seed=seed, cc=cc, cflags=cflags, parallel=parallel,
                           target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
-                          warm_start=bool(warm_start), float_mode=str(float_mode))
+                          warm_start=bool(warm_start), float_mode=str(float_mode), timing=str(timing))
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:

@@ -194,6 +194,16 @@ class FloatMode(StrEnum):
     RELAXED = "relaxed"
 
 
+class TimingMode(StrEnum):
+    """Whether other work on a node may run while one of its kernels is timed."""
+
+    # The node's builds and expansions pause for each timing (evaluate.quiet): where cores
+    # share execution units (SMT siblings, some cloud vCPUs) they slow a kernel 1.5x or more.
+    QUIET = "quiet"
+    # They run on beside it: more candidates a second, noisier times.
+    SHARED = "shared"
+
+
 class SearchStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
@@ -596,6 +606,7 @@ class BenchConfig(JsonRecord):
     # ((max - min) / min) of each other: slow kernels on a quiet machine need few. 0: always
     # take ``samples``.
     settle: float = 0.02
+    timing: TimingMode = TimingMode.QUIET  # may builds and expansions run beside a timing?
     seed: int = 0
     rtol: float = 1e-3  # float tolerance, relative to the reference output's magnitude
     # ``cflags`` already hold the mode's own flags (targets.build_flags); the reference is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import dataclasses
@@ -364,3 +365,29 @@ def test_a_lone_kernel_stops_sampling_once_its_samples_agree(ref: Candidate, cac
     config = dataclasses.replace(FAST, samples=9, settle=settle)
     m = evaluate_candidate(SGEMM, ref, ref, config, cache)
     assert m.status is Status.OK and len(m.timing.samples) == expected
+
+
+def test_quiet_timing_pauses_the_node_for_the_timing_proper_only(ref: Candidate, cache: Path, monkeypatch) -> None:
+    from schedsearch.core import TimingMode
+    from schedsearch.evaluate import pipeline
+
+    entered: list[int] = []
+
+    @contextlib.contextmanager
+    def spy(cache_dir: Path):
+        entered.append(1)
+        yield 0
+
+    monkeypatch.setattr(pipeline, "quiet", spy)
+    cand = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
+    timed = evaluate_candidate(SGEMM, ref, cand, FAST, cache)
+    assert timed.status is Status.OK and len(timed.timing.samples) == FAST.samples
+    assert entered == [1]  # warm-up and samples ran paused
+    cut = evaluate_candidate(SGEMM, ref, cand, FAST, cache, cutoff=1e-9)
+    wrong = evaluate_candidate(SGEMM, ref, hand("C[0] += 1.0f;"), FAST, cache)
+    assert cut.status is Status.OK and wrong.status is Status.WRONG_RESULT
+    assert entered == [1]  # a one-call timing and a failed verification need no pause
+    shared = evaluate_candidate(SGEMM, ref, cand, dataclasses.replace(FAST, timing=TimingMode.SHARED), cache)
+    assert shared.status is Status.OK and entered == [1]
+    side_by_side = remeasure(SGEMM, ref, [ref, cand], FAST, cache)
+    assert [m.status for m in side_by_side] == [Status.OK, Status.OK] and entered == [1, 1]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedsearch.core import (
-    BenchConfig, CostModel, CostModelMode, Executor, ExpandOptions, FloatMode, SearchConfig, Store, Workload,
+    BenchConfig, CostModel, CostModelMode, Executor, ExpandOptions, FloatMode, SearchConfig, Store, TimingMode, Workload,
 )
 from schedsearch.errors import StoreError
 
@@ -55,9 +55,9 @@ PYTHON = Spelling(db="db=", proc="proc=", budget="budget=SECONDS", max_candidate
 
 
 def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "auto",
-                 float_mode: str = FloatMode.STRICT.value) -> BenchConfig:
-    """BenchConfig from the --cc / --cflags / --seed / --target / --float options (defaults
-    for the rest). The target's and the float mode's own compiler flags follow the user's
+                 float_mode: str = FloatMode.STRICT.value, timing: str = TimingMode.QUIET.value) -> BenchConfig:
+    """BenchConfig from the --cc / --cflags / --seed / --target / --float / --timing options
+    (defaults for the rest). The target's and the float mode's own compiler flags follow the user's
     (``targets.build_flags``)."""
     from schedsearch.evaluate import cpu_flags
     from schedsearch.targets import build_flags, resolve
@@ -65,7 +65,7 @@ def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "a
     base = BenchConfig(seed=seed)
     mode = FloatMode(float_mode)
     flags = tuple(shlex.split(cflags)) if cflags is not None else base.cflags
-    return dataclasses.replace(base, cc=cc or base.cc, float_mode=mode,
+    return dataclasses.replace(base, cc=cc or base.cc, float_mode=mode, timing=TimingMode(timing),
                                cflags=build_flags(flags, resolve(target, cpu_flags()), mode))
 
 

@@ -106,6 +106,7 @@ class SearchSettings:
     remeasure: bool = False  # measure every candidate, even C an earlier search measured the same way
     warm_start: bool = True  # first evaluate the best schedules earlier searches of this proc found
     float_mode: str = "strict"  # core.FloatMode: "relaxed" lets candidates divide by reciprocals
+    timing: str = "quiet"  # core.TimingMode: "shared" lets builds run beside a timing
 
     def config(self) -> SearchConfig:
         """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""
@@ -117,7 +118,7 @@ class SearchSettings:
             max_depth=self.max_depth,
             workers=DEFAULT_WORKERS if self.workers is None else self.workers,
             cost_model=CostModelMode(self.cost_model),
-            bench=bench_config(self.cc, self.cflags, self.seed, self.target, self.float_mode),
+            bench=bench_config(self.cc, self.cflags, self.seed, self.target, self.float_mode, self.timing),
             expand=expand_options(self.parallel, self.target),
             remeasure=self.remeasure,
             warm_start=self.warm_start,

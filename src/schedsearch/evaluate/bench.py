@@ -14,12 +14,13 @@ import fcntl
 import os
 import socket
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 from schedsearch.core import BenchConfig, Timing
-from schedsearch.evaluate.process import ChildResult, run_child
+from schedsearch.evaluate.process import ChildResult, run_child, run_gated
 
 #: Share of ``run_timeout`` the driver may spend timing; the rest covers process start-up,
 #: input generation, loading the reference and the verification call.
@@ -123,12 +124,14 @@ def run_kernels(
     pin: bool,
     timeout: float | None = None,
     cutoff: float | None = None,
+    gate: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> ChildResult:
     """Verify and time ``kernels`` in one driver process (interleaved rounds when several).
 
     ``cutoff``: a kernel whose verification call takes longer than this many seconds is
     timed by that one call (it cannot be among the fastest; timing it fully would cost
-    ``samples`` more calls)."""
+    ``samples`` more calls). ``gate``: the timing proper (from the first warm-up on) runs
+    inside ``gate()``; loading, verification and one-call timings run before it."""
     timeout = config.run_timeout if timeout is None else timeout
     argv = [
         str(driver),
@@ -143,8 +146,11 @@ def run_kernels(
         repr(timeout * TIMING_BUDGET_SHARE),
         repr(float(cutoff or 0.0)),
         repr(float(config.settle)),
+        "1" if gate is not None else "0",
         *(str(k) for k in kernels),
     ]
+    if gate is not None:
+        return run_gated(argv, timeout, gate)
     return run_child(argv, timeout=timeout)
 
 

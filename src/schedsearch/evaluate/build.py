@@ -129,7 +129,7 @@ def _compile(
     try:
         src.write_text(source)
         try:
-            res = run_child(argv, timeout=config.build_timeout, cwd=work)
+            res = run_child(argv, timeout=config.build_timeout, cwd=work, background=True)
         except OSError as e:
             raise ToolchainError(f"The C compiler {config.cc!r} cannot be run ({e}).") from e
         seconds = time.perf_counter() - start
@@ -173,7 +173,7 @@ def precompiled_immintrin(config: BenchConfig, flags: tuple[str, ...], cache_dir
         os.replace(tmp_header, header)
         argv = compiler_argv(config) + list(flags) + ["-fPIC", "-x", "c-header", str(header), "-o", str(tmp_gch)]
         try:
-            res = run_child(argv, timeout=config.build_timeout)
+            res = run_child(argv, timeout=config.build_timeout, background=True)
         except OSError:
             return None
         if res.timed_out or res.returncode != 0:

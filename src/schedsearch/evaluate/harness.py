@@ -48,7 +48,7 @@ from schedsearch.core import KERNEL_SYMBOL, ArgSpec, DType
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.
-HARNESS_VERSION = "4"
+HARNESS_VERSION = "5"
 
 
 def _fill_expr(dtype: DType) -> str:
@@ -271,15 +271,18 @@ static int do_dump(int argc, char **argv) {{
   return 0;
 }}
 
-/* run <seed> <reference-file> <cpu> <rtol> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <settle> <so>...
+/* run <seed> <reference-file> <cpu> <rtol> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <settle> <gate> <so>...
    Verify every kernel, then time the good ones in interleaved rounds.
+   gate = 1: before the first warm-up, print "ready" and wait for a line on stdin (the
+   caller pauses the node's other work for the timing only; verification and kernels
+   timed by one call do not need it).
    cutoff-s > 0: a kernel whose verification call takes longer is timed by that call alone
    ("cut"): it cannot be among the fastest, and timing it properly would cost many calls.
    settle > 0 (one kernel only): stop sampling once MIN_SAMPLES samples lie within that
    relative spread ((max - min) / min) of each other. */
 #define MIN_SAMPLES 3
 static int do_run(int argc, char **argv) {{
-  if (argc < 13) {{ fprintf(stderr, "usage: run seed ref cpu rtol warmup min_sample samples budget cutoff settle so...\n"); return 2; }}
+  if (argc < 14) {{ fprintf(stderr, "usage: run seed ref cpu rtol warmup min_sample samples budget cutoff settle gate so...\n"); return 2; }}
   double start = now();
   uint64_t seed = strtoull(argv[2], NULL, 10);
   const char *ref_path = argv[3];
@@ -288,7 +291,8 @@ static int do_run(int argc, char **argv) {{
   int samples = atoi(argv[8]);
   double budget = atof(argv[9]);
   double cutoff = atof(argv[10]), settle = atof(argv[11]);
-  int n = argc - 12;
+  int gate = atoi(argv[12]);
+  int n = argc - 13;
   if (cpu >= 0) {{
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -304,7 +308,7 @@ static int do_run(int argc, char **argv) {{
   int live = 0;
   double per_round = 0.0;
   for (int c = 0; c < n; c++) {{
-    k[c] = load(argv[12 + c]);
+    k[c] = load(argv[13 + c]);
     first[c] = timed_call(k[c]);
     printf("first %d %.9g\n", c, first[c]);
     fflush(stdout);
@@ -321,6 +325,13 @@ static int do_run(int argc, char **argv) {{
     fflush(stdout);
     if (!good[c]) continue;
     live++;
+    if (gate) {{
+      gate = 0;
+      printf("ready\n");
+      fflush(stdout);
+      int ch;
+      do {{ ch = getchar(); }} while (ch != '\n' && ch != EOF);
+    }}
     double w0 = now();
     do {{ timed_call(k[c]); }} while (now() - w0 < warmup);
     /* Re-estimate after warm-up: the verification call ran on cold caches. */

@@ -37,7 +37,8 @@ from schedsearch.core import (
 from schedsearch.errors import SchedsearchError
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
 from schedsearch.evaluate.machine import default_cache_dir, machine_info
-from schedsearch.evaluate.process import kill_children
+from schedsearch.evaluate.process import kill_children, run_in_background
+from schedsearch.evaluate.quiet import resume_paused_here, working
 
 #: Seconds a cancelled worker gets to clean up (kill its compiler or kernel) before SIGKILL.
 _GRACE = 1.0
@@ -48,6 +49,7 @@ def _terminate(signum: int, frame: Any) -> None:
     # wherever the worker happens to be, inside a finalizer of Exo's solver objects it is
     # "ignored" (printed onto the user's terminal) and the worker runs on; an interpreter
     # shutdown could print the same from those finalizers.
+    resume_paused_here()  # a worker paused for a timing must not stay stopped
     kill_children()
     os._exit(128 + signum)
 
@@ -82,10 +84,14 @@ def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callab
     started = time.perf_counter()
     try:
         if job.kind is JobKind.EXPAND:
-            expander = expanders.get(workload.key)
-            if expander is None:
-                expander = expanders[workload.key] = factory(workload, options)
-            return JobResult(job, expansion=expander.expand(job.candidates[0]))
+            # Registered as busy: the evaluation process pauses it while it times a kernel;
+            # and in the background, so it never takes the CPU from a kernel being verified.
+            run_in_background()
+            with working(cache_dir):
+                expander = expanders.get(workload.key)
+                if expander is None:
+                    expander = expanders[workload.key] = factory(workload, options)
+                return JobResult(job, expansion=expander.expand(job.candidates[0]))
         if job.kind is JobKind.EVALUATE:
             return JobResult(job, measurements=(
                 evaluate_candidate(workload, reference, job.candidates[0], bench, cache_dir, job.cutoff),))

@@ -16,7 +16,8 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from schedsearch.core import (
     MachineInfo,
     Measurement,
     Status,
+    TimingMode,
     Workload,
     sha256_text,
 )
@@ -36,6 +38,7 @@ from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 from schedsearch.evaluate.machine import machine_info
 from schedsearch.evaluate.process import ChildResult
+from schedsearch.evaluate.quiet import quiet, working
 from schedsearch.targets import reference_flags
 
 _STDERR_TAIL = 1500
@@ -173,6 +176,14 @@ def _measurement_from_report(
     return Measurement(status=Status.OK, timing=timing, max_error=r.verdict.max_error, **base)
 
 
+def _quiet_gate(config: BenchConfig, cache_dir: Path) -> Callable[[], AbstractContextManager[object]] | None:
+    """What a timing runs inside: with quiet timing, the node's builds and expansions
+    paused (``evaluate.quiet``); verification and one-call timings run before it."""
+    if config.timing is not TimingMode.QUIET:
+        return None
+    return lambda: quiet(cache_dir)
+
+
 @dataclass(frozen=True, slots=True)
 class Built:
     """A candidate compiled and ready to run on the node that built it (the paths are
@@ -212,7 +223,7 @@ def build_candidate(
     """Compile ``candidate`` (and the reference and driver, usually cache hits): a ``Built``
     for the benchmark runner, or the ``build_error`` Measurement. Runs no kernel, so any
     number of builds may run beside a benchmark. Raises as ``evaluate_candidate`` does."""
-    with _infrastructure_errors(cache_dir):
+    with _infrastructure_errors(cache_dir), working(cache_dir):
         driver, cand, ref = _build_both(workload, reference, candidate, config, Path(cache_dir))
         if not cand.ok:
             return Measurement(candidate.fingerprint, Status.BUILD_ERROR, error=cand.error,
@@ -255,7 +266,8 @@ def _run(
                 )
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
-        res = run_kernels(built.driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp, cutoff=cutoff)
+        res = run_kernels(built.driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp, cutoff=cutoff,
+                          gate=_quiet_gate(config, cache_dir))
     return _measurement_from_report(workload, candidate, 0, res, 1, config, cand.seconds, machine)
 
 
@@ -309,7 +321,8 @@ def _remeasure(
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
         paths = [builds[i].path for i in live]
-        res = run_kernels(driver, ref_file, [p for p in paths if p is not None], config, pin=pin, timeout=timeout)
+        res = run_kernels(driver, ref_file, [p for p in paths if p is not None], config, pin=pin, timeout=timeout,
+                          gate=_quiet_gate(config, cache_dir))
     if res.returncode != 0:
         return [
             m if m is not None else evaluate_candidate(workload, reference, c, config, cache_dir)

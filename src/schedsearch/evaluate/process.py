@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+
+#: The line a child prints (and then waits for one line on stdin) to pass a ``gate``.
+READY = b"ready\n"
+#: Niceness of background work (compilers, expansions): the lowest CPU priority, so that
+#: on a busy node a kernel being verified or timed gets its CPU when it wants it.
+BACKGROUND_NICENESS = 19
+
+
+def run_in_background() -> None:
+    """Lower this process to ``BACKGROUND_NICENESS`` (for processes that only expand)."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, BACKGROUND_NICENESS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +65,17 @@ def run_child(
     timeout: float,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    background: bool = False,
 ) -> ChildResult:
     """Run ``argv`` to completion or kill its whole process group after ``timeout`` seconds.
 
-    The child gets a new session so that the kill also reaches anything it spawned (the
-    compiler's cc1/as/ld, OpenMP threads live in the process itself). Raises OSError if the
-    program cannot be started at all.
+    The child gets a new process group so that the kill also reaches anything it spawned
+    (the compiler's cc1/as/ld, OpenMP threads live in the process itself). Not a new
+    session: Linux's autogroup scheduling gives each session an equal share of the CPU
+    whatever its processes' niceness, so a kernel in its own session would compete with
+    each compiler as an equal, and a niced compiler in its own would not yield to it. ``background``: it
+    runs at the lowest CPU priority (a compiler must not take the CPU from a kernel being
+    timed). Raises OSError if the program cannot be started at all.
     """
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -65,11 +85,15 @@ def run_child(
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        start_new_session=True,
+        process_group=0,
         env=dict(env) if env is not None else None,
         cwd=cwd,
     )
     _LIVE.add(proc.pid)
+    if background:
+        # Right after the start, before the compiler driver starts its stages (they inherit it).
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, proc.pid, BACKGROUND_NICENESS)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -87,7 +111,78 @@ def run_child(
     return ChildResult(proc.returncode, out or "", err or "", time.perf_counter() - start)
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def run_gated(
+    argv: Sequence[str],
+    timeout: float,
+    gate: Callable[[], AbstractContextManager[object]],
+) -> ChildResult:
+    """``run_child`` for a child that, once, prints ``ready`` and waits for a line on stdin:
+    the rest of its run happens inside ``gate()`` (the benchmark runner pauses the node's
+    builders there, for the timing only). A child that never says ``ready`` (it failed
+    verification, crashed, or was timed by one call) runs without the gate; the time limit
+    covers both parts."""
+    start = time.perf_counter()
+    deadline = start + timeout
+    proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            process_group=0)
+    _LIVE.add(proc.pid)
+    out, err = bytearray(), bytearray()
+    try:
+        ready = _read_until_ready(proc, out, err, deadline)
+        with gate() if ready else contextlib.nullcontext():
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):  # it did not wait for the line
+                proc.stdin.write(b"\n")
+                proc.stdin.flush()
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
+            proc.stdin = None  # communicate() must not flush it again
+            try:
+                rest_out, rest_err = proc.communicate(timeout=max(0.0, deadline - time.perf_counter()))
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                rest_out, rest_err = proc.communicate()
+                return ChildResult(None, _text(out + (rest_out or b"")), _text(err + (rest_err or b"")),
+                                   time.perf_counter() - start, timed_out=True)
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    finally:
+        _LIVE.discard(proc.pid)
+    _kill_group(proc)
+    return ChildResult(proc.returncode, _text(out + rest_out), _text(err + rest_err), time.perf_counter() - start)
+
+
+def _read_until_ready(proc: subprocess.Popen[bytes], out: bytearray, err: bytearray, deadline: float) -> bool:
+    """Collect the child's output until it prints ``READY`` (True), or closes its stdout or
+    runs out of time (False: the caller's ``communicate`` finishes or kills it)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        while sel.get_map():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return False
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    if key.data is out:
+                        return False
+                    continue
+                key.data.extend(chunk)
+                if key.data is out and (out.startswith(READY) or b"\n" + READY in out):
+                    return True
+    return False
+
+
+def _text(data: bytes) -> str:
+    return data.decode(errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -11,6 +11,7 @@ rebuild what they need: Exo procs do not pickle.
   built kernel then goes to the benchmark runner of the node that built it: one actor
   per node (pinned there, ``max_concurrency=1``) that verifies and times one kernel at a
   time (``run_candidate``), so no build task ever waits for a lock while holding a core.
+  While it times one, the node's build tasks and expanders are paused (``evaluate.quiet``).
   A crashed worker becomes a ``run_error`` measurement; infrastructure errors
   (``ToolchainError``, ``SearchError``) are re-raised in the driver.
 - ``cancel`` force-cancels build tasks and kills busy runners and expanders (Ray starts
@@ -170,19 +171,30 @@ def _machine_task(bench: BenchConfig) -> MachineInfo:
 class _ExpanderHost:
     """Ray actor body: one expander per workload, kept for its replay cache."""
 
-    def __init__(self, factory: Callable[[Workload, ExpandOptions], Any], options: ExpandOptions) -> None:
+    def __init__(self, factory: Callable[[Workload, ExpandOptions], Any], options: ExpandOptions,
+                 cache_dir: Path | None = None) -> None:
+        from schedsearch.evaluate import default_cache_dir
+
+        from schedsearch.evaluate.process import run_in_background
+
         self._factory = factory
         self._options = options
         self._expanders: dict[str, Any] = {}
+        self._cache_dir = cache_dir or default_cache_dir()
+        run_in_background()  # Exo must not take the CPU from a kernel being timed
 
     def expand(self, workload: Workload, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
-        expander = self._expanders.get(workload.key)
-        if expander is None:
-            expander = self._expanders[workload.key] = self._factory(workload, self._options)
-        try:
-            return expander.expand(parent) if shards == 1 else expander.expand(parent, shard, shards)
-        except Exception as e:  # noqa: BLE001 - one parent's failure is data, not a crash
-            return Expansion(parent.fingerprint, (), error=f"{type(e).__name__}: {e}")
+        from schedsearch.evaluate.quiet import working
+
+        # Registered as busy: the node's benchmark runner pauses it while it times a kernel.
+        with working(self._cache_dir):
+            expander = self._expanders.get(workload.key)
+            if expander is None:
+                expander = self._expanders[workload.key] = self._factory(workload, self._options)
+            try:
+                return expander.expand(parent) if shards == 1 else expander.expand(parent, shard, shards)
+            except Exception as e:  # noqa: BLE001 - one parent's failure is data, not a crash
+                return Expansion(parent.fingerprint, (), error=f"{type(e).__name__}: {e}")
 
 
 # ----------------------------------------------------------------------------- connecting
@@ -321,7 +333,7 @@ class RayExecutor(BlockingCalls):
             self._runner_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
             self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
             self._factory, self._options = expander_factory, expand_options
-            self._actors = [self._actor_cls.remote(expander_factory, expand_options) for _ in range(workers)]
+            self._actors = [self._actor_cls.remote(expander_factory, expand_options, self._cache_dir) for _ in range(workers)]
         except BaseException:
             self.close()
             raise
@@ -378,7 +390,10 @@ class RayExecutor(BlockingCalls):
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-            runner = self._runners[node] = self._runner_cls.options(scheduling_strategy=strategy).remote()
+            # Ray starts its workers at niceness 15; the runner's kernels run at the normal
+            # priority instead, above the node's compilers and expanders (niceness 19).
+            runner = self._runners[node] = self._runner_cls.options(
+                scheduling_strategy=strategy, runtime_env={"env_vars": {"RAY_worker_niceness": "0"}}).remote()
         return runner
 
     def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
@@ -481,10 +496,20 @@ class RayExecutor(BlockingCalls):
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
             self._runners = {node: r for node, r in self._runners.items() if r is not actor}
-            self._actors = [self._actor_cls.remote(self._factory, self._options) if a is actor else a
+            self._actors = [self._actor_cls.remote(self._factory, self._options, self._cache_dir) if a is actor else a
                             for a in self._actors]
         self._flight.clear()
         self._shards.clear()
+        self._resume_orphans()
+
+    def _resume_orphans(self) -> None:
+        """Resume what a killed runner of this node had paused for a timing (best effort:
+        the cancelled workers it paused are being killed anyway)."""
+        from schedsearch.evaluate import default_cache_dir
+        from schedsearch.evaluate.quiet import resume_orphans
+
+        with contextlib.suppress(Exception):
+            resume_orphans(self._cache_dir or default_cache_dir())
 
     def machine(self) -> MachineInfo:
         """The measuring setup, as a worker sees it (computed once)."""
