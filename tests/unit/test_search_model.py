@@ -172,3 +172,52 @@ def test_spearman() -> None:
     assert spearman([1, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486833)
     assert spearman([1, 2], [1, 2]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
     assert dataclasses.is_dataclass(_record(1, 1.0, None))
+
+
+def _ranked(shuffle_seed: int | None, **kw):
+    cfg = SearchConfig(max_seconds=None, max_candidates=kw.pop("max_candidates", 60), cost_model=CostModelMode.RANK,
+                       seed=5, **kw)
+    ex = FakeExecutor(TREE, shuffle_seed=shuffle_seed)
+    store = InMemoryStore()
+    outcome = run_search(fake_workload(), fake_root(TREE.moves), make_strategy(cfg), ex, store, cfg,
+                         cost_model=FakeCostModel(oracle(TREE)))
+    return outcome, store, ex
+
+
+def test_a_ranked_round_asks_for_the_next_parents_once_its_first_children_are_measured() -> None:
+    _, store, ex = _ranked(None, expand_batch=1)
+    rows = {r.fingerprint: r for r in store.candidates(1)}
+    # The root's 6 children: the next parent is asked for after the first 4 in measuring
+    # order (one in-flight cap of 2 x 2 workers), not after all 6 ...
+    assert ex.asked_after[1] == 1 + 4
+    # ... and it is the fastest of those 4: the next round grows from this one.
+    first_four = [rows[f] for f in ex.evaluated[1:5]]
+    assert rows[ex.expand_calls[1][0]].seconds == min(r.seconds for r in first_four)
+    # The next round (that parent's 6 children) asks after its own first 4 too.
+    assert ex.asked_after[2] == 1 + 6 + 4
+
+
+def test_a_round_in_proposal_order_whose_ask_finds_no_parent_asks_again_after_its_first_children() -> None:
+    _, _, ex = _search(CostModelMode.OFF, None, max_candidates=30)
+    # Nothing is measured but the root when its children start: the ask finds no parent.
+    # It is made again once 4 of the 6 are measured, instead of after all of them.
+    assert ex.asked_after[1] == 1 + 4
+
+
+@pytest.mark.parametrize("mode", [CostModelMode.RANK, CostModelMode.OFF])
+def test_early_asks_keep_a_search_reproducible_whatever_the_completion_order(mode: CostModelMode) -> None:
+    runs = []
+    for shuffle in (1, 2):
+        cfg = SearchConfig(max_seconds=None, max_candidates=60, cost_model=mode, seed=5)
+        ex = FakeExecutor(TREE, shuffle_seed=shuffle)
+        store = InMemoryStore()
+        model = FakeCostModel(oracle(TREE)) if mode is CostModelMode.RANK else None
+        outcome = run_search(fake_workload(), fake_root(TREE.moves), make_strategy(cfg), ex, store, cfg,
+                             cost_model=model)
+        runs.append((outcome, store, ex))
+    (a, store_a, ex_a), (b, store_b, ex_b) = runs
+    assert ex_a.evaluated != ex_b.evaluated  # completion order really differed
+    assert ex_a.expand_calls == ex_b.expand_calls  # the same asks, round by round
+    ids_a = [(r.id, r.fingerprint) for r in store_a.candidates(a.search_id) if r.status is not Status.PENDING]
+    ids_b = [(r.id, r.fingerprint) for r in store_b.candidates(b.search_id) if r.status is not Status.PENDING]
+    assert ids_a == ids_b

@@ -5,8 +5,11 @@ round's parents (from ``strategy.ask``) are expanded in parallel; its new childr
 new to this search - are stored as ``pending`` and measured, the likely winners first.
 While round k is being measured, round k+1's parents are already being expanded, so the
 workers that build and benchmark never wait for Exo. Round k+1's parents are asked for
-when round k's measuring starts: the strategy has then seen exactly the results of the
-rounds before, whatever order they completed in, so the same seed gives the same search.
+when round k's measuring starts, or - when round k is measured in the cost model's order,
+or that ask found no parent - once round k's first children in measuring order are
+measured (an early ask: the next round then grows from this one's likely best). Either
+way the strategy has then seen exactly the results of the rounds before and of those
+first children, whatever order they completed in, so the same seed gives the same search.
 Measurements stream back and are recorded one by one; the driver is the store's only
 writer, and it never runs Exo or a compiler itself, so it stays responsive: it looks at
 ``stop`` and the budget at least four times a second and sends a ``tick`` event at least
@@ -46,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import math
 import threading
 import time
 from collections import deque
@@ -96,6 +100,10 @@ CUTOFF_FACTOR = 4.0
 #: ... but only beyond this many seconds per call, where a cold first call is not the
 #: reason a contender looks slow (and where timing it fully starts to cost real time).
 CUTOFF_FLOOR_SECONDS = 0.01
+#: An early ask waits for this share of a round's children (the first in measuring order)...
+EARLY_ASK_SHARE = 0.25
+#: ... and for at least this many in-flight caps of them (when the round has that many).
+EARLY_ASK_CAPS = 1
 
 
 def run_search(
@@ -162,6 +170,13 @@ class _Round:
     waiting: dict[int, int] = field(default_factory=dict)  # parent id -> children not yet measured
     total: int = 0  # children to measure
     done: int = 0  # children measured
+    ranked: bool = False  # measured in the cost model's order (likely winners first)
+    # Early ask: the next parents are asked for once the first ``ask_after`` children in
+    # measuring order are measured; until then results are held back from the strategy.
+    ask_after: int = 0  # 0: no early ask pending in this round
+    place: dict[str, int] = field(default_factory=dict)  # child fingerprint -> place in measuring order
+    measured_places: set[int] = field(default_factory=set)
+    held: dict[int, CandidateRecord] = field(default_factory=dict)  # place -> measured, not yet told
 
     def expanded(self) -> bool:
         return not self.expanding
@@ -486,15 +501,53 @@ class _Run:
 
     def _finish_round(self) -> None:
         """Between rounds: the expanded round starts measuring, and the next parents are
-        asked for now - when the strategy has seen every earlier round's results."""
+        asked for. A round measured in proposal order asks at once, when the strategy has
+        seen every earlier round's results. A round ranked by the cost model - or one whose
+        ask found no parent - asks once its first children in measuring order are measured
+        too (``_arm_early_ask``): likely the best of them, so the next round grows from this
+        one, and its expansion overlaps the rest of this round's measurements."""
+        if self.current is not None:
+            self._release(self.current)
         self.current = None
         if self.next is not None and self.next.expanded():
-            self.current = self._start_measuring(self.next)
+            nxt, self.next = self.next, None
+            self.current = self._start_measuring(nxt)
             self._record_accuracy()
-            self.next = None
             self._fill()  # measurements first: they keep the builders busy
+        cur = self.current
+        if self.next is None and (cur is None or not cur.ranked):
+            self.next = self._start_expanding()
+        if self.next is None and cur is not None and not cur.finished():
+            self._arm_early_ask(cur)
+
+    def _arm_early_ask(self, rnd: _Round) -> None:
+        """Ask for the next parents once the round's first children (``EARLY_ASK_SHARE`` of
+        it, at least ``EARLY_ASK_CAPS`` in-flight caps) are measured. Until then the round's
+        results are held back from the strategy, so what it has seen when it is asked - every
+        earlier round, and exactly those children - does not depend on the order in which
+        measurements complete: the same seed still gives the same search."""
+        k = min(rnd.total, max(EARLY_ASK_CAPS * self.in_flight_cap, math.ceil(rnd.total * EARLY_ASK_SHARE)))
+        if all(i in rnd.measured_places for i in range(k)):
+            self.next = self._start_expanding()
+            return
+        rnd.ask_after = k
+
+    def _early_ask(self, rnd: _Round) -> None:
+        """The round's first ``ask_after`` children are measured: tell the strategy those,
+        ask for the next round's parents, then tell it the rest held back."""
+        k, rnd.ask_after = rnd.ask_after, 0
+        for i in sorted(p for p in rnd.held if p < k):
+            self.strategy.tell(rnd.held.pop(i))
         if self.next is None:
             self.next = self._start_expanding()
+        self._release(rnd)
+
+    def _release(self, rnd: _Round) -> None:
+        """Tell the strategy every result the round still holds back (in measuring order)."""
+        rnd.ask_after = 0
+        for i in sorted(rnd.held):
+            self.strategy.tell(rnd.held[i])
+        rnd.held.clear()
 
     def _start_expanding(self) -> _Round | None:
         while True:
@@ -555,6 +608,8 @@ class _Run:
                 self.store.mark_expanded(self.sid, parent.id)
         rnd.queue = deque(ordered)
         rnd.total = len(ordered)
+        rnd.ranked = bool(predicted)
+        rnd.place = {c.fingerprint: i for i, c in enumerate(ordered)}
         return self._reuse_in(rnd)
 
     def _fill(self) -> None:
@@ -597,9 +652,19 @@ class _Run:
             self._measured(cur, m)
 
     def _measured(self, rnd: _Round, m: Measurement) -> None:
-        """Record one child's measurement; its parent is expanded once all its children are."""
+        """Record one child's measurement; its parent is expanded once all its children are.
+        While an early ask is pending, the strategy hears of it only after the ask."""
         rnd.done += 1
-        self._record(m, announce=True)
+        place = rnd.place.get(m.fingerprint)
+        hold = bool(rnd.ask_after) and place is not None
+        record = self._record(m, announce=True, tell=not hold)
+        if place is not None:
+            rnd.measured_places.add(place)
+        if hold:
+            assert place is not None
+            rnd.held[place] = record
+            if all(i in rnd.measured_places for i in range(rnd.ask_after)):
+                self._early_ask(rnd)
         parent_id = rnd.parent_of.get(m.fingerprint)
         if parent_id is not None:
             rnd.waiting[parent_id] -= 1
@@ -632,7 +697,7 @@ class _Run:
         if self.guide is not None and self.sid is not None:
             self.store.update_search(self.sid, model_accuracy=self.guide.accuracy())
 
-    def _record(self, m: Measurement, *, announce: bool) -> CandidateRecord:
+    def _record(self, m: Measurement, *, announce: bool, tell: bool = True) -> CandidateRecord:
         assert self.sid is not None
         m = dataclasses.replace(m, measured_at=self.elapsed())
         seconds = m.seconds if m.status is Status.OK else None
@@ -647,7 +712,8 @@ class _Run:
         self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok),
                                            reused=int(m.reused_candidate_id is not None))
         self.store.update_search(self.sid, counters=self.counters, elapsed_seconds=self.elapsed())
-        self.strategy.tell(record)
+        if tell:
+            self.strategy.tell(record)
         if self.guide is not None:
             self.guide.learn(record)
         improved = self._offer(record)
