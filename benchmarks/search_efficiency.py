@@ -84,14 +84,14 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float, workers: int, db: Path,
-           extra: tuple[str, ...] = ("--no-warm-start",)) -> dict:
+           extra: tuple[str, ...] = ("--no-warm-start",), timing: str = "quiet") -> dict:
     """One ``schedsearch run``; returns its --json output plus the tree. By default without
     a warm start, so that what is compared is the cost model alone (``extra``: more options)."""
     env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="sched-eff-cache-"))
     mode = "off" if setting == "off" else "rank"
     try:
         r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
-                "--cost-model", mode, "--db", str(db), "--json", *extra, env=env)
+                "--cost-model", mode, "--timing", timing, "--db", str(db), "--json", *extra, env=env)
         if r.returncode != 0:
             raise SystemExit(f"schedsearch run {' '.join(kernel_args)} failed ({r.returncode}): {r.stderr[-2000:]}")
         out = json.loads(r.stdout)
@@ -143,6 +143,34 @@ def retest(runs: list[Run], least: int = 20) -> tuple[float, float] | None:
                 every.append(rho)
                 faster.append(rho_fast)
     return (statistics.median(every), statistics.median(faster)) if every else None
+
+
+def spread(runs: list[Run], near: float = 1.3) -> dict | None:
+    """How far apart two runs' times for the same C are: |a - b| / min(a, b), median and
+    90th percentile, over every pair of runs, for all shared kernels and for those within
+    ``near`` times the fastest (where the search has to choose)."""
+    every, close = [], []
+    for i, a in enumerate(runs):
+        for b in runs[i + 1:]:
+            ta = {fp: sec for _, sec, fp in a.measured if sec}
+            tb = {fp: sec for _, sec, fp in b.measured if sec}
+            common = set(ta) & set(tb)
+            if not common:
+                continue
+            best = min(min(ta.values()), min(tb.values()))
+            for fp in common:
+                d = abs(ta[fp] - tb[fp]) / min(ta[fp], tb[fp])
+                every.append(d)
+                if min(ta[fp], tb[fp]) <= near * best:
+                    close.append(d)
+
+    def q(xs: list[float], p: float) -> float | None:
+        return sorted(xs)[int(p * (len(xs) - 1))] if xs else None
+
+    if not every:
+        return None
+    return {"pairs": len(every), "median": q(every, 0.5), "p90": q(every, 0.9),
+            "near_pairs": len(close), "near_median": q(close, 0.5), "near_p90": q(close, 0.9)}
 
 
 def reach(run: Run, speeds: dict[str, float], target_seconds: float) -> tuple[float, int] | None:
@@ -203,7 +231,8 @@ def report(runs: list[Run], budget: float) -> dict:
                 "median_spearman": statistics.median(rhos) if rhos else None,
             }
         agreement = retest(mine)
-        summary[kernel] = {"best_seconds": best, "settings": rows, "retest_spearman": agreement}
+        apart = spread(mine)
+        summary[kernel] = {"best_seconds": best, "settings": rows, "retest_spearman": agreement, "retest_spread": apart}
         print(f"\n{kernel}: fastest kernel {best * 1e6:.1f} us (median of its measurements over all runs); "
               f"95% of its speed = {target * 1e6:.1f} us")
         for setting, row in rows.items():
@@ -213,6 +242,9 @@ def report(runs: list[Run], budget: float) -> dict:
         if agreement is not None:
             print(f"  the same C measured by two runs: rank correlation {agreement[0]:.2f} "
                   f"({agreement[1]:.2f} over the faster half)")
+        if apart is not None and apart["near_median"] is not None:
+            print(f"  ... apart by a median {apart['median']:.1%} (p90 {apart['p90']:.1%}); within 1.3x of the "
+                  f"fastest {apart['near_median']:.1%} (p90 {apart['near_p90']:.1%}, {apart['near_pairs']} pairs)")
         for model in ("rank", "rank-warm"):
             if "off" in rows and model in rows and rows[model]["median_seconds_to_95"] > 0:
                 ratio = rows["off"]["median_seconds_to_95"] / rows[model]["median_seconds_to_95"]
@@ -228,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--warm", action="store_true", help="also run rank-warm (history of other workloads and sizes)")
     p.add_argument("--throughput-budget", type=float, default=60.0)
+    p.add_argument("--timing", choices=("quiet", "shared"), default="quiet", help="as schedsearch run --timing")
     p.add_argument("--skip-throughput", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
     p.add_argument("--keep", type=Path, default=None, help="keep every run's database in this folder")
@@ -238,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"search_efficiency: unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(KERNELS)}"
               if unknown else "search_efficiency: --seeds must be at least 1", file=sys.stderr)
         return 2
-    print(f"CPU: {cpu_name()}; budget {args.budget:g} s per search, {args.seeds} seed(s), {args.workers} worker(s)")
+    print(f"CPU: {cpu_name()}; budget {args.budget:g} s per search, {args.seeds} seed(s), {args.workers} worker(s), "
+          f"{args.timing} timing")
     settings = ["off", "rank"] + (["rank-warm"] if args.warm else [])
     runs: list[Run] = []
     started = time.monotonic()
@@ -252,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                     db = work / f"{kernel}-{setting}-{seed}.db"
                     if setting == "rank-warm" and warm_db is not None:
                         shutil.copyfile(warm_db, db)
-                    out = search(KERNELS[kernel], setting, seed, args.budget, args.workers, db)
+                    out = search(KERNELS[kernel], setting, seed, args.budget, args.workers, db, timing=args.timing)
                     run = to_run(kernel, setting, seed, out)
                     runs.append(run)
                     best = f"{run.best_seconds * 1e6:.1f} us" if run.best_seconds else "-"
