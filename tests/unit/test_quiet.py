@@ -135,7 +135,7 @@ def test_the_timing_process_never_pauses_itself_and_stale_entries_go(tmp_path: P
 ])
 def test_a_gated_child_runs_the_part_after_ready_inside_the_gate(script: str, entered: bool, code: int | None,
                                                                  timed_out: bool) -> None:
-    from schedsearch.evaluate.process import run_gated
+    from schedsearch.evaluate.process import run_child
 
     seen: list[str] = []
 
@@ -145,7 +145,7 @@ def test_a_gated_child_runs_the_part_after_ready_inside_the_gate(script: str, en
         yield
         seen.append("out")
 
-    res = run_gated([sys.executable, "-c", script], timeout=2.0, gate=gate)
+    res = run_child([sys.executable, "-c", script], timeout=2.0, gate=gate)
     assert seen == (["in", "out"] if entered else [])
     assert res.returncode == code and res.timed_out is timed_out
     if code == 0:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedsearch.core import BenchConfig, Timing
-from schedsearch.evaluate.process import ChildResult, run_child, run_gated
+from schedsearch.evaluate.process import ChildResult, run_child
 
 #: Share of ``run_timeout`` the driver may spend timing; the rest covers process start-up,
 #: input generation, loading the reference and the verification call.
@@ -149,9 +149,7 @@ def run_kernels(
         "1" if gate is not None else "0",
         *(str(k) for k in kernels),
     ]
-    if gate is not None:
-        return run_gated(argv, timeout, gate)
-    return run_child(argv, timeout=timeout)
+    return run_child(argv, timeout=timeout, gate=gate)
 
 
 def dump_kernel(

@@ -66,6 +66,7 @@ def run_child(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     background: bool = False,
+    gate: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> ChildResult:
     """Run ``argv`` to completion or kill its whole process group after ``timeout`` seconds.
 
@@ -73,18 +74,21 @@ def run_child(
     (the compiler's cc1/as/ld, OpenMP threads live in the process itself). Not a new
     session: Linux's autogroup scheduling gives each session an equal share of the CPU
     whatever its processes' niceness, so a kernel in its own session would compete with
-    each compiler as an equal, and a niced compiler in its own would not yield to it. ``background``: it
-    runs at the lowest CPU priority (a compiler must not take the CPU from a kernel being
-    timed). Raises OSError if the program cannot be started at all.
+    each compiler as an equal, and a niced compiler in its own would not yield to it.
+    ``background``: it runs at the lowest CPU priority (a compiler must not take the CPU
+    from a kernel being timed). ``gate``: the child may print ``ready`` once and wait for a
+    line on stdin; the rest of its run then happens inside ``gate()`` (the benchmark runner
+    pauses the node's builders there, for the timing only). A child that never says
+    ``ready`` runs without the gate; the time limit covers both parts. Raises OSError if
+    the program cannot be started at all.
     """
     start = time.perf_counter()
+    deadline = start + timeout
     proc = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE if gate is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
         process_group=0,
         env=dict(env) if env is not None else None,
         cwd=cwd,
@@ -94,49 +98,12 @@ def run_child(
         # Right after the start, before the compiler driver starts its stages (they inherit it).
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, proc.pid, BACKGROUND_NICENESS)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        return ChildResult(None, out or "", err or "", time.perf_counter() - start, timed_out=True)
-    except BaseException:
-        # KeyboardInterrupt or a cancelled worker: never leave a runaway kernel behind.
-        _kill_group(proc)
-        proc.wait()
-        raise
-    finally:
-        _LIVE.discard(proc.pid)
-    _kill_group(proc)  # stragglers the child left in its group
-    return ChildResult(proc.returncode, out or "", err or "", time.perf_counter() - start)
-
-
-def run_gated(
-    argv: Sequence[str],
-    timeout: float,
-    gate: Callable[[], AbstractContextManager[object]],
-) -> ChildResult:
-    """``run_child`` for a child that, once, prints ``ready`` and waits for a line on stdin:
-    the rest of its run happens inside ``gate()`` (the benchmark runner pauses the node's
-    builders there, for the timing only). A child that never says ``ready`` (it failed
-    verification, crashed, or was timed by one call) runs without the gate; the time limit
-    covers both parts."""
-    start = time.perf_counter()
-    deadline = start + timeout
-    proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            process_group=0)
-    _LIVE.add(proc.pid)
     out, err = bytearray(), bytearray()
     try:
-        ready = _read_until_ready(proc, out, err, deadline)
-        with gate() if ready else contextlib.nullcontext():
-            assert proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError):  # it did not wait for the line
-                proc.stdin.write(b"\n")
-                proc.stdin.flush()
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.close()
-            proc.stdin = None  # communicate() must not flush it again
+        ready = gate is not None and _read_until_ready(proc, out, err, deadline)
+        with gate() if ready and gate is not None else contextlib.nullcontext():
+            if gate is not None:
+                _go_on(proc)
             try:
                 rest_out, rest_err = proc.communicate(timeout=max(0.0, deadline - time.perf_counter()))
             except subprocess.TimeoutExpired:
@@ -145,13 +112,25 @@ def run_gated(
                 return ChildResult(None, _text(out + (rest_out or b"")), _text(err + (rest_err or b"")),
                                    time.perf_counter() - start, timed_out=True)
     except BaseException:
+        # KeyboardInterrupt or a cancelled worker: never leave a runaway kernel behind.
         _kill_group(proc)
         proc.wait()
         raise
     finally:
         _LIVE.discard(proc.pid)
-    _kill_group(proc)
+    _kill_group(proc)  # stragglers the child left in its group
     return ChildResult(proc.returncode, _text(out + rest_out), _text(err + rest_err), time.perf_counter() - start)
+
+
+def _go_on(proc: subprocess.Popen[bytes]) -> None:
+    """Send the line a gated child waits for, and close its stdin."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # it did not wait for the line
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    proc.stdin = None  # communicate() must not flush it again
 
 
 def _read_until_ready(proc: subprocess.Popen[bytes], out: bytearray, err: bytearray, deadline: float) -> bool:
