@@ -363,3 +363,18 @@ def test_evaluations_carry_a_cutoff_of_four_times_the_best_so_far_but_never_unde
         assert set(cutoffs) == {loop.CUTOFF_FLOOR_SECONDS}
     else:
         assert min(cutoffs) < cutoffs[0]  # improvements lowered it
+
+
+@pytest.mark.parametrize("budget", ["candidates", "seconds"])
+def test_no_round_is_expanded_that_the_budget_could_not_measure(budget: str) -> None:
+    # Near the end, the children already queued use up what is left of the budget: a round
+    # expanded then would only take the CPU from them and be left pending.
+    clock = FakeClock()
+    ex = FakeExecutor(FakeTree(failure_rate=0.0), clock=clock, eval_seconds=1.0, expand_seconds=0.5)
+    limit = {"max_candidates": 30} if budget == "candidates" else {"max_seconds": 30.0}
+    outcome, store, _ = search(config(expand_batch=2, **limit), ex, clock=clock)
+    rows = store.candidates(outcome.search_id)
+    fp_of = {r.id: r.fingerprint for r in rows}
+    parents_measured = {fp_of[r.parent_id] for r in rows if r.parent_id is not None and r.status is not Status.PENDING}
+    assert len(ex.expand_calls) >= 5
+    assert all(set(parents) & parents_measured for parents in ex.expand_calls)  # every round got measured

@@ -550,6 +550,8 @@ class _Run:
         rnd.held.clear()
 
     def _start_expanding(self) -> _Round | None:
+        if self._no_room_for_another_round():
+            return None
         while True:
             asked = self.strategy.ask(max(1, self.config.expand_batch))
             if not asked:
@@ -565,6 +567,23 @@ class _Run:
             jobs.append(job)
         self.executor.submit(self.workload, self.root, jobs)
         return rnd
+
+    def _no_room_for_another_round(self) -> bool:
+        """Whether the current round's children still queued use up the rest of the budget:
+        a round expanded now could never be measured, and expanding it would only take the
+        CPU from those measurements. Candidates left are counted exactly; seconds left are
+        estimated at this search's pace so far (elapsed over measured)."""
+        cur = self.current
+        if cur is None or not cur.queue:
+            return False
+        left = self._candidates_left()
+        if left is not None and len(cur.queue) >= left:
+            return True
+        c = self.config
+        if c.max_seconds is None or self.counters.measured < 1:
+            return False
+        seconds_left = c.max_seconds - self._finalist_reserve() - self.elapsed()
+        return len(cur.queue) * self.elapsed() / self.counters.measured >= seconds_left
 
     def _start_measuring(self, rnd: _Round) -> _Round:
         """Dedup the round's children, order them, store them as pending."""
