@@ -851,7 +851,14 @@ class JobResult:
 
 @runtime_checkable
 class SearchStrategy(Protocol):
-    """Chooses which measured candidates to expand next."""
+    """Chooses which measured candidates to expand next.
+
+    ``whole_rounds``: True for a strategy that must see a round completely measured before
+    it is asked again (beam search chooses each level once, from what it has seen); False
+    lets the loop ask once a round's first children are measured (an early ask).
+    """
+
+    whole_rounds: bool
 
     def tell(self, record: CandidateRecord) -> None:
         """Learn a measured candidate (any status; only ``ok`` ones can be expanded)."""

@@ -221,3 +221,9 @@ def test_early_asks_keep_a_search_reproducible_whatever_the_completion_order(mod
     ids_a = [(r.id, r.fingerprint) for r in store_a.candidates(a.search_id) if r.status is not Status.PENDING]
     ids_b = [(r.id, r.fingerprint) for r in store_b.candidates(b.search_id) if r.status is not Status.PENDING]
     assert ids_a == ids_b
+
+
+def test_beam_search_is_asked_only_once_a_round_is_completely_measured() -> None:
+    # A beam level is chosen once, from everything measured at the level above.
+    _, _, ex = _search(CostModelMode.RANK, FakeCostModel(oracle(TREE)), strategy=StrategyKind.BEAM, max_candidates=30)
+    assert ex.asked_after[1] == 1 + 6  # after all of the root's 6 children

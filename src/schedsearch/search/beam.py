@@ -16,6 +16,8 @@ from schedsearch.search.frontier import RankKey, expandable, rank_key
 class Beam:
     """``core.SearchStrategy`` keeping the ``width`` fastest ``ok`` nodes per depth level."""
 
+    whole_rounds = True  # a level's beam is chosen once: from the whole previous level
+
     def __init__(self, width: int, max_depth: int, key: RankKey = rank_key) -> None:
         if width < 1:
             raise ValueError("beam width must be >= 1")

@@ -89,7 +89,10 @@ class FrontierStrategy:
     """Shared part of the strategies that keep one frontier of expandable records.
 
     Subclasses decide which records ``ask`` takes; learning and exhaustion are the same.
+    Any frontier gains from an early ask: its best node may be a child measured a moment ago.
     """
+
+    whole_rounds = False
 
     def __init__(self, max_depth: int, seed: int = 0, key: RankKey = rank_key) -> None:
         self._max_depth = max_depth

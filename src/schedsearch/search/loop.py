@@ -515,9 +515,10 @@ class _Run:
             self._record_accuracy()
             self._fill()  # measurements first: they keep the builders busy
         cur = self.current
-        if self.next is None and (cur is None or not cur.ranked):
+        early = cur is not None and not cur.finished() and not self.strategy.whole_rounds
+        if self.next is None and not (early and cur is not None and cur.ranked):
             self.next = self._start_expanding()
-        if self.next is None and cur is not None and not cur.finished():
+        if self.next is None and early and cur is not None:
             self._arm_early_ask(cur)
 
     def _arm_early_ask(self, rnd: _Round) -> None:
