@@ -76,10 +76,13 @@ def test_best_first_expands_the_fastest_unexpanded_node_each_round() -> None:
     run_search(fake_workload(), fake_root(), strategy, ex, store, cfg)
     sid = store.list_searches()[0].id
     rows = {r.fingerprint: r for r in store.candidates(sid)}
-    asked: list[str] = []
+    # The root is expanded while the baseline is measured, before the strategy is asked.
+    assert ex.expand_calls[0] == [fake_root().fingerprint] and ex.asked_after[0] == 0
+    assert sum(call.count(fake_root().fingerprint) for call in ex.expand_calls) == 1  # and only then
+    asked: list[str] = [fake_root().fingerprint]
     # Replay: when each parent was picked, it was the fastest ok, not yet picked node among
     # those measured by then (the pipeline asks while the previous round is measured).
-    for (fp,), known in zip(ex.expand_calls, ex.asked_after, strict=True):
+    for (fp,), known in zip(ex.expand_calls[1:], ex.asked_after[1:], strict=True):
         pool = [rows[f] for f in ex.evaluated[:known]
                 if rows[f].status is Status.OK and f not in asked and rows[f].depth < cfg.max_depth]
         assert rows[fp].seconds == min(r.seconds for r in pool)

@@ -333,12 +333,17 @@ class _Run:
             raise _Stopped
 
     def _wait_for(self, job: Job) -> JobResult:
-        """Poll until ``job`` is done (other results are not expected meanwhile)."""
+        """Poll until ``job`` is done; other results meanwhile (the root's expansion) are taken."""
         while True:
             self._check_stop()
+            found = None
             for result in self.executor.poll(POLL_SECONDS):
                 if result.job.id == job.id:
-                    return result
+                    found = result
+                else:
+                    self._take(result)
+            if found is not None:
+                return found
             self._tick()
 
     # ------------------------------------------------------------------ start / resume
@@ -349,7 +354,7 @@ class _Run:
         self.fp_of[self.root_record.id] = self.root.fingerprint
         self.seen.add(self.root.fingerprint)
         self._emit(EventKind.STARTED, message=f"search {self.sid} of {self.workload.label}")
-        self._baseline()
+        self._baseline(expand_root=True)
         self._seed()
 
     def _resume(self) -> None:
@@ -393,12 +398,16 @@ class _Run:
             children = [self._candidate(r) for r in pending]
             self.current = self._reuse_in(_Round(0, [], queue=deque(children), total=len(children)))
 
-    def _baseline(self) -> None:
-        """Evaluate the root against itself; its median is the baseline."""
-        assert self.sid is not None
+    def _baseline(self, expand_root: bool = False) -> None:
+        """Evaluate the root against itself; its median is the baseline. ``expand_root``:
+        round 1, the root's expansion, starts at once too - Exo works while the baseline is
+        measured (the first expansion is the longest wait before anything new is measured)."""
+        assert self.sid is not None and self.root_record is not None
         self.phase = Phase.BASELINE
         job = Job(next(self.job_ids), JobKind.EVALUATE, (self.root,))
         self.executor.submit(self.workload, self.root, [job])
+        if expand_root:
+            self.next = self._submit_round([self.root_record])
         result = self._wait_for(job)
         m = result.measurements[0] if result.measurements else None
         if m is None:
@@ -409,7 +418,10 @@ class _Run:
             detail = f": {m.error.strip()}" if m.error.strip() else ""
             raise SearchError(f"the unscheduled {self.workload.label} failed ({m.status.value}){detail}")
         self.baseline = m.seconds
-        record = self._record(m, announce=False)
+        record = self._record(m, announce=False, tell=False)
+        expanding = self.next is not None and any(p.id == record.id for p in self.next.parents)
+        # The strategy must not offer a root that is being expanded already.
+        self.strategy.tell(dataclasses.replace(record, expanded=True) if expanding else record)
         self.root_record = record
         self.store.update_search(self.sid, baseline_seconds=self.baseline)
         self._emit(EventKind.BASELINE, record, message=f"baseline {m.seconds:.3g} s")
@@ -560,6 +572,10 @@ class _Run:
             parents = [p for p in asked if p.depth < self.config.max_depth]
             if parents:
                 break
+        return self._submit_round(parents)
+
+    def _submit_round(self, parents: list[CandidateRecord]) -> _Round:
+        """A new round: its parents' expansions submitted."""
         rnd = _Round(next(self.rounds), parents)
         jobs = []
         for parent in parents:
