@@ -53,6 +53,7 @@ def test_list_show_tree(searched: tuple[Path, dict]) -> None:
     assert set(listed[0]) >= {"search_id", "proc", "sizes", "status", "best_speedup"}
     shown = run_cli("show", sid, "--db", str(db))
     assert shown.returncode == 0 and "top" in shown.stderr
+    assert "strict float, quiet timing" in shown.stderr  # how it was measured: the default
     nodes = json.loads(run_cli("tree", sid, "--db", str(db), "--json").stdout)
     assert len(nodes) >= 15  # the root plus at least 14 evaluated
     for n in nodes:
@@ -237,3 +238,14 @@ def test_export_json_then_regress(searched: tuple[Path, dict], tmp_path: Path) -
         assert r.returncode == 1
         reason = json.loads(r.stdout)["results"][0]["reason"]
         assert f"step {len(data['steps'])}" in reason or "no_such_loop" in reason
+
+
+@pytest.mark.slow
+def test_shared_timing_is_recorded_and_shown(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--workers", "0",
+                "--timing", "shared", "--max-candidates", "3", "--budget", "120", "--cost-model", "off",
+                "--no-warm-start", "--db", str(db), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    shown = run_cli("show", str(json.loads(r.stdout)["search_id"]), "--db", str(db))
+    assert "shared timing" in shown.stderr and "quiet timing" not in shown.stderr

@@ -122,7 +122,7 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
         ("workload", f"{search.workload.label}  from {search.workload.path}"),
         ("status", status_text(search)),
         ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}, "
-                     f"{search.config.bench.float_mode.value} float"),
+                     f"{search.config.bench.float_mode.value} float, {search.config.bench.timing.value} timing"),
         ("elapsed", f"{search.elapsed_seconds:.1f} s"),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
                        f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
