@@ -174,7 +174,6 @@ class _ExpanderHost:
     def __init__(self, factory: Callable[[Workload, ExpandOptions], Any], options: ExpandOptions,
                  cache_dir: Path | None = None) -> None:
         from schedsearch.evaluate import default_cache_dir
-
         from schedsearch.evaluate.process import run_in_background
 
         self._factory = factory
