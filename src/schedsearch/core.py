@@ -489,6 +489,7 @@ class Expansion(JsonRecord):
     seconds: float = 0.0
     error: str = ""  # set when the parent itself could not be replayed
     order: tuple[int, ...] = ()  # each child's position among the parent's proposals (shards)
+    replayed: int = 0  # steps of the parent's schedule re-applied to rebuild its proc (0: it was cached)
 
     @staticmethod
     def merge(parts: Sequence[Expansion]) -> Expansion:
@@ -519,6 +520,7 @@ class Expansion(JsonRecord):
             seconds=sum(part.seconds for part in parts),
             error="; ".join(part.error for part in parts if part.error),
             order=tuple(order),
+            replayed=sum(part.replayed for part in parts),
         )
 
 

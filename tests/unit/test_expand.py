@@ -162,3 +162,15 @@ def test_shards_of_one_expansion_merge_into_the_unsharded_one(small, shards):
     assert [c.fingerprint for c in merged.children] == [c.fingerprint for c in alone.children]
     assert merged.order == alone.order
     assert (merged.attempted, merged.illegal, merged.duplicates) == (alone.attempted, alone.illegal, alone.duplicates)
+
+
+def test_an_expansion_says_how_many_steps_it_replayed(small):
+    expander = Expander(small)
+    child = expander.expand(root_candidate(small)).children[0]
+    grandchild = expander.expand(child).children[0]
+    assert expander.expand(child).replayed == 0  # made here: its proc is cached
+    fresh = Expander(small)
+    assert fresh.expand(grandchild).replayed == 2  # rebuilt from the source, both steps
+    assert fresh.expand(grandchild).replayed == 0
+    parts = [Expander(small).expand(grandchild, shard, 2) for shard in range(2)]
+    assert Expansion.merge(parts).replayed == 4

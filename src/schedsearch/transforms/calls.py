@@ -17,6 +17,7 @@ from exo.stdlib import scheduling
 from exo.stdlib.scheduling import MemoryError as MemoryMismatch
 from exo.stdlib.scheduling import call_site_mem_aware_replace
 
+from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.walk import count_statements, literal
 
 ArgData = int | str | bool | tuple[str, ...]
@@ -271,8 +272,9 @@ def _check_unroll(proc, target) -> None:
         )
 
 
-def run(proc, call: ExoCall):
-    """Apply one call to ``proc`` and return the new proc (Exo raises when illegal)."""
+def run(proc, call: ExoCall, memo: CallMemo | None = None):
+    """Apply one call to ``proc`` and return the new proc (Exo raises when illegal). With a
+    ``memo``, a call already made on this proc with the same resolved arguments is looked up."""
     if call.op in HELPERS:
         fn = HELPERS[call.op]
     elif call.op in OPS:
@@ -281,15 +283,29 @@ def run(proc, call: ExoCall):
         raise ValueError(f"unknown scheduling operation {call.op!r}")
     args = [_resolve(proc, a) for a in call.args]
     kwargs = {k: _resolve(proc, v) for k, v in call.kwargs}
-    if call.op == "unroll_loop" and args:
-        _check_unroll(proc, args[0])
-    return fn(proc, *args, **kwargs)
+    key = memo.key(proc, call.op, args, kwargs) if memo is not None else None
+    if key is not None:
+        assert memo is not None
+        found, result = memo.get(key)
+        if found:
+            return result
+    try:
+        if call.op == "unroll_loop" and args:
+            _check_unroll(proc, args[0])
+        result = fn(proc, *args, **kwargs)
+    except Exception as exc:
+        if key is not None:
+            memo.put(key, proc, error=exc)
+        raise
+    if key is not None:
+        memo.put(key, proc, result)
+    return result
 
 
-def run_all(proc, calls: list[ExoCall]):
-    """Apply the calls in order."""
+def run_all(proc, calls: list[ExoCall], memo: CallMemo | None = None):
+    """Apply the calls in order (``memo``: see ``run``)."""
     for call in calls:
-        proc = run(proc, call)
+        proc = run(proc, call, memo)
     return proc
 
 

@@ -18,6 +18,7 @@ from schedsearch.core import (
     Workload,
 )
 from schedsearch.errors import ReplayError
+from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
 from schedsearch.transforms.features import CacheSizes, feature_vector, machine_caches
 from schedsearch.transforms.replay import EXO_ERRORS, replay, try_apply
@@ -70,6 +71,10 @@ class Expander:
 
     def proc_for(self, schedule: Schedule):
         """The proc of ``schedule``, replayed from the longest cached prefix."""
+        return self._rebuild(schedule)[0]
+
+    def _rebuild(self, schedule: Schedule) -> tuple[object, int]:
+        """The proc of ``schedule`` and how many of its steps had to be re-applied."""
         steps = schedule.steps
         for cut in range(len(steps), -1, -1):
             cached = self._cache.get(steps[:cut])
@@ -83,7 +88,7 @@ class Expander:
         for index in range(cut, len(steps)):
             proc = replay(proc, steps[index : index + 1], first_index=index)
             self._remember(steps[: index + 1], proc)
-        return proc
+        return proc, len(steps) - cut
 
     def candidate(self, schedule: Schedule, parent: Candidate | None = None) -> Candidate:
         """``schedule`` replayed on this workload as a candidate (depth: its length), a child
@@ -147,7 +152,7 @@ class Expander:
         """
         started = time.perf_counter()
         try:
-            proc = self.proc_for(parent.schedule)
+            proc, replayed = self._rebuild(parent.schedule)
             rewrites = propose(proc, self.options)
         except Exception as exc:  # noqa: BLE001 - a bad parent is data, not a crash
             return Expansion(
@@ -160,9 +165,10 @@ class Expander:
         children: list[Candidate] = []
         order: list[int] = []
         illegal = duplicates = 0
+        memo = CallMemo()  # rewrites of one parent often start with the same Exo call
         for position in range(shard, len(rewrites), shards):
             rewrite = rewrites[position]
-            child = try_apply(proc, rewrite)
+            child = try_apply(proc, rewrite, memo)
             c_source = None
             if child is not None:
                 try:
@@ -198,5 +204,6 @@ class Expander:
             illegal=illegal,
             duplicates=duplicates,
             seconds=time.perf_counter() - started,
+            replayed=replayed,
             order=tuple(order),
         )

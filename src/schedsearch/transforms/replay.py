@@ -8,6 +8,7 @@ from exo.core.memory import MemGenError
 
 from schedsearch.core import Rewrite, Schedule, Workload
 from schedsearch.errors import ReplayError
+from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.calls import run_all
 from schedsearch.transforms.rules import ArgError, describe, lower
 from schedsearch.transforms.workload import bound_proc_from_source
@@ -36,11 +37,12 @@ def apply_rewrite(proc, rewrite: Rewrite):
     return run_all(proc, calls)
 
 
-def try_apply(proc, rewrite: Rewrite):
-    """The rewritten proc, or None when Exo rejects the rewrite."""
+def try_apply(proc, rewrite: Rewrite, memo: CallMemo | None = None):
+    """The rewritten proc, or None when Exo rejects the rewrite (``memo``: calls already
+    made on the same procs, looked up; see ``call_memo``)."""
     calls = lower(rewrite)
     try:
-        return run_all(proc, calls)
+        return run_all(proc, calls, memo)
     except EXO_ERRORS:
         return None
 
