@@ -13,8 +13,10 @@ wall-time budget, every run with an empty build cache and its own database:
 Reported per kernel: the fastest kernel any run found, and per setting the time (seconds of
 the search's own elapsed time, from ``tree --json``'s ``measured_at``) and the number of
 evaluations until a run first measured a kernel within 95% of that one's speed (median over
-seeds; a run that never got there counts as its whole budget), the model's rank correlation,
-how well the runs' measurements of the same C agree (the ceiling for any model's rank
+seeds; a run that never got there counts as its whole budget), the model's rank correlation
+(and, for runs whose model predicted the first round, its rank correlation over the root's
+children: what history of other workloads and sizes is worth before this search has
+measured anything), how well the runs' measurements of the same C agree (the ceiling for any model's rank
 correlation), and, separately, the throughput (evaluated candidates a second) of SGEMM 256 with 2 workers
 in the default rewrite space.
 
@@ -76,6 +78,9 @@ class Run:
     spearman: float | None
     trained_on: int
     measured: tuple[tuple[float, float | None, str], ...]  # (measured_at, seconds or None, fingerprint) in order
+    # rank correlation of predicted and measured speed-ups over the root's children: how well
+    # the model ranked the first round, before this search had measured anything of its own
+    first_round: float | None = None
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -106,10 +111,13 @@ def to_run(kernel: str, setting: str, seed: int, out: dict) -> Run:
     nodes = sorted((n for n in out["tree"] if n["measured_at"] is not None), key=lambda n: n["measured_at"])
     ok = [n["seconds"] for n in nodes if n["status"] == "ok" and n["seconds"]]
     model = out.get("cost_model") or {}
+    first = [(n["predicted_speedup"], n["speedup"]) for n in nodes
+             if n["depth"] == 1 and n["status"] == "ok" and n["predicted_speedup"] and n["speedup"]]
     return Run(kernel, setting, seed, out["search_id"], out["elapsed_seconds"], out["candidates"]["evaluated"],
                min(ok) if ok else None, model.get("spearman"), model.get("trained_on", 0),
                tuple((n["measured_at"], n["seconds"] if n["status"] == "ok" else None, n["fingerprint"])
-                     for n in nodes))
+                     for n in nodes),
+               spearman([p for p, _ in first], [m for _, m in first]) if len(first) >= 5 else None)
 
 
 def pooled_speeds(runs: list[Run]) -> dict[str, float]:
@@ -224,7 +232,9 @@ def report(runs: list[Run], budget: float) -> dict:
             times = [g[0] if g else budget for g in got]
             evals = [g[1] if g else None for g in got]
             rhos = [r.spearman for r in mine if r.setting == setting and r.spearman is not None]
+            firsts = [r.first_round for r in mine if r.setting == setting and r.first_round is not None]
             rows[setting] = {
+                "first_round_spearman": firsts,
                 "reached": sum(g is not None for g in got), "runs": len(got),
                 "median_seconds_to_95": statistics.median(times),
                 "evaluations_to_95": evals,
@@ -239,6 +249,9 @@ def report(runs: list[Run], budget: float) -> dict:
             rho = f"{row['median_spearman']:.2f}" if row["median_spearman"] is not None else "-"
             print(f"  {setting:10s} reached {row['reached']}/{row['runs']}, median {row['median_seconds_to_95']:6.1f} s "
                   f"to 95%, evaluations {row['evaluations_to_95']}, median rank correlation {rho}")
+            if row["first_round_spearman"]:
+                print(f"  {'':10s} the root's children as predicted before any measurement of this search: rank "
+                      f"correlation {', '.join(f'{x:.2f}' for x in row['first_round_spearman'])}")
         if agreement is not None:
             print(f"  the same C measured by two runs: rank correlation {agreement[0]:.2f} "
                   f"({agreement[1]:.2f} over the faster half)")
