@@ -490,6 +490,7 @@ class Expansion(JsonRecord):
     error: str = ""  # set when the parent itself could not be replayed
     order: tuple[int, ...] = ()  # each child's position among the parent's proposals (shards)
     replayed: int = 0  # steps of the parent's schedule re-applied to rebuild its proc (0: it was cached)
+    remembered: bool = False  # read back from the expansions kept on disk, not expanded again
 
     @staticmethod
     def merge(parts: Sequence[Expansion]) -> Expansion:
@@ -521,6 +522,7 @@ class Expansion(JsonRecord):
             error="; ".join(part.error for part in parts if part.error),
             order=tuple(order),
             replayed=sum(part.replayed for part in parts),
+            remembered=all(part.remembered for part in parts),
         )
 
 

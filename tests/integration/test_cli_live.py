@@ -27,12 +27,18 @@ CLOCK = re.compile(r"(\d+\.\d)s / 600s")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
+def fresh_cache(folder: Path) -> dict[str, str]:
+    """A cache folder of the test's own: a root expanded by another test, kept in a shared
+    cache, would be read back at once and leave no expansion to interrupt."""
+    return {"SCHEDSEARCH_CACHE_DIR": str(folder / "cache")}
+
+
 class Terminal:
     """``schedsearch run`` attached to a pseudo-terminal; collects what it draws."""
 
     def __init__(self, db: Path) -> None:
         master, slave = os.openpty()
-        env = {**os.environ, "COLUMNS": "120", "LINES": "40", "TERM": "xterm-256color"}
+        env = {**os.environ, "COLUMNS": "120", "LINES": "40", "TERM": "xterm-256color", **fresh_cache(db.parent)}
         env.pop("NO_COLOR", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "schedsearch", "run", str(EXAMPLES / "matmul.py"), *ARGS, "--db", str(db)],
@@ -109,6 +115,7 @@ def test_sigterm_during_an_expansion_stops_a_real_search_within_seconds(tmp_path
     proc = subprocess.Popen(
         [sys.executable, "-m", "schedsearch", "run", str(EXAMPLES / "matmul.py"), *ARGS, "--db", str(db)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, **fresh_cache(tmp_path)},
     )
     try:
         lines: list[str] = []

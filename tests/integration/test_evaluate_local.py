@@ -170,3 +170,21 @@ def test_cancel_kills_a_spinning_kernel_and_its_worker_quietly(tmp_path: Path) -
     [m] = list(ex.evaluate(w, root, [scale_kernel("2.0f", 2)]))  # a new worker takes over
     assert m.status is Status.OK
     ex.close()
+
+
+def test_a_second_executor_reads_the_first_ones_expansion_from_the_cache(tmp_path: Path) -> None:
+    """Expansions are kept in the cache folder: the next search of the same kernel (another
+    executor, another process) reads them back instead of asking Exo again."""
+    from schedsearch.transforms import Expander, load_workload, root_candidate
+
+    matmul = Path(__file__).resolve().parents[2] / "examples" / "matmul.py"
+    workload = load_workload(str(matmul), "sgemm", {"M": 12, "N": 20, "K": 8})
+    root = root_candidate(workload)
+    got = []
+    for _ in range(2):
+        with LocalExecutor(Expander, ExpandOptions(), FAST, tmp_path / "cache") as ex:
+            (expansion,) = list(ex.expand(workload, [root]))
+        got.append(expansion)
+    assert not got[0].remembered and got[1].remembered
+    assert got[1].children == got[0].children and len(got[0].children) >= 5
+    assert list((tmp_path / "cache" / "expansions").rglob("*.json.gz"))

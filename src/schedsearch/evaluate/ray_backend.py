@@ -193,7 +193,10 @@ class _ExpanderHost:
         with working(self._cache_dir):
             expander = self._expanders.get(workload.key)
             if expander is None:
-                expander = self._expanders[workload.key] = self._factory(workload, self._options)
+                from schedsearch.evaluate.expansions import remembering
+
+                expander = self._expanders[workload.key] = remembering(self._factory(workload, self._options),
+                                                                       self._cache_dir)
             try:
                 return expander.expand(parent) if shards == 1 else expander.expand(parent, shard, shards)
             except Exception as e:  # noqa: BLE001 - one parent's failure is data, not a crash

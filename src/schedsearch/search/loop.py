@@ -632,6 +632,8 @@ class _Run:
             message = f"{new} new, {dups} duplicate, {expansion.illegal} illegal"
             if expansion.error:
                 message += f"; cannot replay: {expansion.error.strip()}"
+            elif expansion.remembered:
+                message += "; expanded by an earlier search (from the cache)"
             self._emit(EventKind.EXPANDED, parent, message=message)
         ordered, predicted = self._measuring_order(fresh)
         for child in ordered:

@@ -6,8 +6,14 @@ only plain records and rebuild Exo procs from the workload's source text.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
 import time
 from collections import OrderedDict
+from pathlib import Path
 
 from schedsearch.core import (
     Candidate,
@@ -16,6 +22,7 @@ from schedsearch.core import (
     Rewrite,
     Schedule,
     Workload,
+    sha256_text,
 )
 from schedsearch.errors import ReplayError
 from schedsearch.transforms.call_memo import CallMemo
@@ -27,6 +34,21 @@ from schedsearch.transforms.workload import bound_proc_from_source
 
 #: Procs kept per Expander: enough for the frontier a worker sees, small enough for memory.
 CACHE_SIZE = 256
+
+
+@functools.cache
+def code_version() -> str:
+    """sha256 of Exo's version and of every source file of schedsearch: any change to the
+    code may change what an expansion gives, so expansions kept on disk are keyed by it."""
+    package = Path(__file__).resolve().parents[1]
+    try:
+        exo = importlib.metadata.version("exo-lang")
+    except importlib.metadata.PackageNotFoundError:  # Exo from a source tree: its files say it
+        exo = str(Path(importlib.util.find_spec("exo").origin or "").parent)
+    h = hashlib.sha256(f"exo {exo}".encode())
+    for path in sorted(package.rglob("*.py")):
+        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def propose(proc, options: ExpandOptions = ExpandOptions()) -> list[Rewrite]:
@@ -62,6 +84,16 @@ class Expander:
         # The caches of the node that expands: features compare working sets with them.
         self.caches = caches if caches is not None else machine_caches()
         self._cache: OrderedDict[tuple[Rewrite, ...], object] = OrderedDict()
+
+    @functools.cached_property
+    def cache_version(self) -> str:
+        """Names everything but the parent that decides this expander's expansions: the
+        workload, the options, the caches its features compare with, Exo's version and
+        schedsearch's own code. Two expanders with the same version expand a parent alike,
+        so an expansion kept under it (``evaluate.expansions``) may stand in for a new one."""
+        parts = [code_version(), self.workload.key, json.dumps(self.options.to_json(), sort_keys=True),
+                 repr(self.caches)]
+        return sha256_text("\n".join(parts))
 
     def _remember(self, steps: tuple[Rewrite, ...], proc) -> None:
         self._cache[steps] = proc
