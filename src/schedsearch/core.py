@@ -830,12 +830,14 @@ class Job:
     """One unit of work handed to an ``Executor``. ``id`` is the submitter's, unique among
     its jobs in flight; ``candidates`` holds the parent (expand), the candidate (evaluate)
     or the finalists (remeasure). An evaluated candidate whose verification call takes
-    longer than ``cutoff`` seconds is timed by that call alone."""
+    longer than ``cutoff`` seconds is timed by that call alone; one whose warm call takes
+    longer than ``contend`` seconds cannot be the new best and gets the fewest samples."""
 
     id: int
     kind: JobKind
     candidates: tuple[Candidate, ...]
     cutoff: float | None = None
+    contend: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

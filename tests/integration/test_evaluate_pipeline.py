@@ -359,6 +359,18 @@ def test_a_candidate_slower_than_the_cutoff_is_timed_by_its_verification_call_al
     assert wrong.status is Status.WRONG_RESULT
 
 
+def test_a_candidate_that_cannot_contend_for_the_best_gets_the_fewest_samples(ref: Candidate, cache: Path) -> None:
+    cand = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
+    config = dataclasses.replace(FAST, samples=9, settle=0.0)
+    full = evaluate_candidate(SGEMM, ref, cand, config, cache, contend=60.0)
+    assert full.status is Status.OK and len(full.timing.samples) == 9
+    few = evaluate_candidate(SGEMM, ref, cand, config, cache, contend=1e-9)
+    assert few.status is Status.OK, few.error
+    assert len(few.timing.samples) == 3 and few.max_error is not None
+    side_by_side = remeasure(SGEMM, ref, [ref, cand], config, cache)  # finalists: always in full
+    assert [len(m.timing.samples) for m in side_by_side] == [9, 9]
+
+
 @pytest.mark.parametrize(("settle", "expected"), [(0.0, 9), (10.0, 3)])
 def test_a_lone_kernel_stops_sampling_once_its_samples_agree(ref: Candidate, cache: Path, settle: float,
                                                              expected: int) -> None:

@@ -125,12 +125,14 @@ def run_kernels(
     timeout: float | None = None,
     cutoff: float | None = None,
     gate: Callable[[], AbstractContextManager[object]] | None = None,
+    contend: float | None = None,
 ) -> ChildResult:
     """Verify and time ``kernels`` in one driver process (interleaved rounds when several).
 
     ``cutoff``: a kernel whose verification call takes longer than this many seconds is
     timed by that one call (it cannot be among the fastest; timing it fully would cost
-    ``samples`` more calls). ``gate``: the timing proper (from the first warm-up on) runs
+    ``samples`` more calls). ``contend`` (one kernel): a kernel whose warm call takes longer
+    is timed with the fewest samples (it cannot be the new best). ``gate``: the timing proper (from the first warm-up on) runs
     inside ``gate()``; loading, verification and one-call timings run before it."""
     timeout = config.run_timeout if timeout is None else timeout
     argv = [
@@ -145,6 +147,7 @@ def run_kernels(
         str(max(1, config.samples)),
         repr(timeout * TIMING_BUDGET_SHARE),
         repr(float(cutoff or 0.0)),
+        repr(float(contend or 0.0)),
         repr(float(config.settle)),
         "1" if gate is not None else "0",
         *(str(k) for k in kernels),

@@ -33,9 +33,10 @@ file produced by ``dump`` mode from the unscheduled proc:
   the candidate always fails.
 
 Timing uses ``clock_gettime(CLOCK_MONOTONIC)`` around each kernel call only; the output
-reset between calls is not timed. The verification call's duration decides ``inner``
-(calls per sample, so a sample lasts at least ``min_sample_seconds``) and lets a very slow
-kernel stop early (``slow``) or take fewer samples so the run fits its time budget.
+reset between calls is not timed. The verification call's duration lets a very slow
+kernel stop early (``slow``, ``cut``); the last warm-up call's decides ``inner`` (calls per
+sample, so a sample lasts at least ``min_sample_seconds``), fewer samples so the run fits
+its time budget, and whether the kernel can contend for the best at all.
 
 The driver prints one line per fact; ``bench.parse_report`` reads them.
 """
@@ -48,7 +49,7 @@ from schedsearch.core import KERNEL_SYMBOL, ArgSpec, DType
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.
-HARNESS_VERSION = "5"
+HARNESS_VERSION = "6"
 
 
 def _fill_expr(dtype: DType) -> str:
@@ -271,18 +272,20 @@ static int do_dump(int argc, char **argv) {{
   return 0;
 }}
 
-/* run <seed> <reference-file> <cpu> <rtol> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <settle> <gate> <so>...
+/* run <seed> <reference-file> <cpu> <rtol> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <contend-s> <settle> <gate> <so>...
    Verify every kernel, then time the good ones in interleaved rounds.
    gate = 1: before the first warm-up, print "ready" and wait for a line on stdin (the
    caller pauses the node's other work for the timing only; verification and kernels
    timed by one call do not need it).
    cutoff-s > 0: a kernel whose verification call takes longer is timed by that call alone
    ("cut"): it cannot be among the fastest, and timing it properly would cost many calls.
-   settle > 0 (one kernel only): stop sampling once MIN_SAMPLES samples lie within that
-   relative spread ((max - min) / min) of each other. */
+   contend-s > 0 (one kernel only): a kernel whose warm call takes longer cannot be the new
+   best; it gets MIN_SAMPLES samples, enough to rank it among the slower ones.
+   settle > 0 (one kernel only): stop sampling once the last MIN_SAMPLES samples lie within
+   that relative spread ((max - min) / min) of each other. */
 #define MIN_SAMPLES 3
 static int do_run(int argc, char **argv) {{
-  if (argc < 14) {{ fprintf(stderr, "usage: run seed ref cpu rtol warmup min_sample samples budget cutoff settle gate so...\n"); return 2; }}
+  if (argc < 15) {{ fprintf(stderr, "usage: run seed ref cpu rtol warmup min_sample samples budget cutoff contend settle gate so...\n"); return 2; }}
   double start = now();
   uint64_t seed = strtoull(argv[2], NULL, 10);
   const char *ref_path = argv[3];
@@ -290,9 +293,10 @@ static int do_run(int argc, char **argv) {{
   double rtol = atof(argv[5]), warmup = atof(argv[6]), min_sample = atof(argv[7]);
   int samples = atoi(argv[8]);
   double budget = atof(argv[9]);
-  double cutoff = atof(argv[10]), settle = atof(argv[11]);
-  int gate = atoi(argv[12]);
-  int n = argc - 13;
+  double cutoff = atof(argv[10]), contend = atof(argv[11]), settle = atof(argv[12]);
+  int gate = atoi(argv[13]);
+  int n = argc - 14;
+  int few = 0; /* the kernel cannot be the new best: MIN_SAMPLES samples */
   if (cpu >= 0) {{
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -308,7 +312,7 @@ static int do_run(int argc, char **argv) {{
   int live = 0;
   double per_round = 0.0;
   for (int c = 0; c < n; c++) {{
-    k[c] = load(argv[13 + c]);
+    k[c] = load(argv[14 + c]);
     first[c] = timed_call(k[c]);
     printf("first %d %.9g\n", c, first[c]);
     fflush(stdout);
@@ -332,11 +336,11 @@ static int do_run(int argc, char **argv) {{
       int ch;
       do {{ ch = getchar(); }} while (ch != '\n' && ch != EOF);
     }}
-    double w0 = now();
-    do {{ timed_call(k[c]); }} while (now() - w0 < warmup);
-    /* Re-estimate after warm-up: the verification call ran on cold caches. */
-    double t = timed_call(k[c]);
+    /* The last warm-up call estimates a call: the verification call ran on cold caches. */
+    double w0 = now(), t = 0.0;
+    do {{ t = timed_call(k[c]); }} while (now() - w0 < warmup);
     if (t <= 0.0) t = 1e-9;
+    if (contend > 0.0 && n == 1 && t > contend) few = 1;
     double want = min_sample / t;
     inner[c] = want < 1.0 ? 1 : (want > 1e9 ? 1000000000 : (int)ceil(want));
     per_round += inner[c] * t;
@@ -346,6 +350,7 @@ static int do_run(int argc, char **argv) {{
     double left = budget - (now() - start);
     int fit = per_round > 0.0 ? (int)(left / per_round) : samples;
     if (fit < samples) samples = fit < 1 ? 1 : fit;
+    if (few && samples > MIN_SAMPLES) samples = MIN_SAMPLES;
   }}
   double *acc = (double *)calloc((size_t)n * (size_t)samples, sizeof(double));
   int taken = 0;
@@ -358,8 +363,8 @@ static int do_run(int argc, char **argv) {{
     }}
     taken = s + 1;
     if (settle > 0.0 && n == 1 && taken >= MIN_SAMPLES) {{
-      double lo = acc[0], hi = acc[0];
-      for (int i = 1; i < taken; i++) {{
+      double lo = acc[taken - MIN_SAMPLES], hi = lo;
+      for (int i = taken - MIN_SAMPLES + 1; i < taken; i++) {{
         if (acc[i] < lo) lo = acc[i];
         if (acc[i] > hi) hi = acc[i];
       }}

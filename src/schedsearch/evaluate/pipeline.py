@@ -197,7 +197,7 @@ class Built:
 
 def evaluate_candidate(
     workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path,
-    cutoff: float | None = None,
+    cutoff: float | None = None, contend: float | None = None,
 ) -> Measurement:
     """Build ``candidate``, then (holding the node's benchmark lock) verify it against
     ``reference`` and time it: ``build_candidate`` followed by ``run_candidate``.
@@ -214,7 +214,7 @@ def evaluate_candidate(
     built = build_candidate(workload, reference, candidate, config, cache_dir)
     if isinstance(built, Measurement):
         return built
-    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff)
+    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff, contend)
 
 
 def build_candidate(
@@ -235,18 +235,19 @@ def build_candidate(
 
 def run_candidate(
     workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
-    cache_dir: Path, cutoff: float | None = None,
+    cache_dir: Path, cutoff: float | None = None, contend: float | None = None,
 ) -> Measurement:
     """Verify a built candidate against the reference and time it, holding the node's
     benchmark lock (one timing at a time per node); one whose verification call takes more
-    than ``cutoff`` seconds is timed by that call alone. Raises as ``evaluate_candidate`` does."""
+    than ``cutoff`` seconds is timed by that call alone, one whose warm call takes more than
+    ``contend`` seconds with the fewest samples. Raises as ``evaluate_candidate`` does."""
     with _infrastructure_errors(cache_dir):
-        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff)
+        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff, contend)
 
 
 def _run(
     workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
-    cache_dir: Path, cutoff: float | None,
+    cache_dir: Path, cutoff: float | None, contend: float | None = None,
 ) -> Measurement:
     machine = machine_info(config)
     cand, ref = built.kernel, built.reference
@@ -267,7 +268,7 @@ def _run(
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
         res = run_kernels(built.driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp, cutoff=cutoff,
-                          gate=_quiet_gate(config, cache_dir))
+                          contend=contend, gate=_quiet_gate(config, cache_dir))
     return _measurement_from_report(workload, candidate, 0, res, 1, config, cand.seconds, machine)
 
 

@@ -140,13 +140,14 @@ class _Runner:
     """Ray actor body: the benchmark runner of one node; it times one kernel at a time."""
 
     def run(self, workload: Workload, reference: Candidate, candidate: Candidate, built: Any, bench: BenchConfig,
-            cache_dir: Path | None, cutoff: float | None = None) -> Measurement | SchedsearchError:
+            cache_dir: Path | None, cutoff: float | None = None,
+            contend: float | None = None) -> Measurement | SchedsearchError:
         from schedsearch.evaluate import default_cache_dir
         from schedsearch.evaluate.pipeline import run_candidate
 
         try:
             return run_candidate(workload, reference, candidate, built, bench, cache_dir or default_cache_dir(),
-                                 cutoff)
+                                 cutoff, contend)
         except SchedsearchError as e:
             return e
 
@@ -504,7 +505,8 @@ class RayExecutor(BlockingCalls):
                 return JobResult(job, measurements=(built,))
             wref, rref = detail
             runner = self._runner(node)
-            ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff)
+            ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff,
+                                    job.contend)
             self._flight[ref] = (job, "run", runner)
             return None
         if isinstance(value, SchedsearchError):

@@ -100,6 +100,11 @@ CUTOFF_FACTOR = 4.0
 #: ... but only beyond this many seconds per call, where a cold first call is not the
 #: reason a contender looks slow (and where timing it fully starts to cost real time).
 CUTOFF_FLOOR_SECONDS = 0.01
+#: A candidate slower than this many times the best so far gets the fewest samples: same-C
+#: timings agree within about 5% near the best (quiet timing), so at 1.25x it cannot be
+#: the new best, and more samples would only refine the time of a loser. The early rounds
+#: of a large kernel are full of such candidates, each call as slow as the unscheduled one.
+CONTEND_FACTOR = 1.25
 #: An early ask waits for this share of a round's children (the first in measuring order)...
 EARLY_ASK_SHARE = 0.25
 #: ... and for at least this many in-flight caps of them (when the round has that many).
@@ -661,7 +666,7 @@ class _Run:
             if left is not None and left <= 0:
                 break
             child = rnd.queue.popleft()
-            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff())
+            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=self._contend())
             rnd.measuring[job.id] = child
             jobs.append(job)
         if jobs:
@@ -674,6 +679,14 @@ class _Run:
         if not self.top or self.top[0].seconds is None:
             return None
         return max(CUTOFF_FACTOR * self.top[0].seconds, CUTOFF_FLOOR_SECONDS)
+
+    def _contend(self) -> float | None:
+        """Seconds per call beyond which a candidate cannot be the new best by a margin the
+        timing noise would hide (CONTEND_FACTOR times the best so far): it is timed with the
+        fewest samples, enough to rank it among the slower ones."""
+        if not self.top or self.top[0].seconds is None:
+            return None
+        return CONTEND_FACTOR * self.top[0].seconds
 
     def _take(self, result: JobResult) -> None:
         """Record one finished job of either round."""

@@ -249,6 +249,7 @@ class FakeExecutor:
         self.expand_calls: list[list[str]] = []
         self.evaluated: list[str] = []
         self.cutoffs: dict[str, float | None] = {}  # fingerprint -> the cutoff its evaluation job carried
+        self.contends: dict[str, float | None] = {}  # fingerprint -> the contend bar its evaluation job carried
         self.remeasured: list[list[str]] = []
         self.closed = False
         self.cancelled = 0
@@ -331,6 +332,7 @@ class FakeExecutor:
             candidate = job.candidates[0]
             self.evaluated.append(candidate.fingerprint)
             self.cutoffs[candidate.fingerprint] = job.cutoff
+            self.contends[candidate.fingerprint] = job.contend
             if self.on_evaluate is not None:
                 self.on_evaluate(candidate)
             return [JobResult(job, measurements=(self.tree.measure(candidate, machine=self._machine),))]
