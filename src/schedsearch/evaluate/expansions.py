@@ -19,7 +19,6 @@ verified like any new candidate.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import secrets
@@ -28,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from schedsearch.core import Candidate, Expansion
+from schedsearch.core import Candidate, Expansion, sha256_text
 from schedsearch.errors import InfrastructureError
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 
@@ -49,7 +48,7 @@ class RememberingExpander:
 
     def _path(self, parent: Candidate, shard: int, shards: int) -> Path:
         text = json.dumps([FORMAT, self._version, parent.schedule.dumps(), shard, shards])
-        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        key = sha256_text(text)
         return self._folder / key[:2] / f"{key}.json.gz"
 
     def expand(self, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
