@@ -886,6 +886,11 @@ class CostModel(Protocol):
         Never waits for training: the last finished model answers.
         """
 
+    def estimate(self, features: Sequence[FeatureVector]) -> list[float]:
+        """An analytic ordering key per vector (lower: less work to do), for when ``predict``
+        has nothing to say yet; ``[]`` when there is none either. Not a time: it orders a
+        round, it is never recorded as a prediction."""
+
     def observe(self, samples: Sequence[TrainingSample]) -> None:
         """Learn measured candidates (retraining happens in the background)."""
 

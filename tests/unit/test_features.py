@@ -15,6 +15,7 @@ from schedsearch.transforms.features import (
     candidate_features,
     feature_vector,
     machine_caches,
+    work_estimate,
 )
 
 HEADER = "void schedsearch_kernel( void *ctxt, const float* A, const float* B, float* C ) {\n"
@@ -83,6 +84,40 @@ def test_vector_code_register_tile_and_buffers() -> None:
     assert (f.steps_register_tile, f.steps_pack, f.depth) == (1, 1, 2)
     assert (f.local_buffers, f.heap_buffers, f.heap_buffers_in_loops) == (1, 1, 0)
     assert f.dynamic_vector_share > 0.95  # the store runs 10 times, the k loop's 4 lines 640 times
+
+
+def test_the_work_estimate_is_the_dynamic_statement_count() -> None:
+    naive = feature_vector(NAIVE, Schedule(), fake_workload(n=64))
+    tiled = feature_vector(TILED, Schedule(), fake_workload(n=64))
+    assert work_estimate(naive) == pytest.approx(18)  # 64^3 statements
+    assert work_estimate(tiled) < work_estimate(naive) - 4
+    assert work_estimate(dataclasses.replace(naive, version="v0-old")) is None
+    assert work_estimate(dataclasses.replace(naive, values=naive.values[:-1])) is None
+
+
+def test_the_work_estimate_of_real_children_puts_vector_code_first() -> None:
+    """On real Exo children of SGEMM: register tiles and vectorized loops do less work than
+    the root by about the vector width; a loop reorder does the same work."""
+    from pathlib import Path
+
+    from schedsearch.core import ExpandOptions
+    from schedsearch.transforms import Expander, load_workload, propose, root_candidate
+
+    workload = load_workload(Path(__file__).resolve().parents[2] / "examples" / "matmul.py", "sgemm",
+                             {"M": 16, "N": 64, "K": 16})
+    expander = Expander(workload, ExpandOptions(target="avx2"))
+    root = root_candidate(workload)
+    proc = expander.proc_for(root.schedule)
+    wanted = {RewriteKind.REORDER, RewriteKind.REGISTER_TILE}
+    children = {}
+    for rewrite in propose(proc, expander.options):
+        if rewrite.kind in wanted and rewrite.kind not in children:
+            children[rewrite.kind] = expander.candidate(root.schedule.then(rewrite), root)
+    assert set(children) == wanted
+    base = work_estimate(root.features)
+    assert base is not None and base == pytest.approx(14, abs=0.01)  # 16*64*16 statements (and an init)
+    assert work_estimate(children[RewriteKind.REORDER].features) == pytest.approx(base, abs=0.2)
+    assert work_estimate(children[RewriteKind.REGISTER_TILE].features) < base - 2  # 8 lanes and fewer loads
 
 
 def test_sizes_count_relative_to_the_caches() -> None:

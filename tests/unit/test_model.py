@@ -73,6 +73,15 @@ def test_no_model_until_enough_samples() -> None:
     assert model.predict([_sample(["m2"]).features]) == [] and model.trained_on() == 0
 
 
+def test_the_estimate_answers_while_no_model_is_trained() -> None:
+    probe = [_sample(["m1"]).features, _sample(["m1", "m2"]).features]
+    assert LearnedCostModel(background=False).estimate(probe) == []  # none given
+    model = LearnedCostModel(background=False, estimate=lambda f: sum(f.values))
+    assert model.predict(probe) == [] and model.estimate(probe) == [sum(f.values) for f in probe]
+    partial = LearnedCostModel(background=False, estimate=lambda f: None if f is probe[1] else 1.0)
+    assert partial.estimate(probe) == []  # one vector without a key: no order at all
+
+
 class _BlockingFit:
     """A fit that takes as long as the test wants (until ``release`` is set)."""
 

@@ -126,12 +126,12 @@ def make_cost_model(config: SearchConfig, store: Store, executor: Executor) -> C
     if config.cost_model is CostModelMode.OFF:
         return None
     from schedsearch.model import LearnedCostModel
-    from schedsearch.transforms.features import FEATURE_VERSION
+    from schedsearch.transforms.features import FEATURE_VERSION, work_estimate
 
     history = store.training_samples(executor.machine().fingerprint, FEATURE_VERSION)
     # Exo (and z3, which is not safe beside a second Python thread) runs in the executor's
     # worker processes, never in this one, so the model can always train in the background.
-    return LearnedCostModel(history, seed=config.seed, background=True)
+    return LearnedCostModel(history, seed=config.seed, background=True, estimate=work_estimate)
 
 
 def gflops(flops: int | None, seconds: float | None) -> float | None:

@@ -28,8 +28,12 @@ class LearnedCostModel:
         min_samples: int = 16,
         retrain_every: int = 16,
         fit: Callable[[Sequence[TrainingSample]], Predictor] | None = None,
+        estimate: Callable[[FeatureVector], float | None] | None = None,
     ) -> None:
-        """``fit`` replaces the LightGBM fit (tests give slow or failing ones)."""
+        """``fit`` replaces the LightGBM fit (tests give slow or failing ones). ``estimate``
+        is the analytic key ``estimate()`` answers with (the features' own, given by whoever
+        knows their names: the model does not)."""
+        self._estimate = estimate
         self._trainer = BackgroundTrainer(
             fit if fit is not None else functools.partial(fit_gbm, seed=seed),
             min_samples=min_samples,
@@ -48,6 +52,14 @@ class LearnedCostModel:
         """Predicted log(time / root time) per vector; ``[]`` while no model is trained."""
         model = self._trainer.current()
         return model.predict(features) if model is not None and features else []
+
+    def estimate(self, features: Sequence[FeatureVector]) -> list[float]:
+        """The analytic ordering key per vector (lower: less work); ``[]`` without one, or
+        when any vector has none (another feature version)."""
+        if self._estimate is None or not features:
+            return []
+        keys = [self._estimate(f) for f in features]
+        return [k for k in keys if k is not None] if all(k is not None for k in keys) else []
 
     def observe(self, samples: Sequence[TrainingSample]) -> None:
         """Learn measured candidates (a refit starts in the background when due)."""

@@ -10,9 +10,20 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from schedsearch.core import Candidate, CandidateRecord, CostModel, ModelAccuracy, Status, TrainingSample
 from schedsearch.search import ranking
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """How a round's new children are measured."""
+
+    children: list[Candidate]  # to measure, in this order
+    predicted: dict[str, float]  # the model's prediction by fingerprint ({} before it trained)
+    skipped: list[Candidate]  # left out by ``prune``
+    ranked: bool  # ordered by the model (its predictions or its estimate), not as proposed
 
 
 class Guidance:
@@ -34,29 +45,37 @@ class Guidance:
         seconds_left: float | None,
         seconds_per_candidate: float | None,
         candidates_left: int | None,
-    ) -> tuple[list[Candidate], dict[str, float], list[Candidate]]:
-        """(children to measure in order, predictions by fingerprint, children skipped).
+    ) -> Ordering:
+        """The children to measure, in order (see ``Ordering``).
 
-        Proposal order and no predictions while the model has none to give (not trained
-        yet, or a child without features). Pruning needs ``prune`` and a short budget
-        (``ranking.budget_is_short``); it then keeps ``ranking.kept_after_pruning`` of the
-        ordered children (random exploration picks included, when they are early enough).
+        Predicted-fastest first once the model has trained. Before that, least work first
+        by the model's analytic estimate (nothing is recorded as a prediction then). Proposal
+        order when it has neither (or a child has no features). Pruning needs ``prune`` and
+        a short budget (``ranking.budget_is_short``); it then keeps
+        ``ranking.kept_after_pruning`` of the ordered children (random exploration picks
+        included, when they are early enough).
         """
         if not children or any(c.features is None for c in children):
-            return list(children), {}, []
-        predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
-        if len(predictions) != len(children):
-            return list(children), {}, []
-        ordered = [children[i] for i in ranking.measuring_order(predictions, self._rng)]
-        predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
+            return Ordering(list(children), {}, [], ranked=False)
+        vectors = [c.features for c in children]
+        predictions = self.model.predict(vectors)  # type: ignore[arg-type]
+        predicted: dict[str, float] = {}
+        if len(predictions) == len(children):
+            keys = predictions
+            predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
+        else:
+            keys = self.model.estimate(vectors)  # type: ignore[arg-type]
+            if len(keys) != len(children):
+                return Ordering(list(children), {}, [], ranked=False)
+        ordered = [children[i] for i in ranking.measuring_order(keys, self._rng)]
         short = ranking.budget_is_short(
             len(ordered), seconds_left=seconds_left, seconds_per_candidate=seconds_per_candidate,
             candidates_left=candidates_left,
         )
         if not (self.prune and short):
-            return ordered, predicted, []
+            return Ordering(ordered, predicted, [], ranked=True)
         keep = ranking.kept_after_pruning(len(ordered))
-        return ordered[:keep], predicted, ordered[keep:]
+        return Ordering(ordered[:keep], predicted, ordered[keep:], ranked=True)
 
     def learn(self, record: CandidateRecord) -> None:
         """Give the model an ``ok`` measurement; score the prediction it had made for it."""

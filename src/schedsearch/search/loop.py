@@ -640,7 +640,7 @@ class _Run:
             elif expansion.remembered:
                 message += "; expanded by an earlier search (from the cache)"
             self._emit(EventKind.EXPANDED, parent, message=message)
-        ordered, predicted = self._measuring_order(fresh)
+        ordered, predicted, ranked = self._measuring_order(fresh)
         for child in ordered:
             record = self.store.add_candidate(self.sid, child, predicted.get(child.fingerprint))
             self.fp_of[record.id] = child.fingerprint
@@ -651,7 +651,7 @@ class _Run:
                 self.store.mark_expanded(self.sid, parent.id)
         rnd.queue = deque(ordered)
         rnd.total = len(ordered)
-        rnd.ranked = bool(predicted)
+        rnd.ranked = ranked
         rnd.place = {c.fingerprint: i for i, c in enumerate(ordered)}
         return self._reuse_in(rnd)
 
@@ -723,26 +723,27 @@ class _Run:
                 assert self.sid is not None
                 self.store.mark_expanded(self.sid, parent_id)
 
-    def _measuring_order(self, children: list[Candidate]) -> tuple[list[Candidate], dict[str, float]]:
-        """The children to measure, in order, and their predictions (by fingerprint).
+    def _measuring_order(self, children: list[Candidate]) -> tuple[list[Candidate], dict[str, float], bool]:
+        """The children to measure, in order, their predictions (by fingerprint), and whether
+        the cost model ordered them.
 
         Children skipped by ``prune`` leave ``seen`` again: another parent may propose them later.
         """
         if self.guide is None:
-            return children, {}
+            return children, {}, False
         c = self.config
         elapsed, evaluated = self.elapsed(), self.counters.measured
-        ordered, predicted, skipped = self.guide.order(
+        ordering = self.guide.order(
             children,
             seconds_left=c.max_seconds - elapsed if c.max_seconds is not None else None,
             seconds_per_candidate=elapsed / evaluated if evaluated else None,
             candidates_left=c.max_candidates - evaluated if c.max_candidates is not None else None,
         )
-        for child in skipped:
+        for child in ordering.skipped:
             self.seen.discard(child.fingerprint)
-        if skipped:
-            self.counters = self.counters.plus(pruned=len(skipped))
-        return ordered, predicted
+        if ordering.skipped:
+            self.counters = self.counters.plus(pruned=len(ordering.skipped))
+        return ordering.children, ordering.predicted, ordering.ranked
 
     def _record_accuracy(self) -> None:
         if self.guide is not None and self.sid is not None:
