@@ -831,13 +831,16 @@ class Job:
     its jobs in flight; ``candidates`` holds the parent (expand), the candidate (evaluate)
     or the finalists (remeasure). An evaluated candidate whose verification call takes
     longer than ``cutoff`` seconds is timed by that call alone; one whose warm call takes
-    longer than ``contend`` seconds cannot be the new best and gets the fewest samples."""
+    longer than ``contend`` seconds cannot be the new best and gets the fewest samples.
+    An expansion with ``stream`` is wanted piece by piece: nothing else is left to measure,
+    so the executor may share it out in small shards and return each as it finishes."""
 
     id: int
     kind: JobKind
     candidates: tuple[Candidate, ...]
     cutoff: float | None = None
     contend: float | None = None
+    stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -845,11 +848,16 @@ class JobResult:
     """What a finished ``Job`` gave: an expansion, or measurements in the job's order.
 
     A failure of the candidate is a measurement with its status; a worker that died is an
-    expansion with ``error`` or a ``run_error`` measurement, never an exception."""
+    expansion with ``error`` or a ``run_error`` measurement, never an exception.
+
+    An expansion may come in several results, one per shard, each with the children of its
+    share of the parent's rewrites; ``final`` marks the last. Children of different shards
+    may share their C: the receiver deduplicates."""
 
     job: Job
     expansion: Expansion | None = None
     measurements: tuple[Measurement, ...] = ()
+    final: bool = True
 
 
 # --------------------------------------------------------------------------- protocols

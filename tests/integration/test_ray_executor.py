@@ -99,6 +99,31 @@ def test_a_child_is_expanded_by_the_actor_that_made_it(ray_executor) -> None:
         assert [done[c.fingerprint].replayed for c in pair] == [0, 0]
 
 
+def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor) -> None:
+    """A ``stream`` job is cut into STREAM_SHARDS_PER_ACTOR shards per actor, each sent back
+    as it finishes, ``final`` on the last; together they hold the unstreamed children."""
+    from schedsearch.core import Job, JobKind
+    from schedsearch.evaluate.ray_backend import STREAM_SHARDS_PER_ACTOR
+    from schedsearch.transforms import load_workload, root_candidate
+
+    workload = load_workload(str(MATMUL), "sgemm", {"M": 32, "N": 32, "K": 16})
+    root = root_candidate(workload)
+    ray_executor.submit(workload, root, [Job(7001, JobKind.EXPAND, (root,), stream=True)])
+    results = []
+    deadline = time.monotonic() + 300
+    while not (results and results[-1].final) and time.monotonic() < deadline:
+        results += [r for r in ray_executor.poll(0.25) if r.job.id == 7001]
+    shards = len(ray_executor._actors) * STREAM_SHARDS_PER_ACTOR
+    assert len(results) == shards
+    assert [r.final for r in results] == [False] * (shards - 1) + [True]
+    assert all(not r.expansion.error for r in results)
+    streamed = {c.fingerprint for r in results for c in r.expansion.children}
+    (whole,) = list(ray_executor.expand(workload, [root]))
+    assert streamed == {c.fingerprint for c in whole.children}
+    positions = sorted(p for r in results for p in r.expansion.order)
+    assert positions == sorted(whole.order) or set(whole.order) <= set(positions)
+
+
 def test_remeasure_returns_input_order(ray_executor, sgemm) -> None:
     workload, root = sgemm
     (expansion,) = list(ray_executor.expand(workload, [root]))

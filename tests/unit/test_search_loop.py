@@ -107,6 +107,38 @@ def test_same_seed_same_search_whatever_the_completion_order() -> None:
     assert a.best.fingerprint == b.best.fingerprint
 
 
+def test_a_streamed_round_starts_measuring_with_its_first_shard() -> None:
+    """The root's expansion (nothing else to measure) comes back in shards: its first
+    children are measured before the last shard is in, and the round ends up with what an
+    unstreamed expansion gives: the same children, announced once, the root expanded."""
+    def run(shards: int):
+        clock = FakeClock(100.0)
+        ex = FakeExecutor(FakeTree(failure_rate=0.0), clock=clock, eval_seconds=0.1, expand_seconds=3.0,
+                          stream_shards=shards)
+        outcome, store, events = search(config(max_candidates=25), ex, clock=clock)
+        return outcome, store, events, ex
+
+    outcome, store, events, ex = run(3)
+    plain_outcome, plain_store, plain_events, plain_ex = run(1)
+    root_fp = fake_root().fingerprint
+    root_job = next(job for job, _ in ex.shards_sent)
+    assert [final for job, final in ex.shards_sent if job == root_job] == [False, False, True]
+    expanded = [e for e in events if e.kind is EventKind.EXPANDED and e.record.fingerprint == root_fp]
+    plain_expanded = [e for e in plain_events if e.kind is EventKind.EXPANDED and e.record.fingerprint == root_fp]
+    assert len(expanded) == 1 and expanded[0].message == plain_expanded[0].message
+    first = min(r.measured_at for r in measured(store, outcome.search_id) if r.depth == 1)
+    plain_first = min(r.measured_at for r in measured(plain_store, plain_outcome.search_id) if r.depth == 1)
+    assert first < expanded[0].elapsed  # measuring began before the last shard came in
+    assert first < plain_first - 0.9  # a shard sooner (the fake runs one job at a time)
+    children = {r.fingerprint for r in store.candidates(outcome.search_id) if r.depth == 1}
+    plain_children = {r.fingerprint for r in plain_store.candidates(plain_outcome.search_id) if r.depth == 1}
+    assert children == plain_children
+    root = next(r for r in store.candidates(outcome.search_id) if r.depth == 0)
+    assert root.expanded
+    c = outcome.counters
+    assert c.generated - c.duplicates - c.illegal == len(store.candidates(outcome.search_id)) - 1
+
+
 def test_max_depth_is_never_expanded_past() -> None:
     ex = FakeExecutor(FakeTree(failure_rate=0.0))
     outcome, store, _ = search(config(max_depth=2, max_candidates=200), ex)

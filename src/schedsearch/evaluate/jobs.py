@@ -33,7 +33,8 @@ class BlockingCalls:
             while left:
                 for result in self.poll(POLL_SECONDS):  # type: ignore[attr-defined]
                     if result.job.id in left:
-                        left.discard(result.job.id)
+                        if result.final:
+                            left.discard(result.job.id)
                         yield result
         finally:
             if left:
@@ -41,15 +42,19 @@ class BlockingCalls:
 
     def expand(self, workload: Workload, parents: Sequence[Candidate]) -> Iterator[Expansion]:
         """One Expansion per parent, in completion order (a parent that cannot be expanded
-        gives an Expansion with ``error`` set)."""
+        gives an Expansion with ``error`` set); an expansion that came in shards is merged."""
         ids = self._private_ids(len(parents))
         jobs = [Job(i, JobKind.EXPAND, (p,)) for i, p in zip(ids, parents, strict=True)]
         if not jobs:
             return
         self.submit(workload, parents[0], jobs)  # type: ignore[attr-defined]
+        parts: dict[int, list[Expansion]] = {}
         for result in self._drain(ids):
             assert result.expansion is not None
-            yield result.expansion
+            got = parts.setdefault(result.job.id, [])
+            got.append(result.expansion)
+            if result.final:
+                yield got[0] if len(got) == 1 else Expansion.merge(got)
 
     def evaluate(
         self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]

@@ -60,6 +60,10 @@ _PROBE_TIMEOUT = 3.0
 _MACHINE_TIMEOUT = 120.0
 #: Children whose expander actor is remembered: a few rounds' worth (each actor caches 256 procs).
 _HOMES_KEPT = 4096
+#: Shards per expander actor of an expansion the search waits for (``Job.stream``): the
+#: first are back after a third of the time; each repeats the parent's proposal (cheap next
+#: to its rewrites).
+STREAM_SHARDS_PER_ACTOR = 3
 
 # The watchdog runs with ``python -I -c``: standard library only. It learns the driver's
 # Ray processes (children whose command line names the ray package, and all their
@@ -332,7 +336,7 @@ class RayExecutor(BlockingCalls):
         # In flight: ref -> (job, stage, detail). Stages: "expand" (detail: actor, its index, shards),
         # "build", "run" (detail: the runner), "remeasure".
         self._flight: dict[Any, tuple[Job, str, Any]] = {}
-        self._shards: dict[int, list[Expansion]] = {}
+        self._shards: dict[int, int] = {}  # job id -> shards of its expansion back so far
         self._runners: dict[str, Any] = {}
         self._connect(address, connect_timeout)
         import ray
@@ -410,16 +414,21 @@ class RayExecutor(BlockingCalls):
     def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
         """Start the jobs and return. With fewer expansions than expander actors, each
         parent's rewrites are shared out among several actors (a search's first round
-        expands the root alone, and a register-tile node can take seconds); the shards are
-        merged into one Expansion in proposal order."""
+        expands the root alone, and a register-tile node can take seconds). Each shard
+        comes back as its own result (``JobResult.final`` on the last); the search merges
+        them. A ``stream`` job is cut into ``STREAM_SHARDS_PER_ACTOR`` times as many."""
         import ray
 
         wref = self._workload_ref(workload)
         rref = ray.put(reference)
         expands = [j for j in jobs if j.kind is JobKind.EXPAND]
-        shards = max(1, len(self._actors) // max(1, len(expands)))
         for job in jobs:
             if job.kind is JobKind.EXPAND:
+                shards = max(1, len(self._actors) // max(1, len(expands)))
+                if job.stream:
+                    # The search waits for this expansion: small shards, each sent back
+                    # as soon as it is done, so measuring starts after the first of them.
+                    shards *= STREAM_SHARDS_PER_ACTOR
                 for shard, index in enumerate(self._expanders_for(job.candidates[0], shards)):
                     actor = self._actors[index]
                     args = (wref, job.candidates[0]) if shards == 1 else (wref, job.candidates[0], shard, shards)
@@ -491,12 +500,12 @@ class RayExecutor(BlockingCalls):
                 self._remember_home(value, index)
             if shards == 1:
                 return JobResult(job, expansion=value)
-            parts = self._shards.setdefault(job.id, [])
-            parts.append(value)
-            if len(parts) < shards:
-                return None
+            # Each shard goes back as it finishes; the last one is the job's final result.
+            done = self._shards[job.id] = self._shards.get(job.id, 0) + 1
+            if done < shards:
+                return JobResult(job, expansion=value, final=False)
             del self._shards[job.id]
-            return JobResult(job, expansion=Expansion.merge(parts))
+            return JobResult(job, expansion=value)
         if stage == "build":
             built, node = value
             if isinstance(built, SchedsearchError):

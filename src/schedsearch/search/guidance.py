@@ -45,6 +45,7 @@ class Guidance:
         seconds_left: float | None,
         seconds_per_candidate: float | None,
         candidates_left: int | None,
+        prune: bool = True,
     ) -> Ordering:
         """The children to measure, in order (see ``Ordering``).
 
@@ -72,7 +73,7 @@ class Guidance:
             len(ordered), seconds_left=seconds_left, seconds_per_candidate=seconds_per_candidate,
             candidates_left=candidates_left,
         )
-        if not (self.prune and short):
+        if not (self.prune and prune and short):
             return Ordering(ordered, predicted, [], ranked=True)
         keep = ranking.kept_after_pruning(len(ordered))
         return Ordering(ordered[:keep], predicted, ordered[keep:], ranked=True)

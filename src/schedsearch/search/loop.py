@@ -10,6 +10,11 @@ or that ask found no parent - once round k's first children in measuring order a
 measured (an early ask: the next round then grows from this one's likely best). Either
 way the strategy has then seen exactly the results of the rounds before and of those
 first children, whatever order they completed in, so the same seed gives the same search.
+One exception buys latency: when nothing is left to measure while a round is expanded
+(the root's round, above all), the executor may send its expansions back shard by shard
+(``Job.stream``), and measuring starts with the first shard; later shards' children join
+the queue, re-ordered. What such a round measures first then depends on which shards
+were in first.
 Measurements stream back and are recorded one by one; the driver is the store's only
 writer, and it never runs Exo or a compiler itself, so it stays responsive: it looks at
 ``stop`` and the budget at least four times a second and sends a ``tick`` event at least
@@ -162,13 +167,31 @@ class _Stopped(Exception):
 
 
 @dataclass
+class _Tally:
+    """What one parent's expansion gave so far (it may come in several shards)."""
+
+    new: int = 0
+    duplicates: int = 0
+    illegal: int = 0
+    error: str = ""
+    remembered: bool = False
+
+
+@dataclass
 class _Round:
-    """One round of the pipeline: its parents' expansions, then its children's measurements."""
+    """One round of the pipeline: its parents' expansions, then its children's measurements.
+    A round may start measuring while some of its expansions are still coming in, shard by
+    shard (when nothing else is left to measure); their children join the queue as they come."""
 
     number: int  # 0: a warm start's seeds, or what the last run left pending
     parents: list[CandidateRecord]
     expanding: dict[int, CandidateRecord] = field(default_factory=dict)  # job id -> parent
-    expansions: dict[str, Expansion] = field(default_factory=dict)  # parent fingerprint -> expansion
+    parts: dict[str, list[Expansion]] = field(default_factory=dict)  # parent fingerprint -> shards in
+    complete: set[str] = field(default_factory=set)  # parents whose last shard is in
+    taken: dict[str, int] = field(default_factory=dict)  # parent fingerprint -> shards taken into the queue
+    tally: dict[str, _Tally] = field(default_factory=dict)  # parent fingerprint -> what its shards gave
+    announced: set[str] = field(default_factory=set)  # parents whose expansion was announced
+    streamed: bool = False  # an expansion of it came in shards (``JobResult.final``)
     queue: deque[Candidate] = field(default_factory=deque)  # children not yet submitted, in order
     measuring: dict[int, Candidate] = field(default_factory=dict)  # job id -> child in flight
     parent_of: dict[str, int] = field(default_factory=dict)  # child fingerprint -> parent id
@@ -179,15 +202,28 @@ class _Round:
     # Early ask: the next parents are asked for once the first ``ask_after`` children in
     # measuring order are measured; until then results are held back from the strategy.
     ask_after: int = 0  # 0: no early ask pending in this round
+    # A child's place in measuring order is given when it leaves the queue (submitted, or
+    # measured by an earlier search), so a queue re-ordered by late shards keeps it exact.
     place: dict[str, int] = field(default_factory=dict)  # child fingerprint -> place in measuring order
+    placed: int = 0  # places given so far
     measured_places: set[int] = field(default_factory=set)
     held: dict[int, CandidateRecord] = field(default_factory=dict)  # place -> measured, not yet told
 
     def expanded(self) -> bool:
         return not self.expanding
 
+    def has_new_shards(self) -> bool:
+        """Shards in whose children are not in the queue yet."""
+        return any(len(parts) > self.taken.get(fp, 0) for fp, parts in self.parts.items())
+
     def finished(self) -> bool:
-        return not self.queue and not self.measuring
+        return not self.queue and not self.measuring and self.expanded()
+
+    def take_place(self, fingerprint: str) -> None:
+        """The child leaves the queue: its place in measuring order is the next one."""
+        if fingerprint not in self.place:
+            self.place[fingerprint] = self.placed
+            self.placed += 1
 
 
 class _Run:
@@ -283,9 +319,9 @@ class _Run:
         """Record the children of the expansions that came in for a round that never got
         to measuring, as pending: a resume measures them instead of expanding again."""
         nxt = self.next
-        if nxt is not None and nxt.expansions:
-            nxt.parents = [p for p in nxt.parents if p.fingerprint in nxt.expansions]
-            self._start_measuring(nxt)
+        if nxt is not None and nxt.complete:
+            nxt.parents = [p for p in nxt.parents if p.fingerprint in nxt.complete]
+            self._take_in(nxt)
         self.next = None
 
     def _abort(self, status: SearchStatus, failure: str = "") -> None:
@@ -321,8 +357,11 @@ class _Run:
             ids = ", ".join(f"#{p.id}" for p in nxt.expanding.values())
             parts.append(f"expanding {ids} for round {nxt.number}")
         elif nxt is not None:
-            parts.append(f"round {nxt.number} expanded: {sum(len(e.children) for e in nxt.expansions.values())} "
-                         "children wait to be measured")
+            children = sum(len(e.children) for shards in nxt.parts.values() for e in shards)
+            parts.append(f"round {nxt.number} expanded: {children} children wait to be measured")
+        if cur is not None and not cur.expanded():
+            ids = ", ".join(f"#{p.id}" for p in cur.expanding.values())
+            parts.append(f"{ids} still expanding (its children join round {cur.number} as they come)")
         return "; ".join(parts)
 
     def _tick(self) -> None:
@@ -472,6 +511,7 @@ class _Run:
         reused, rest = self._reuse(list(rnd.queue))
         rnd.queue = deque(rest)
         for m in reused:
+            rnd.take_place(m.fingerprint)
             self._measured(rnd, m)
         return rnd
 
@@ -526,12 +566,21 @@ class _Run:
         if self.current is not None:
             self._release(self.current)
         self.current = None
-        if self.next is not None and self.next.expanded():
-            nxt, self.next = self.next, None
-            self.current = self._start_measuring(nxt)
+        nxt = self.next
+        if nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards())):
+            # Measuring starts with what is in: the rest of a streamed expansion joins the
+            # queue as it comes (``_take``), and the next round is planned when it is all in.
+            self.next = None
+            self.current = self._take_in(nxt)
             self._record_accuracy()
             self._fill()  # measurements first: they keep the builders busy
-        cur = self.current
+            if not nxt.expanded():
+                return
+        self._plan_next(self.current)
+
+    def _plan_next(self, cur: _Round | None) -> None:
+        """Ask for the next round's parents now, or arm an early ask in ``cur`` (whose
+        expansions are all in)."""
         early = cur is not None and not cur.finished() and not self.strategy.whole_rounds
         if self.next is None and not (early and cur is not None and cur.ranked):
             self.next = self._start_expanding()
@@ -583,8 +632,11 @@ class _Run:
         """A new round: its parents' expansions submitted."""
         rnd = _Round(next(self.rounds), parents)
         jobs = []
+        # Nothing left to measure meanwhile: the search waits for this round, so its
+        # expansions may come back shard by shard and measuring start with the first.
+        stream = self.current is None or not self.current.queue
         for parent in parents:
-            job = Job(next(self.job_ids), JobKind.EXPAND, (self._candidate(parent),))
+            job = Job(next(self.job_ids), JobKind.EXPAND, (self._candidate(parent),), stream=stream)
             rnd.expanding[job.id] = parent
             jobs.append(job)
         self.executor.submit(self.workload, self.root, jobs)
@@ -607,53 +659,71 @@ class _Run:
         seconds_left = c.max_seconds - self._finalist_reserve() - self.elapsed()
         return len(cur.queue) * self.elapsed() / self.counters.measured >= seconds_left
 
-    def _start_measuring(self, rnd: _Round) -> _Round:
-        """Dedup the round's children, order them, store them as pending."""
+    def _take_in(self, rnd: _Round) -> _Round:
+        """Take the round's shards that came in since the last call: their new children are
+        deduplicated, stored as pending with their predictions and queued, the queue in
+        measuring order (re-ordered with them). A parent's expansion is announced when its
+        last shard is taken in. Returns ``rnd``."""
         assert self.sid is not None
         fresh: list[Candidate] = []
-        expanded: list[CandidateRecord] = []
         # Parents in ask order (not completion order) so ids are deterministic.
         for parent in rnd.parents:
-            expansion = rnd.expansions.get(parent.fingerprint)
-            if expansion is None:
+            fp = parent.fingerprint
+            shards = rnd.parts.get(fp, [])
+            tally = rnd.tally.setdefault(fp, _Tally())
+            for expansion in shards[rnd.taken.get(fp, 0):]:
+                new = 0
+                dups = expansion.duplicates
+                for child in expansion.children:
+                    if child.fingerprint in self.seen:
+                        dups += 1
+                        continue
+                    self.seen.add(child.fingerprint)
+                    rnd.parent_of[child.fingerprint] = parent.id
+                    fresh.append(child)
+                    new += 1
+                # generated = every rewrite tried, so generated - duplicates - illegal is
+                # exactly the number of new candidates recorded
+                self.counters = self.counters.plus(
+                    generated=max(expansion.attempted,
+                                  len(expansion.children) + expansion.duplicates + expansion.illegal),
+                    duplicates=dups, illegal=expansion.illegal,
+                )
+                tally.new += new
+                tally.duplicates += dups
+                tally.illegal += expansion.illegal
+                tally.error = tally.error or expansion.error
+                tally.remembered = tally.remembered or expansion.remembered
+            rnd.taken[fp] = len(shards)
+        rest = list(rnd.queue)
+        ordered, predicted, ranked = self._measuring_order(fresh, rest)
+        new_fps = {c.fingerprint for c in fresh}
+        for child in ordered:  # stored in measuring order; children skipped by prune are not
+            if child.fingerprint not in new_fps:
                 continue
-            expanded.append(parent)
-            new = 0
-            dups = expansion.duplicates
-            for child in expansion.children:
-                if child.fingerprint in self.seen:
-                    dups += 1
-                    continue
-                self.seen.add(child.fingerprint)
-                rnd.parent_of[child.fingerprint] = parent.id
-                fresh.append(child)
-                new += 1
-            # generated = every rewrite tried, so generated - duplicates - illegal is exactly
-            # the number of new candidates recorded
-            self.counters = self.counters.plus(
-                generated=max(expansion.attempted, len(expansion.children) + expansion.duplicates + expansion.illegal),
-                duplicates=dups, illegal=expansion.illegal,
-            )
-            message = f"{new} new, {dups} duplicate, {expansion.illegal} illegal"
-            if expansion.error:
-                message += f"; cannot replay: {expansion.error.strip()}"
-            elif expansion.remembered:
-                message += "; expanded by an earlier search (from the cache)"
-            self._emit(EventKind.EXPANDED, parent, message=message)
-        ordered, predicted, ranked = self._measuring_order(fresh)
-        for child in ordered:
             record = self.store.add_candidate(self.sid, child, predicted.get(child.fingerprint))
             self.fp_of[record.id] = child.fingerprint
             parent_id = rnd.parent_of[child.fingerprint]
             rnd.waiting[parent_id] = rnd.waiting.get(parent_id, 0) + 1
-        for parent in expanded:
-            if parent.id not in rnd.waiting:
-                self.store.mark_expanded(self.sid, parent.id)
+        for parent in rnd.parents:
+            fp = parent.fingerprint
+            if fp in rnd.complete and fp not in rnd.announced:
+                rnd.announced.add(fp)
+                self._announce(parent, rnd.tally[fp])
+                if not rnd.waiting.get(parent.id):
+                    self.store.mark_expanded(self.sid, parent.id)
         rnd.queue = deque(ordered)
-        rnd.total = len(ordered)
-        rnd.ranked = ranked
-        rnd.place = {c.fingerprint: i for i, c in enumerate(ordered)}
+        rnd.total += len(ordered) - len(rest)
+        rnd.ranked = rnd.ranked or ranked
         return self._reuse_in(rnd)
+
+    def _announce(self, parent: CandidateRecord, tally: _Tally) -> None:
+        message = f"{tally.new} new, {tally.duplicates} duplicate, {tally.illegal} illegal"
+        if tally.error:
+            message += f"; cannot replay: {tally.error.strip()}"
+        elif tally.remembered:
+            message += "; expanded by an earlier search (from the cache)"
+        self._emit(EventKind.EXPANDED, parent, message=message)
 
     def _fill(self) -> None:
         """Submit the current round's next children, up to the in-flight cap and the budget."""
@@ -666,6 +736,7 @@ class _Run:
             if left is not None and left <= 0:
                 break
             child = rnd.queue.popleft()
+            rnd.take_place(child.fingerprint)
             job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=self._contend())
             rnd.measuring[job.id] = child
             jobs.append(job)
@@ -689,18 +760,37 @@ class _Run:
         return CONTEND_FACTOR * self.top[0].seconds
 
     def _take(self, result: JobResult) -> None:
-        """Record one finished job of either round."""
+        """Record one finished job (or one shard of an expansion) of either round."""
         job = result.job
         nxt, cur = self.next, self.current
-        if nxt is not None and job.id in nxt.expanding and result.expansion is not None:
-            parent = nxt.expanding.pop(job.id)
-            nxt.expansions[parent.fingerprint] = result.expansion
-            return
+        if result.expansion is not None:
+            for rnd in (nxt, cur):
+                if rnd is not None and job.id in rnd.expanding:
+                    self._shard_in(rnd, job.id, result)
+                    return
+            return  # a job abandoned earlier
         if cur is None or job.id not in cur.measuring:
             return  # a job abandoned earlier
         del cur.measuring[job.id]
         for m in result.measurements:
             self._measured(cur, m)
+
+    def _shard_in(self, rnd: _Round, job_id: int, result: JobResult) -> None:
+        """Keep one shard of a parent's expansion. In the round being measured, its children
+        join the queue now, and once the last shard is in the next round is planned."""
+        assert result.expansion is not None
+        parent = rnd.expanding[job_id]
+        rnd.parts.setdefault(parent.fingerprint, []).append(result.expansion)
+        if result.final:
+            del rnd.expanding[job_id]
+            rnd.complete.add(parent.fingerprint)
+        else:
+            rnd.streamed = True
+        if rnd is self.current:
+            self._take_in(rnd)
+            self._fill()
+            if rnd.expanded():
+                self._plan_next(rnd)
 
     def _measured(self, rnd: _Round, m: Measurement) -> None:
         """Record one child's measurement; its parent is expanded once all its children are.
@@ -719,25 +809,29 @@ class _Run:
         parent_id = rnd.parent_of.get(m.fingerprint)
         if parent_id is not None:
             rnd.waiting[parent_id] -= 1
-            if rnd.waiting[parent_id] == 0:
+            if rnd.waiting[parent_id] == 0 and self.fp_of.get(parent_id) in rnd.complete:
                 assert self.sid is not None
                 self.store.mark_expanded(self.sid, parent_id)
 
-    def _measuring_order(self, children: list[Candidate]) -> tuple[list[Candidate], dict[str, float], bool]:
-        """The children to measure, in order, their predictions (by fingerprint), and whether
-        the cost model ordered them.
+    def _measuring_order(self, fresh: list[Candidate], queued: Sequence[Candidate] = ()
+                         ) -> tuple[list[Candidate], dict[str, float], bool]:
+        """New children and those still queued from earlier shards of the round, in measuring
+        order; the predictions (by fingerprint); whether the cost model ordered them.
 
-        Children skipped by ``prune`` leave ``seen`` again: another parent may propose them later.
+        Only new children are ever pruned (queued ones are stored already), so pruning is
+        left out while others are queued. Children skipped by ``prune`` leave ``seen``
+        again: another parent may propose them later.
         """
         if self.guide is None:
-            return children, {}, False
+            return [*queued, *fresh], {}, False
         c = self.config
         elapsed, evaluated = self.elapsed(), self.counters.measured
         ordering = self.guide.order(
-            children,
+            [*queued, *fresh],
             seconds_left=c.max_seconds - elapsed if c.max_seconds is not None else None,
             seconds_per_candidate=elapsed / evaluated if evaluated else None,
             candidates_left=c.max_candidates - evaluated if c.max_candidates is not None else None,
+            prune=not queued,
         )
         for child in ordering.skipped:
             self.seen.discard(child.fingerprint)

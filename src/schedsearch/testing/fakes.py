@@ -16,6 +16,7 @@ predicts with any rule a test gives it and records what it was told.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -221,6 +222,8 @@ class FakeExecutor:
     duration; a ``poll`` advances ``clock`` by at most its timeout, so a long job spans
     several polls, as a real one does. ``cancelled`` counts jobs abandoned by ``cancel``;
     ``overlapped`` counts expansions submitted while evaluations were in flight.
+    An expansion job with ``stream`` comes back in ``stream_shards`` results (children
+    dealt out in turn, ``final`` on the last), each after its share of ``expand_seconds``.
     """
 
     def __init__(
@@ -234,8 +237,11 @@ class FakeExecutor:
         on_evaluate: Callable[[Candidate], None] | None = None,
         fail_remeasure: bool = False,
         remeasure_seconds: float = 0.0,
+        stream_shards: int = 1,
     ) -> None:
         self.tree = tree or FakeTree()
+        self.stream_shards = max(1, stream_shards)
+        self.shards_sent: list[tuple[int, bool]] = []  # (job id, final) of every expansion result
         self.clock = clock
         self.eval_seconds = eval_seconds
         self.expand_seconds = expand_seconds
@@ -255,6 +261,7 @@ class FakeExecutor:
         self.cancelled = 0
         self._flight: list[Job] = []
         self._left: dict[int, float] = {}  # job id -> fake seconds it still runs
+        self._shards_left: dict[int, list[Expansion]] = {}  # job id -> shards of a streamed expansion not sent
         self.overlapped = 0  # expansions submitted while evaluations were in flight
 
     def _order(self, items: Sequence[Candidate]) -> list[Candidate]:
@@ -325,9 +332,7 @@ class FakeExecutor:
         self._left.pop(job.id, None)
         self._tick(left)
         if job.kind is JobKind.EXPAND:
-            parent = job.candidates[0]
-            self.expanded.append(parent.fingerprint)
-            return [JobResult(job, expansion=self.tree.expand(parent))]
+            return [self._expansion_result(job)]
         if job.kind is JobKind.EVALUATE:
             candidate = job.candidates[0]
             self.evaluated.append(candidate.fingerprint)
@@ -338,7 +343,37 @@ class FakeExecutor:
             return [JobResult(job, measurements=(self.tree.measure(candidate, machine=self._machine),))]
         return [JobResult(job, measurements=tuple(self._remeasure(job.candidates)))]
 
+    def _expansion_result(self, job: Job) -> JobResult:
+        """The whole expansion, or its next shard (the job stays in flight until the last)."""
+        parent = job.candidates[0]
+        if not (job.stream and self.stream_shards > 1):
+            self.expanded.append(parent.fingerprint)
+            self.shards_sent.append((job.id, True))
+            return JobResult(job, expansion=self.tree.expand(parent))
+        if job.id not in self._shards_left:
+            whole = self.tree.expand(parent)
+            n = self.stream_shards
+            self._shards_left[job.id] = [
+                dataclasses.replace(whole, children=whole.children[k::n], duplicates=whole.duplicates if k == 0 else 0,
+                                    illegal=whole.illegal if k == 0 else 0,
+                                    attempted=len(whole.children[k::n]) + (whole.duplicates + whole.illegal
+                                                                           if k == 0 else 0))
+                for k in range(n)
+            ]
+        shards = self._shards_left[job.id]
+        part = shards.pop(0)
+        final = not shards
+        if final:
+            del self._shards_left[job.id]
+            self.expanded.append(parent.fingerprint)
+        else:
+            self._flight.append(job)  # the rest of it runs on, after the work queued meanwhile
+        self.shards_sent.append((job.id, final))
+        return JobResult(job, expansion=part, final=final)
+
     def _duration(self, job: Job) -> float:
+        if job.kind is JobKind.EXPAND and job.stream:
+            return self.expand_seconds / self.stream_shards
         return {JobKind.EXPAND: self.expand_seconds, JobKind.EVALUATE: self.eval_seconds}.get(
             job.kind, self.remeasure_seconds)
 
