@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -137,6 +138,24 @@ def test_a_streamed_round_starts_measuring_with_its_first_shard() -> None:
     assert root.expanded
     c = outcome.counters
     assert c.generated - c.duplicates - c.illegal == len(store.candidates(outcome.search_id)) - 1
+
+
+def test_while_shards_come_in_only_the_likely_winners_are_measured() -> None:
+    """A streamed round with ordering keys releases children within STREAM_GATE of its best
+    key so far; the rest wait until its last shard is in. Without keys, all go in order."""
+    from collections import deque
+
+    a, b, c = (dataclasses.replace(fake_root(), fingerprint=f) for f in "abc")
+    gate = loop.STREAM_GATE
+    rnd = loop._Round(1, [], expanding={7: None}, queue=deque([a, b, c]),
+                      keys={"a": 0.0, "b": gate + 0.5, "c": gate - 0.1})
+    assert loop._Run._next_child(rnd) is a
+    assert loop._Run._next_child(rnd) is c
+    assert loop._Run._next_child(rnd) is None and list(rnd.queue) == [b]
+    rnd.expanding.clear()  # the last shard is in
+    assert loop._Run._next_child(rnd) is b
+    plain = loop._Round(1, [], expanding={7: None}, queue=deque([b, a]))
+    assert [loop._Run._next_child(plain), loop._Run._next_child(plain)] == [b, a]
 
 
 def test_max_depth_is_never_expanded_past() -> None:

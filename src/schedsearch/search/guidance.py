@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from schedsearch.core import Candidate, CandidateRecord, CostModel, ModelAccuracy, Status, TrainingSample
 from schedsearch.search import ranking
@@ -24,6 +25,9 @@ class Ordering:
     predicted: dict[str, float]  # the model's prediction by fingerprint ({} before it trained)
     skipped: list[Candidate]  # left out by ``prune``
     ranked: bool  # ordered by the model (its predictions or its estimate), not as proposed
+    # The key each child was ordered by, as a natural log of its expected time (up to a
+    # constant): the prediction, or the work estimate taken as proportional to time.
+    keys: dict[str, float] = field(default_factory=dict)
 
 
 class Guidance:
@@ -65,18 +69,20 @@ class Guidance:
             keys = predictions
             predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
         else:
-            keys = self.model.estimate(vectors)  # type: ignore[arg-type]
+            # log2 of the work, as the natural log of a time proportional to it
+            keys = [k * math.log(2) for k in self.model.estimate(vectors)]  # type: ignore[arg-type]
             if len(keys) != len(children):
                 return Ordering(list(children), {}, [], ranked=False)
         ordered = [children[i] for i in ranking.measuring_order(keys, self._rng)]
+        by_fp = {c.fingerprint: k for c, k in zip(children, keys, strict=True)}
         short = ranking.budget_is_short(
             len(ordered), seconds_left=seconds_left, seconds_per_candidate=seconds_per_candidate,
             candidates_left=candidates_left,
         )
         if not (self.prune and prune and short):
-            return Ordering(ordered, predicted, [], ranked=True)
+            return Ordering(ordered, predicted, [], ranked=True, keys=by_fp)
         keep = ranking.kept_after_pruning(len(ordered))
-        return Ordering(ordered[:keep], predicted, ordered[keep:], ranked=True)
+        return Ordering(ordered[:keep], predicted, ordered[keep:], ranked=True, keys=by_fp)
 
     def learn(self, record: CandidateRecord) -> None:
         """Give the model an ``ok`` measurement; score the prediction it had made for it."""

@@ -110,6 +110,11 @@ CUTOFF_FLOOR_SECONDS = 0.01
 #: the new best, and more samples would only refine the time of a loser. The early rounds
 #: of a large kernel are full of such candidates, each call as slow as the unscheduled one.
 CONTEND_FACTOR = 1.25
+#: While a round's expansions are still coming in, only children expected within this
+#: factor of the round's best expected time so far are measured (natural log of 4): the
+#: likely winners at once, the rest once every shard is in. Measuring an also-ran would
+#: pause the expanders (quiet timing) that are still making the round's best children.
+STREAM_GATE = math.log(4.0)
 #: An early ask waits for this share of a round's children (the first in measuring order)...
 EARLY_ASK_SHARE = 0.25
 #: ... and for at least this many in-flight caps of them (when the round has that many).
@@ -192,6 +197,7 @@ class _Round:
     tally: dict[str, _Tally] = field(default_factory=dict)  # parent fingerprint -> what its shards gave
     announced: set[str] = field(default_factory=set)  # parents whose expansion was announced
     streamed: bool = False  # an expansion of it came in shards (``JobResult.final``)
+    keys: dict[str, float] = field(default_factory=dict)  # child fingerprint -> the model's ordering key
     queue: deque[Candidate] = field(default_factory=deque)  # children not yet submitted, in order
     measuring: dict[int, Candidate] = field(default_factory=dict)  # job id -> child in flight
     parent_of: dict[str, int] = field(default_factory=dict)  # child fingerprint -> parent id
@@ -696,7 +702,8 @@ class _Run:
                 tally.remembered = tally.remembered or expansion.remembered
             rnd.taken[fp] = len(shards)
         rest = list(rnd.queue)
-        ordered, predicted, ranked = self._measuring_order(fresh, rest)
+        ordered, predicted, ranked, keys = self._measuring_order(fresh, rest)
+        rnd.keys.update(keys)
         new_fps = {c.fingerprint for c in fresh}
         for child in ordered:  # stored in measuring order; children skipped by prune are not
             if child.fingerprint not in new_fps:
@@ -735,13 +742,29 @@ class _Run:
             left = self._candidates_left()
             if left is not None and left <= 0:
                 break
-            child = rnd.queue.popleft()
+            child = self._next_child(rnd)
+            if child is None:
+                break
             rnd.take_place(child.fingerprint)
             job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=self._contend())
             rnd.measuring[job.id] = child
             jobs.append(job)
         if jobs:
             self.executor.submit(self.workload, self.root, jobs)
+
+    @staticmethod
+    def _next_child(rnd: _Round) -> Candidate | None:
+        """The next child to measure: the queue's first, except while the round's expansions
+        are still coming in, when only one expected within ``STREAM_GATE`` of the round's
+        best so far may go (None: the rest wait for the last shard)."""
+        if rnd.expanded() or not rnd.keys:
+            return rnd.queue.popleft()
+        bar = min(rnd.keys.values()) + STREAM_GATE
+        for i, child in enumerate(rnd.queue):
+            if rnd.keys.get(child.fingerprint, math.inf) <= bar:
+                del rnd.queue[i]
+                return child
+        return None
 
     def _cutoff(self) -> float | None:
         """Seconds per call beyond which a candidate is timed by its verification call alone:
@@ -814,16 +837,17 @@ class _Run:
                 self.store.mark_expanded(self.sid, parent_id)
 
     def _measuring_order(self, fresh: list[Candidate], queued: Sequence[Candidate] = ()
-                         ) -> tuple[list[Candidate], dict[str, float], bool]:
+                         ) -> tuple[list[Candidate], dict[str, float], bool, dict[str, float]]:
         """New children and those still queued from earlier shards of the round, in measuring
-        order; the predictions (by fingerprint); whether the cost model ordered them.
+        order; the predictions (by fingerprint); whether the cost model ordered them; the
+        keys it ordered them by.
 
         Only new children are ever pruned (queued ones are stored already), so pruning is
         left out while others are queued. Children skipped by ``prune`` leave ``seen``
         again: another parent may propose them later.
         """
         if self.guide is None:
-            return [*queued, *fresh], {}, False
+            return [*queued, *fresh], {}, False, {}
         c = self.config
         elapsed, evaluated = self.elapsed(), self.counters.measured
         ordering = self.guide.order(
@@ -837,7 +861,7 @@ class _Run:
             self.seen.discard(child.fingerprint)
         if ordering.skipped:
             self.counters = self.counters.plus(pruned=len(ordering.skipped))
-        return ordering.children, ordering.predicted, ordering.ranked
+        return ordering.children, ordering.predicted, ordering.ranked, ordering.keys
 
     def _record_accuracy(self) -> None:
         if self.guide is not None and self.sid is not None:
