@@ -889,15 +889,11 @@ class CostModel(Protocol):
     """Predicts candidates' times relative to the root from their features; learns online."""
 
     def predict(self, features: Sequence[FeatureVector]) -> list[float]:
-        """Predicted log(time / root time) per vector, or ``[]`` while no model is trained.
+        """Predicted log(time / root time) per vector, or ``[]`` while the model has none
+        to give (before training, unless it has an analytic estimate to start from).
 
         Never waits for training: the last finished model answers.
         """
-
-    def estimate(self, features: Sequence[FeatureVector]) -> list[float]:
-        """An analytic ordering key per vector (lower: less work to do), for when ``predict``
-        has nothing to say yet; ``[]`` when there is none either. Not a time: it orders a
-        round, it is never recorded as a prediction."""
 
     def observe(self, samples: Sequence[TrainingSample]) -> None:
         """Learn measured candidates (retraining happens in the background)."""

@@ -3,6 +3,7 @@ training that never makes the search loop wait."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -73,13 +74,34 @@ def test_no_model_until_enough_samples() -> None:
     assert model.predict([_sample(["m2"]).features]) == [] and model.trained_on() == 0
 
 
-def test_the_estimate_answers_while_no_model_is_trained() -> None:
+def test_before_training_the_model_predicts_with_its_estimate() -> None:
     probe = [_sample(["m1"]).features, _sample(["m1", "m2"]).features]
-    assert LearnedCostModel(background=False).estimate(probe) == []  # none given
+    assert LearnedCostModel(background=False).predict(probe) == []  # nothing to go on
     model = LearnedCostModel(background=False, estimate=lambda f: sum(f.values))
-    assert model.predict(probe) == [] and model.estimate(probe) == [sum(f.values) for f in probe]
+    assert model.trained_on() == 0
+    assert model.predict(probe) == pytest.approx([math.log(2) * sum(f.values) for f in probe])
     partial = LearnedCostModel(background=False, estimate=lambda f: None if f is probe[1] else 1.0)
-    assert partial.estimate(probe) == []  # one vector without a key: no order at all
+    assert partial.predict(probe) == []  # a vector it cannot read: no predictions at all
+
+
+def test_the_trees_learn_on_top_of_the_estimate_and_carry_it_beyond_the_samples() -> None:
+    """Times that follow the estimate times a small schedule effect: trained only on
+    moderate estimates, a model built on the estimate ranks far larger ones right; plain
+    trees cannot extrapolate past the values they saw."""
+    def truth(f) -> float:
+        return math.log(2) * f.values[0] + 0.1 * f.values[1]
+
+    def vector(work: float, effect: float):
+        return dataclasses.replace(_sample(["m1"]).features, values=(work, effect))
+
+    train = [TrainingSample(vector(w / 4, e), truth(vector(w / 4, e))) for w in range(-8, 9) for e in (0.0, 1.0)]
+    probe = [vector(w, 0.0) for w in (-12.0, -9.0, -6.0, 4.0, 7.0)]
+    based = LearnedCostModel(train, background=False, estimate=lambda f: f.values[0])
+    plain = LearnedCostModel(train, background=False)
+    want = [truth(f) for f in probe]
+    assert based.predict(probe) == pytest.approx(want, abs=0.3)
+    assert spearman(based.predict(probe), want) == pytest.approx(1.0)
+    assert max(abs(p - t) for p, t in zip(plain.predict(probe), want)) > 2.0
 
 
 class _BlockingFit:

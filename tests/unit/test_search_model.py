@@ -104,22 +104,24 @@ def test_an_untrained_model_changes_nothing() -> None:
 
 
 def test_before_training_a_round_is_ordered_by_the_models_estimate() -> None:
-    """An untrained model with an analytic estimate orders the root's children by it (least
-    work first); nothing is recorded as a prediction, and the model never predicted."""
+    """A learned model that has not trained yet predicts with its analytic estimate: the
+    root's children are measured least work first, and those predictions are recorded."""
+    from schedsearch.model import LearnedCostModel
+
     truth = oracle(TREE)
-    model = FakeCostModel(truth, ready=False, estimate=truth)
-    _, store, ex = _search(CostModelMode.RANK, model, max_candidates=7)
+
+    def model():
+        return LearnedCostModel(background=False, min_samples=10_000, estimate=lambda f: truth(f) / math.log(2))
+
+    _, store, ex = _search(CostModelMode.RANK, model(), max_candidates=7)
     _, _, plain = _search(CostModelMode.OFF, None, max_candidates=7)
     records = {r.fingerprint: r for r in store.candidates(1)}
     keys = [truth(records[fp].features) for fp in ex.evaluated[1:]]
     assert ex.evaluated[1:] != plain.evaluated[1:]  # not proposal order
     inversions = sum(a > b for a, b in zip(keys, keys[1:]))
     assert inversions <= 1  # ascending but for at most one exploration pick
-    assert all(r.predicted is None for r in records.values())
-    assert model.predicted == []
-    # The same seed gives the same order.
-    again = _search(CostModelMode.RANK, FakeCostModel(truth, ready=False, estimate=truth), max_candidates=7)[2]
-    assert again.evaluated == ex.evaluated
+    assert [records[fp].predicted for fp in ex.evaluated[1:]] == pytest.approx(keys)
+    assert _search(CostModelMode.RANK, model(), max_candidates=7)[2].evaluated == ex.evaluated
 
 
 def test_prune_skips_the_predicted_slower_half_when_the_budget_is_short() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 
 from schedsearch.core import FeatureVector, TrainingSample
@@ -31,11 +32,12 @@ class LearnedCostModel:
         estimate: Callable[[FeatureVector], float | None] | None = None,
     ) -> None:
         """``fit`` replaces the LightGBM fit (tests give slow or failing ones). ``estimate``
-        is the analytic key ``estimate()`` answers with (the features' own, given by whoever
-        knows their names: the model does not)."""
+        is an analytic estimate of log2(time / root time) from a vector (given by whoever
+        knows the features' names: the model does not); the trees learn the difference,
+        and before they have trained the model predicts with it alone."""
         self._estimate = estimate
         self._trainer = BackgroundTrainer(
-            fit if fit is not None else functools.partial(fit_gbm, seed=seed),
+            fit if fit is not None else functools.partial(fit_gbm, seed=seed, base=self._base),
             min_samples=min_samples,
             retrain_every=retrain_every,
             background=background,
@@ -49,17 +51,24 @@ class LearnedCostModel:
         return self._trainer
 
     def predict(self, features: Sequence[FeatureVector]) -> list[float]:
-        """Predicted log(time / root time) per vector; ``[]`` while no model is trained."""
-        model = self._trainer.current()
-        return model.predict(features) if model is not None and features else []
-
-    def estimate(self, features: Sequence[FeatureVector]) -> list[float]:
-        """The analytic ordering key per vector (lower: less work); ``[]`` without one, or
-        when any vector has none (another feature version)."""
-        if self._estimate is None or not features:
+        """Predicted log(time / root time) per vector. Before a model is trained: the
+        analytic estimate alone, or ``[]`` without one (or for a vector it cannot read)."""
+        if not features:
             return []
-        keys = [self._estimate(f) for f in features]
-        return [k for k in keys if k is not None] if all(k is not None for k in keys) else []
+        model = self._trainer.current()
+        if model is not None:
+            return model.predict(features)
+        if self._estimate is None:
+            return []
+        estimates = [self._estimate(f) for f in features]
+        if any(e is None for e in estimates):
+            return []
+        return [math.log(2) * e for e in estimates]  # type: ignore[operator]
+
+    def _base(self, features: FeatureVector) -> float:
+        """The estimate as a natural-log time ratio, the trees' starting point (0 without one)."""
+        estimate = self._estimate(features) if self._estimate is not None else None
+        return math.log(2) * estimate if estimate is not None else 0.0
 
     def observe(self, samples: Sequence[TrainingSample]) -> None:
         """Learn measured candidates (a refit starts in the background when due)."""

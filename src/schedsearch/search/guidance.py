@@ -10,8 +10,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Sequence
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from schedsearch.core import Candidate, CandidateRecord, CostModel, ModelAccuracy, Status, TrainingSample
 from schedsearch.search import ranking
@@ -24,10 +23,7 @@ class Ordering:
     children: list[Candidate]  # to measure, in this order
     predicted: dict[str, float]  # the model's prediction by fingerprint ({} before it trained)
     skipped: list[Candidate]  # left out by ``prune``
-    ranked: bool  # ordered by the model (its predictions or its estimate), not as proposed
-    # The key each child was ordered by, as a natural log of its expected time (up to a
-    # constant): the prediction, or the work estimate taken as proportional to time.
-    keys: dict[str, float] = field(default_factory=dict)
+    ranked: bool  # ordered by the model's predictions, not as proposed
 
 
 class Guidance:
@@ -53,36 +49,27 @@ class Guidance:
     ) -> Ordering:
         """The children to measure, in order (see ``Ordering``).
 
-        Predicted-fastest first once the model has trained. Before that, least work first
-        by the model's analytic estimate (nothing is recorded as a prediction then). Proposal
-        order when it has neither (or a child has no features). Pruning needs ``prune`` and
+        Predicted-fastest first; proposal order while the model has no predictions to give
+        (or a child has no features). Pruning needs ``prune`` and
         a short budget (``ranking.budget_is_short``); it then keeps
         ``ranking.kept_after_pruning`` of the ordered children (random exploration picks
         included, when they are early enough).
         """
         if not children or any(c.features is None for c in children):
             return Ordering(list(children), {}, [], ranked=False)
-        vectors = [c.features for c in children]
-        predictions = self.model.predict(vectors)  # type: ignore[arg-type]
-        predicted: dict[str, float] = {}
-        if len(predictions) == len(children):
-            keys = predictions
-            predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
-        else:
-            # log2 of the work, as the natural log of a time proportional to it
-            keys = [k * math.log(2) for k in self.model.estimate(vectors)]  # type: ignore[arg-type]
-            if len(keys) != len(children):
-                return Ordering(list(children), {}, [], ranked=False)
-        ordered = [children[i] for i in ranking.measuring_order(keys, self._rng)]
-        by_fp = {c.fingerprint: k for c, k in zip(children, keys, strict=True)}
+        predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
+        if len(predictions) != len(children):
+            return Ordering(list(children), {}, [], ranked=False)
+        ordered = [children[i] for i in ranking.measuring_order(predictions, self._rng)]
+        predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
         short = ranking.budget_is_short(
             len(ordered), seconds_left=seconds_left, seconds_per_candidate=seconds_per_candidate,
             candidates_left=candidates_left,
         )
         if not (self.prune and prune and short):
-            return Ordering(ordered, predicted, [], ranked=True, keys=by_fp)
+            return Ordering(ordered, predicted, [], ranked=True)
         keep = ranking.kept_after_pruning(len(ordered))
-        return Ordering(ordered[:keep], predicted, ordered[keep:], ranked=True, keys=by_fp)
+        return Ordering(ordered[:keep], predicted, ordered[keep:], ranked=True)
 
     def learn(self, record: CandidateRecord) -> None:
         """Give the model an ``ok`` measurement; score the prediction it had made for it."""

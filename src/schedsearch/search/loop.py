@@ -111,7 +111,7 @@ CUTOFF_FLOOR_SECONDS = 0.01
 #: of a large kernel are full of such candidates, each call as slow as the unscheduled one.
 CONTEND_FACTOR = 1.25
 #: While a round's expansions are still coming in, only children expected within this
-#: factor of the round's best expected time so far are measured (natural log of 4): the
+#: factor of the best predicted time in the round so far are measured (natural log of 4): the
 #: likely winners at once, the rest once every shard is in. Measuring an also-ran would
 #: pause the expanders (quiet timing) that are still making the round's best children.
 STREAM_GATE = math.log(4.0)
@@ -197,7 +197,7 @@ class _Round:
     tally: dict[str, _Tally] = field(default_factory=dict)  # parent fingerprint -> what its shards gave
     announced: set[str] = field(default_factory=set)  # parents whose expansion was announced
     streamed: bool = False  # an expansion of it came in shards (``JobResult.final``)
-    keys: dict[str, float] = field(default_factory=dict)  # child fingerprint -> the model's ordering key
+    keys: dict[str, float] = field(default_factory=dict)  # child fingerprint -> its prediction
     queue: deque[Candidate] = field(default_factory=deque)  # children not yet submitted, in order
     measuring: dict[int, Candidate] = field(default_factory=dict)  # job id -> child in flight
     parent_of: dict[str, int] = field(default_factory=dict)  # child fingerprint -> parent id
@@ -702,8 +702,8 @@ class _Run:
                 tally.remembered = tally.remembered or expansion.remembered
             rnd.taken[fp] = len(shards)
         rest = list(rnd.queue)
-        ordered, predicted, ranked, keys = self._measuring_order(fresh, rest)
-        rnd.keys.update(keys)
+        ordered, predicted, ranked = self._measuring_order(fresh, rest)
+        rnd.keys.update(predicted)
         new_fps = {c.fingerprint for c in fresh}
         for child in ordered:  # stored in measuring order; children skipped by prune are not
             if child.fingerprint not in new_fps:
@@ -837,17 +837,16 @@ class _Run:
                 self.store.mark_expanded(self.sid, parent_id)
 
     def _measuring_order(self, fresh: list[Candidate], queued: Sequence[Candidate] = ()
-                         ) -> tuple[list[Candidate], dict[str, float], bool, dict[str, float]]:
+                         ) -> tuple[list[Candidate], dict[str, float], bool]:
         """New children and those still queued from earlier shards of the round, in measuring
-        order; the predictions (by fingerprint); whether the cost model ordered them; the
-        keys it ordered them by.
+        order; the predictions (by fingerprint); whether the cost model ordered them.
 
         Only new children are ever pruned (queued ones are stored already), so pruning is
         left out while others are queued. Children skipped by ``prune`` leave ``seen``
         again: another parent may propose them later.
         """
         if self.guide is None:
-            return [*queued, *fresh], {}, False, {}
+            return [*queued, *fresh], {}, False
         c = self.config
         elapsed, evaluated = self.elapsed(), self.counters.measured
         ordering = self.guide.order(
@@ -861,7 +860,7 @@ class _Run:
             self.seen.discard(child.fingerprint)
         if ordering.skipped:
             self.counters = self.counters.plus(pruned=len(ordering.skipped))
-        return ordering.children, ordering.predicted, ordering.ranked, ordering.keys
+        return ordering.children, ordering.predicted, ordering.ranked
 
     def _record_accuracy(self) -> None:
         if self.guide is not None and self.sid is not None:

@@ -393,20 +393,12 @@ class FakeCostModel:
     """``core.CostModel`` predicting with ``rule(features)``; records every call.
 
     ``ready`` says whether a model "exists" yet (``predict`` returns ``[]`` until then);
-    ``estimate`` gives the analytic key ``estimate()`` answers with (none by default);
     ``observed`` holds every sample it was given, ``predicted`` every batch it answered.
     """
 
-    def __init__(
-        self,
-        rule: Callable[[FeatureVector], float],
-        *,
-        ready: bool = True,
-        estimate: Callable[[FeatureVector], float] | None = None,
-    ) -> None:
+    def __init__(self, rule: Callable[[FeatureVector], float], *, ready: bool = True) -> None:
         self.rule = rule
         self.ready = ready
-        self.estimator = estimate
         self.observed: list[TrainingSample] = []
         self.predicted: list[list[float]] = []
         self.closed = False
@@ -417,9 +409,6 @@ class FakeCostModel:
         out = [self.rule(f) for f in features]
         self.predicted.append(out)
         return out
-
-    def estimate(self, features: Sequence[FeatureVector]) -> list[float]:
-        return [self.estimator(f) for f in features] if self.estimator is not None else []
 
     def observe(self, samples: Sequence[TrainingSample]) -> None:
         self.observed.extend(samples)

@@ -27,7 +27,7 @@ from schedsearch.core import (
 from schedsearch.errors import ReplayError
 from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
-from schedsearch.transforms.features import CacheSizes, feature_vector, machine_caches
+from schedsearch.transforms.features import CacheSizes, candidate_features, feature_vector, machine_caches
 from schedsearch.transforms.replay import EXO_ERRORS, replay, try_apply
 from schedsearch.transforms.rules import describe, propose_all, rule_for
 from schedsearch.transforms.workload import bound_proc_from_source
@@ -95,6 +95,13 @@ class Expander:
                  repr(self.caches)]
         return sha256_text("\n".join(parts))
 
+    @functools.cached_property
+    def root_work(self) -> float:
+        """The unscheduled proc's log2 dynamic statement count: children's features give
+        their work relative to it (``features.work_estimate``)."""
+        c_source = kernel_c(self.proc_for(Schedule()))
+        return candidate_features(c_source, Schedule(), self.workload, self.caches).log2_dynamic_statements
+
     def _remember(self, steps: tuple[Rewrite, ...], proc) -> None:
         self._cache[steps] = proc
         self._cache.move_to_end(steps)
@@ -144,7 +151,7 @@ class Expander:
             proc_text=proc_text(proc),
             parent=parent.fingerprint if parent is not None else None,
             depth=len(schedule),
-            features=feature_vector(c_source, schedule, self.workload, self.caches),
+            features=feature_vector(c_source, schedule, self.workload, self.caches, self.root_work),
         )
 
     def adapt(self, schedule: Schedule) -> Candidate:
@@ -226,7 +233,7 @@ class Expander:
                     proc_text=proc_text(child),
                     parent=parent.fingerprint,
                     depth=parent.depth + 1,
-                    features=feature_vector(c_source, schedule, self.workload, self.caches),
+                    features=feature_vector(c_source, schedule, self.workload, self.caches, self.root_work),
                 )
             )
         return Expansion(

@@ -109,6 +109,9 @@ class CandidateFeatures:
     hot_nest_depth: float = 0.0
     log2_dynamic_statements: float = 0.0
     log2_dynamic_statements_per_flop: float = 0.0
+    # log2 of the dynamic statements over the unscheduled proc's: the analytic estimate of
+    # log2(time / root time) that the model starts from (``work_estimate``)
+    log2_work_over_root: float = 0.0
     trip_l0: float = 0.0
     trip_l1: float = 0.0
     trip_l2: float = 0.0
@@ -350,9 +353,11 @@ def _intrinsic_kind(name: str) -> str:
 
 
 def candidate_features(
-    c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None
+    c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None,
+    root_work: float | None = None,
 ) -> CandidateFeatures:
-    """The features of the candidate whose kernel C is ``c_source``. Deterministic."""
+    """The features of the candidate whose kernel C is ``c_source``. Deterministic.
+    ``root_work``: the unscheduled proc's ``log2_dynamic_statements`` (None: this is it)."""
     caches = caches or CacheSizes()
     lines = _kernel_body(c_source)
     stmts, n_loops, deepest = _parse(lines)
@@ -380,6 +385,7 @@ def candidate_features(
     f["max_nest_depth"] = deepest
     f["log2_dynamic_statements"] = _log2(total)
     f["log2_dynamic_statements_per_flop"] = _log2(total / flops) if total and flops else 0.0
+    f["log2_work_over_root"] = f["log2_dynamic_statements"] - root_work if root_work is not None else 0.0
     f["log2_statements"] = _log2(len(real))
 
     kinds = {"fma": 0, "load": 0, "store": 0, "broadcast": 0, "arith": 0, "other": 0}
@@ -433,25 +439,28 @@ def candidate_features(
 
 
 def work_estimate(vector: FeatureVector) -> float | None:
-    """log2 of the candidate's dynamic statement count: the work its C does, counted from its
-    loop nest (``log2_dynamic_statements``). None for a vector of another feature version.
+    """log2 of the work the candidate's C does over the unscheduled proc's, counting
+    dynamic statements from the loop nests (``log2_work_over_root``): an analytic estimate
+    of log2(time / root time). None for a vector of another feature version.
 
-    The cost model orders a round by it before it has trained: vectorizing and register
-    tiling cut it by the vector width and by the loads they keep in registers, reordering
-    and splitting leave it alone. On the root's children of SGEMM 512 and a multi-channel
-    conv1d (Zen 4) it ranks what was then measured with a rank correlation of about 0.7,
-    and its first or second pick is within 5% of the fastest kernel any search found.
+    The cost model starts from it (its trees learn the difference) and predicts with it
+    alone before it has trained: vectorizing and register tiling cut the work by the
+    vector width and by the loads they keep in registers; reordering and splitting leave
+    it alone. On the root's children of SGEMM 512 and a multi-channel conv1d (Zen 4) it
+    ranks what was then measured with a rank correlation of about 0.7, and its first or
+    second pick is within 5% of the fastest kernel any search found.
     """
     if vector.version != FEATURE_VERSION or len(vector.values) != len(FEATURE_NAMES):
         return None
     return vector.values[_WORK_INDEX]
 
 
-_WORK_INDEX = FEATURE_NAMES.index("log2_dynamic_statements")
+_WORK_INDEX = FEATURE_NAMES.index("log2_work_over_root")
 
 
 def feature_vector(
-    c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None
+    c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None,
+    root_work: float | None = None,
 ) -> FeatureVector:
     """``candidate_features(...)`` as the plain vector a ``Candidate`` carries."""
-    return candidate_features(c_source, schedule, workload, caches).vector()
+    return candidate_features(c_source, schedule, workload, caches, root_work).vector()
