@@ -149,26 +149,6 @@ def test_expander_generates_the_fast_path(small):
     assert "float C_stage[8 * 8];" in parent.c_source
 
 
-def test_heavy_rewrites_are_dealt_out_first_and_evenly() -> None:
-    """Register tiles (heavy) go one to each shard in proposal order before anything else:
-    the first tiles to the first shards; every position to exactly one shard."""
-    from schedsearch.transforms.expand import dealt
-
-    kinds = [RewriteKind.REORDER, RewriteKind.SPLIT] * 3 + [RewriteKind.REGISTER_TILE] * 7 + [RewriteKind.TILE] * 4
-    rewrites = [Rewrite.make(kind, f"t{i}") for i, kind in enumerate(kinds)]
-    tiles = [p for p, k in enumerate(kinds) if k is RewriteKind.REGISTER_TILE]
-    for shards in (2, 3, 6):
-        parts = [dealt(rewrites, s, shards) for s in range(shards)]
-        assert sorted(p for part in parts for p in part) == list(range(len(kinds)))
-        assert all(part == sorted(part) for part in parts)
-        heavy = [[p for p in part if p in tiles] for part in parts]
-        assert max(map(len, heavy)) - min(map(len, heavy)) <= 1
-        assert [h[0] for h in heavy] == tiles[:shards]  # the first tiles open the first shards
-        sizes = [len(part) for part in parts]
-        assert max(sizes) - min(sizes) <= 1
-    assert dealt(rewrites, 0, 1) == list(range(len(kinds)))
-
-
 @pytest.mark.parametrize("shards", [2, 3])
 def test_shards_of_one_expansion_merge_into_the_unsharded_one(small, shards):
     root = root_candidate(small)

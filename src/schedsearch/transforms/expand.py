@@ -13,7 +13,6 @@ import importlib.util
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
 from pathlib import Path
 
 from schedsearch.core import (
@@ -55,18 +54,6 @@ def code_version() -> str:
 def propose(proc, options: ExpandOptions = ExpandOptions()) -> list[Rewrite]:
     """Plausible rewrites at ``proc``, in a deterministic order (Exo decides legality)."""
     return propose_all(proc, options)
-
-
-def dealt(rewrites: Sequence[Rewrite], shard: int, shards: int) -> list[int]:
-    """The positions (in proposal order) of the rewrites shard ``shard`` of ``shards`` tries.
-
-    Heavy rewrites (``Rule.heavy``: register tiles) are dealt out first, in proposal order,
-    then the rest, one to each shard in turn. So every shard gets an even share of the
-    expensive ones, and the first proposals of them - the first tiles, the likely best -
-    go to the first shards, which an executor runs first and sends back first."""
-    heavy = [p for p, r in enumerate(rewrites) if rule_for(r.kind).heavy]
-    light = [p for p, r in enumerate(rewrites) if not rule_for(r.kind).heavy]
-    return sorted(p for i, p in enumerate(heavy + light) if i % shards == shard)
 
 
 def root_candidate(workload: Workload) -> Candidate:
@@ -198,8 +185,8 @@ class Expander:
     def expand(self, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
         """Children of ``parent`` whose C differs from the parent's and each other's.
 
-        With ``shards`` > 1 only the share ``dealt`` gives ``shard`` is tried, so several
-        workers can share one parent; ``Expansion.merge`` puts the shards together.
+        With ``shards`` > 1 only every ``shards``-th rewrite from ``shard`` on is tried, so
+        several workers can share one parent; ``Expansion.merge`` puts the shards together.
         Never raises for a bad parent: the Expansion then carries ``error``.
         """
         started = time.perf_counter()
@@ -218,7 +205,7 @@ class Expander:
         order: list[int] = []
         illegal = duplicates = 0
         memo = CallMemo()  # rewrites of one parent often start with the same Exo call
-        for position in dealt(rewrites, shard, shards):
+        for position in range(shard, len(rewrites), shards):
             rewrite = rewrites[position]
             child = try_apply(proc, rewrite, memo)
             c_source = None

@@ -56,9 +56,6 @@ class Rule:
     aliases: ClassVar[tuple[RewriteKind, ...]] = ()
     #: Every argument record the rule's steps may have (one, unless forms differ).
     records: ClassVar[tuple[type[StepArgs], ...]]
-    #: Its steps cost Exo far more than most (seconds, not tens of milliseconds): an
-    #: expansion shared out in shards deals them out first (``expand.dealt``).
-    heavy: ClassVar[bool] = False
 
     def record_for(self, kind: RewriteKind, raw: Mapping[str, ArgValue]) -> type[StepArgs]:
         """The record a step of ``kind`` with these raw arguments decodes into."""

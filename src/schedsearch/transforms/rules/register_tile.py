@@ -149,8 +149,6 @@ class RegisterTile(Rule):
                                                       (store C_stage back)
     """
 
-    heavy = True  # a whole register tile unrolled: 1-2.5 s of Exo each at SGEMM 512
-
     kind = RewriteKind.REGISTER_TILE
     aliases = (RewriteKind.SIMD_KERNEL, RewriteKind.MICRO_KERNEL)
     records = (VectorTileArgs, ScalarTileArgs)
