@@ -3,9 +3,10 @@
 
 For each search in the given SQLite databases (``search_efficiency.py --keep DIR`` leaves
 one per run): its ``ok`` measurements in the order they were made; the model is fitted
-exactly as a search fits it (``schedsearch.model.gbm.fit_gbm``) on the first ``--after``
+exactly as a search fits it (``schedsearch.model.LearnedCostModel``) on the first ``--after``
 of them, plus, with ``--history``, every measurement of the *other* searches in the same
 database made before this one started (what ``rank-warm`` had), and asked for the rest.
+``--no-estimate`` fits the trees alone, without the analytic work estimate they start from.
 Reported per search: Spearman's rank correlation of predicted against measured time over
 the held-out rest, over the held-out candidates faster than the median one (the near-ties
 the search actually has to separate), how many of the held-out fastest 10 the model put in
@@ -27,7 +28,8 @@ import sys
 from pathlib import Path
 
 from schedsearch.core import FeatureVector, TrainingSample
-from schedsearch.model.gbm import fit_gbm
+from schedsearch.model import LearnedCostModel
+from schedsearch.transforms.features import work_estimate
 from schedsearch.search.ranking import spearman
 
 TOP = 10
@@ -58,10 +60,13 @@ def samples(db: Path, search_id: int) -> list[TrainingSample]:
     return out
 
 
-def held_out(train: list[TrainingSample], rest: list[TrainingSample]) -> dict:
+def held_out(train: list[TrainingSample], rest: list[TrainingSample], estimate: bool = True) -> dict:
     """Rank correlations and top-10 overlap of a model fitted on ``train`` over ``rest``."""
-    model = fit_gbm(train)
+    model = LearnedCostModel(train, background=False, estimate=work_estimate if estimate else None)
     predicted = model.predict([s.features for s in rest])
+    if len(predicted) != len(rest):
+        return {"held_out": len(rest), "spearman": None, "spearman_faster_half": None, f"top{TOP}_overlap": None,
+                "p90_over_p10": None}
     measured = [s.log_ratio for s in rest]
     median = sorted(measured)[len(measured) // 2]
     fast = [i for i, m in enumerate(measured) if m <= median]
@@ -83,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dbs", nargs="+", type=Path)
     p.add_argument("--after", type=int, default=200, help="measurements the model is fitted on [200]")
     p.add_argument("--history", action="store_true", help="also fit on the database's earlier searches")
+    p.add_argument("--no-estimate", action="store_true", help="fit the trees without the work estimate")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     missing = [str(db) for db in args.dbs if not db.is_file()]
@@ -99,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             history = [s for other, _, t in known if other != search_id and t < started for s in samples(db, other)]
             train = (history if args.history else []) + mine[: args.after]
             row = {"db": db.name, "search": search_id, "workload": label, "history": len(train) - args.after,
-                   **held_out(train, mine[args.after:])}
+                   **held_out(train, mine[args.after:], estimate=not args.no_estimate)}
             results.append(row)
             if not args.json:
                 rho = "-" if row["spearman"] is None else f"{row['spearman']:.2f}"
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{db.name} #{search_id} {label}: fitted on {args.after} (+{row['history']} earlier), "
                       f"{row['held_out']} held out: rank correlation {rho} (faster half {fast}), "
                       f"top {TOP} overlap {row[f'top{TOP}_overlap']}; their times span "
-                      f"{row['p90_over_p10']:.2f}x (90th / 10th percentile)")
+                      f"{row['p90_over_p10'] or 0:.2f}x (90th / 10th percentile)")
     if args.json:
         print(json.dumps(results, indent=2))
     elif not results:
