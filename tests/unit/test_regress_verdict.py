@@ -34,3 +34,12 @@ def test_slower_than_the_unscheduled_proc_fails_wherever_it_was_recorded():
 def test_a_near_tie_with_the_unscheduled_proc_is_not_a_slowdown():
     # 0.99x but the quartiles overlap: noise, and within the recorded 1.0x less 20%
     assert verdict(0.99, BASE, _t(1.01), recorded=1.0, tolerance=0.2, lenient=False) == (True, "", "")
+
+
+def test_the_unscheduled_proc_itself_is_never_slower_than_itself():
+    # A search whose best was the root: the same C timed twice, quartiles apart by chance.
+    apart = _t(1 / 0.95, 0.005)
+    assert not verdict(0.95, BASE, apart, recorded=1.0, tolerance=0.2, lenient=False)[0]
+    assert verdict(0.95, BASE, apart, recorded=1.0, tolerance=0.2, lenient=False, same_code=True) == (True, "", "")
+    passed, why, _ = verdict(0.7, BASE, _t(1 / 0.7), recorded=1.0, tolerance=0.2, lenient=False, same_code=True)
+    assert not passed and "below 0.8x" in why  # the recorded floor still holds

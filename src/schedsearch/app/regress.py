@@ -173,22 +173,25 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
         return result(False, f"re-measurement failed: {bad.status.value}: {bad.error}", **flags)
     speedup = base.seconds / mine.seconds
     passed, why, warning = verdict(speedup, base.timing, mine.timing, sf.speedup, tolerance,
-                                   machine_differs and not strict_machine)
+                                   machine_differs and not strict_machine,
+                                   same_code=cand.fingerprint == root.fingerprint)
     measured = Remeasured(mine.seconds, speedup, cand.fingerprint, machine)
     return result(passed, why, speedup=speedup, warning=warning, measured=measured, **flags)
 
 
 def verdict(speedup: float, base: Timing | None, mine: Timing | None, recorded: float | None, tolerance: float,
-            lenient: bool) -> tuple[bool, str, str]:
+            lenient: bool, same_code: bool = False) -> tuple[bool, str, str]:
     """(passed, reason, warning) for a schedule timed side by side with the unscheduled proc.
 
     Slower than the unscheduled proc beyond the noise fails wherever the schedule was
     recorded: that is measured here, against code built here. Falling below the recorded
     speedup less ``tolerance`` fails, or only warns when ``lenient`` (recorded on another
     machine and no ``--strict-machine``): a schedule tuned on another CPU may simply not
-    suit this one.
+    suit this one. A schedule whose C is the unscheduled proc's (``same_code``: a search whose
+    best was the root) cannot be slower than it: two timings of one kernel that happen not to
+    overlap are noise.
     """
-    if base is not None and mine is not None and mine.q1 > base.q3:
+    if not same_code and base is not None and mine is not None and mine.q1 > base.q3:
         # The schedule's fastest quarter is slower than the unscheduled proc's slowest
         # quarter: slower beyond the noise, not a near tie.
         return False, f"slower than the unscheduled proc: speedup {speedup:.3g}x", ""
