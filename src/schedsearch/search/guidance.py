@@ -23,7 +23,6 @@ class Ordering:
     children: list[Candidate]  # to measure, in this order
     predicted: dict[str, float]  # the model's prediction by fingerprint ({} before it trained)
     skipped: list[Candidate]  # left out by ``prune``
-    ranked: bool  # ordered by the model's predictions, not as proposed
 
 
 class Guidance:
@@ -56,10 +55,10 @@ class Guidance:
         included, when they are early enough).
         """
         if not children or any(c.features is None for c in children):
-            return Ordering(list(children), {}, [], ranked=False)
+            return Ordering(list(children), {}, [])
         predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
         if len(predictions) != len(children):
-            return Ordering(list(children), {}, [], ranked=False)
+            return Ordering(list(children), {}, [])
         ordered = [children[i] for i in ranking.measuring_order(predictions, self._rng)]
         predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
         short = ranking.budget_is_short(
@@ -67,9 +66,9 @@ class Guidance:
             candidates_left=candidates_left,
         )
         if not (self.prune and prune and short):
-            return Ordering(ordered, predicted, [], ranked=True)
+            return Ordering(ordered, predicted, [])
         keep = ranking.kept_after_pruning(len(ordered))
-        return Ordering(ordered[:keep], predicted, ordered[keep:], ranked=True)
+        return Ordering(ordered[:keep], predicted, ordered[keep:])
 
     def learn(self, record: CandidateRecord) -> None:
         """Give the model an ``ok`` measurement; score the prediction it had made for it."""

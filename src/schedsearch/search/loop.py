@@ -512,10 +512,13 @@ class _Run:
             self._emit(EventKind.REUSED, message=reuse_message(reused))
         return reused, rest
 
-    def _reuse_in(self, rnd: _Round) -> _Round:
-        """Record what earlier searches measured of the round's children; queue the rest."""
-        reused, rest = self._reuse(list(rnd.queue))
-        rnd.queue = deque(rest)
+    def _reuse_in(self, rnd: _Round, new: Sequence[Candidate] | None = None) -> _Round:
+        """Record what earlier searches measured of the round's children (of ``new`` only,
+        when given: the rest of the queue was looked up already); queue the rest."""
+        reused, _ = self._reuse(list(rnd.queue) if new is None else new)
+        if reused:
+            taken = {m.fingerprint for m in reused}
+            rnd.queue = deque(c for c in rnd.queue if c.fingerprint not in taken)
         for m in reused:
             rnd.take_place(m.fingerprint)
             self._measured(rnd, m)
@@ -702,12 +705,11 @@ class _Run:
                 tally.remembered = tally.remembered or expansion.remembered
             rnd.taken[fp] = len(shards)
         rest = list(rnd.queue)
-        ordered, predicted, ranked = self._measuring_order(fresh, rest)
+        ordered, predicted = self._measuring_order(fresh, rest)
         rnd.keys.update(predicted)
         new_fps = {c.fingerprint for c in fresh}
-        for child in ordered:  # stored in measuring order; children skipped by prune are not
-            if child.fingerprint not in new_fps:
-                continue
+        stored = [c for c in ordered if c.fingerprint in new_fps]  # children skipped by prune are not
+        for child in stored:  # in measuring order
             record = self.store.add_candidate(self.sid, child, predicted.get(child.fingerprint))
             self.fp_of[record.id] = child.fingerprint
             parent_id = rnd.parent_of[child.fingerprint]
@@ -721,8 +723,8 @@ class _Run:
                     self.store.mark_expanded(self.sid, parent.id)
         rnd.queue = deque(ordered)
         rnd.total += len(ordered) - len(rest)
-        rnd.ranked = rnd.ranked or ranked
-        return self._reuse_in(rnd)
+        rnd.ranked = rnd.ranked or bool(predicted)
+        return self._reuse_in(rnd, stored)
 
     def _announce(self, parent: CandidateRecord, tally: _Tally) -> None:
         message = f"{tally.new} new, {tally.duplicates} duplicate, {tally.illegal} illegal"
@@ -837,16 +839,16 @@ class _Run:
                 self.store.mark_expanded(self.sid, parent_id)
 
     def _measuring_order(self, fresh: list[Candidate], queued: Sequence[Candidate] = ()
-                         ) -> tuple[list[Candidate], dict[str, float], bool]:
+                         ) -> tuple[list[Candidate], dict[str, float]]:
         """New children and those still queued from earlier shards of the round, in measuring
-        order; the predictions (by fingerprint); whether the cost model ordered them.
+        order, and the predictions (by fingerprint; none: proposal order).
 
         Only new children are ever pruned (queued ones are stored already), so pruning is
         left out while others are queued. Children skipped by ``prune`` leave ``seen``
         again: another parent may propose them later.
         """
         if self.guide is None:
-            return [*queued, *fresh], {}, False
+            return [*queued, *fresh], {}
         c = self.config
         elapsed, evaluated = self.elapsed(), self.counters.measured
         ordering = self.guide.order(
@@ -860,7 +862,7 @@ class _Run:
             self.seen.discard(child.fingerprint)
         if ordering.skipped:
             self.counters = self.counters.plus(pruned=len(ordering.skipped))
-        return ordering.children, ordering.predicted, ordering.ranked
+        return ordering.children, ordering.predicted
 
     def _record_accuracy(self) -> None:
         if self.guide is not None and self.sid is not None:
