@@ -7,7 +7,8 @@ rebuild what they need: Exo procs do not pickle.
 - Expansion: ``workers`` actors, each holding one ``expander_factory(workload, options)``
   per workload, so its cache of replayed schedule prefixes survives between calls. A
   parent is expanded by the actor that made it, whose cache holds its proc.
-- Evaluation in two stages. A build task per candidate (``num_cpus=1``, no retries)
+- Evaluation in two stages. A build task per candidate (``num_cpus=1``, retried once
+  only when its worker dies under it)
   compiles it (``build_candidate``): builds run continuously on every worker core. The
   built kernel then goes to the benchmark runner of the node that built it: one actor
   per node (pinned there, ``max_concurrency=1``) that verifies and times one kernel at a
@@ -342,8 +343,13 @@ class RayExecutor(BlockingCalls):
         import ray
 
         try:
-            self._build_fn = ray.remote(num_cpus=1, max_retries=0)(_build_task)
-            self._remeasure_fn = ray.remote(num_cpus=1, max_retries=0)(_remeasure_task)
+            # One retry, for a worker that died under a task rather than because of it: a
+            # force-cancelled task's worker is killed, and Ray may already have leased that
+            # worker to the next task of the same kind (a build submitted just after a
+            # cancel). Cancelled tasks themselves are never retried; a kernel's own crash
+            # happens in a child process and comes back as data, not as a dead worker.
+            self._build_fn = ray.remote(num_cpus=1, max_retries=1)(_build_task)
+            self._remeasure_fn = ray.remote(num_cpus=1, max_retries=1)(_remeasure_task)
             self._machine_fn = ray.remote(num_cpus=0, max_retries=0)(_machine_task)
             self._runner_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
             self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
