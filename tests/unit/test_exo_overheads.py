@@ -3,13 +3,15 @@ results as Exo's own paths, which are kept here as the reference."""
 
 from __future__ import annotations
 
+import collections
 import inspect
+import random
 from pathlib import Path
 
 import pytest
 from exo import SchedulingError
 from exo.frontend import pattern_match
-from exo.rewrite import new_analysis_core
+from exo.rewrite import analysis_simplify, new_analysis_core
 from exo.stdlib import scheduling
 
 from schedsearch.core import ExpandOptions, RewriteKind
@@ -24,6 +26,7 @@ def test_installed_on_exo_1_0_0():
     assert exo_overheads.install() is True
     assert pattern_match.inspect is not inspect
     assert new_analysis_core._get_smt_solver.__module__ == exo_overheads.__name__
+    assert analysis_simplify.ChainMap is exo_overheads.ScopedValues
 
 
 def test_cursor_patterns_still_resolve_and_still_fail_clearly():
@@ -64,3 +67,50 @@ def test_replace_in_gives_the_c_of_replace_all(monkeypatch, path, proc, sizes, k
                         lambda p, loops, instrs: scheduling.replace_all(p, list(instrs)))
     assert c_of_each() == scoped
     assert any(c is not None and "_mm" in c for c in scoped)  # instructions really were placed
+
+
+def test_scoped_values_answer_as_a_chain_map_does():
+    """Random scopes entered and left, names bound, masked (None) and looked up: every
+    lookup answers as ``collections.ChainMap`` used the same way."""
+    rng = random.Random(7)
+    ours, chain = exo_overheads.ScopedValues(), collections.ChainMap()
+    depth = 0
+    for _ in range(5000):
+        op = rng.random()
+        key = rng.choice(["i", "j", "k", ("A", 0), ("A", 1)])
+        if op < 0.25:
+            ours, chain, depth = ours.new_child(), chain.new_child(), depth + 1
+        elif op < 0.45 and depth:
+            ours, chain, depth = ours.parents, chain.parents, depth - 1
+        elif op < 0.7:
+            value = rng.choice([None, 0, 1, "n"])
+            ours[key] = value
+            chain[key] = value
+        else:
+            assert ours.get(key) == chain.get(key)
+            assert (key in ours) == (key in chain)
+
+
+def test_a_register_tiled_nodes_children_are_the_same_with_exos_chain_map(monkeypatch):
+    """The children of a register tile (whose effect formulas nest deepest) with the scoped
+    values and with Exo's own ChainMap: the same C, byte for byte, and the same legality."""
+    root = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 20, "N": 32, "K": 8}))
+    options = ExpandOptions(target="avx512")
+    tile = next(r for r in propose(root, options) if r.kind is RewriteKind.REGISTER_TILE)
+    tiled = try_apply(root, tile)
+    assert tiled is not None
+    rewrites = [r for r in propose(tiled, options) if r.kind in (RewriteKind.REORDER, RewriteKind.PACK,
+                                                                 RewriteKind.SPLIT)][:8]
+    assert len(rewrites) >= 4
+
+    def c_of_each() -> list[str | None]:
+        out = []
+        for rewrite in rewrites:
+            child = try_apply(tiled, rewrite)
+            out.append(kernel_c(child) if child is not None else None)
+        return out
+
+    scoped = c_of_each()
+    monkeypatch.setattr(analysis_simplify, "ChainMap", collections.ChainMap)
+    assert c_of_each() == scoped
+    assert any(c is not None for c in scoped)
