@@ -101,7 +101,8 @@ def test_a_child_is_expanded_by_the_actor_that_made_it(ray_executor) -> None:
 
 def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor) -> None:
     """A ``stream`` job is cut into STREAM_SHARDS_PER_ACTOR shards per actor, each sent back
-    as it finishes, ``final`` on the last; together they hold the unstreamed children."""
+    as it finishes, ``final`` on the last; together they hold the unstreamed children, and
+    the first shard of each actor holds one of the first register tiles alone."""
     from schedsearch.core import Job, JobKind
     from schedsearch.evaluate.ray_backend import STREAM_SHARDS_PER_ACTOR
     from schedsearch.transforms import load_workload, root_candidate
@@ -122,6 +123,13 @@ def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor) -> None:
     assert streamed == {c.fingerprint for c in whole.children}
     positions = sorted(p for r in results for p in r.expansion.order)
     assert positions == sorted(whole.order) or set(whole.order) <= set(positions)
+    # each actor's first shard held one register tile alone: the first ones proposed
+    from schedsearch.core import RewriteKind
+
+    alone = [r.expansion.children[0] for r in results if len(r.expansion.children) == 1]
+    tiles = [c for c in whole.children if c.schedule.steps[-1].kind is RewriteKind.REGISTER_TILE]
+    assert len(tiles) > len(ray_executor._actors)
+    assert {c.fingerprint for c in alone} == {c.fingerprint for c in tiles[: len(ray_executor._actors)]}
 
 
 def test_remeasure_returns_input_order(ray_executor, sgemm) -> None:

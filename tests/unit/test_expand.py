@@ -17,6 +17,7 @@ from schedsearch.core import (
     Schedule,
     sha256_text,
 )
+from schedsearch.transforms.expand import dealt
 from schedsearch.transforms import (
     proc_text,
     Expander,
@@ -149,19 +150,43 @@ def test_expander_generates_the_fast_path(small):
     assert "float C_stage[8 * 8];" in parent.c_source
 
 
-@pytest.mark.parametrize("shards", [2, 3])
-def test_shards_of_one_expansion_merge_into_the_unsharded_one(small, shards):
+@pytest.mark.parametrize("shards,lead", [(2, 0), (3, 0), (3, 1), (6, 2)])
+def test_shards_of_one_expansion_merge_into_the_unsharded_one(small, shards, lead):
     root = root_candidate(small)
     # a node whose rewrites include duplicates across shards: two reorders of a tiled nest
     # can give the same C as a split elsewhere
     parent = Expander(small).expand(root).children[0]
     alone = Expander(small).expand(parent)
-    parts = [Expander(small).expand(parent, shard, shards) for shard in range(shards)]
+    parts = [Expander(small).expand(parent, shard, shards, lead) for shard in range(shards)]
     assert all(len(part.children) < len(alone.children) for part in parts)
     merged = Expansion.merge(parts)
     assert [c.fingerprint for c in merged.children] == [c.fingerprint for c in alone.children]
     assert merged.order == alone.order
     assert (merged.attempted, merged.illegal, merged.duplicates) == (alone.attempted, alone.illegal, alone.duplicates)
+
+
+def _kinds(*kinds: RewriteKind) -> list[Rewrite]:
+    return [Rewrite(kind, f"i #{n}", ()) for n, kind in enumerate(kinds)]
+
+
+def test_shards_are_dealt_round_robin_without_leading_shards():
+    rewrites = _kinds(*[RewriteKind.SPLIT] * 7)
+    assert [dealt(rewrites, s, 3) for s in range(3)] == [[0, 3, 6], [1, 4], [2, 5]]
+
+
+def test_leading_shards_hold_one_heavy_rewrite_each_in_proposal_order():
+    S, T = RewriteKind.SPLIT, RewriteKind.REGISTER_TILE
+    rewrites = _kinds(S, S, T, S, T, T, S, T, S)  # tiles at 2, 4, 5, 7
+    parts = [dealt(rewrites, s, 6, lead=2) for s in range(6)]
+    assert parts[:2] == [[2], [4]]  # the first two tiles, alone
+    assert sorted(p for part in parts for p in part) == list(range(len(rewrites)))  # each once
+    assert max(map(len, parts[2:])) - min(map(len, parts[2:])) <= 1  # the rest evenly
+    # fewer heavy rewrites than leading shards: only as many lead, the rest share the others
+    few = _kinds(T, S, S, S)
+    assert [dealt(few, s, 3, lead=2) for s in range(3)] == [[0], [1, 3], [2]]
+    # none heavy, or no shard left over for the rest: plain dealing
+    assert [dealt(_kinds(S, S, S), s, 2, lead=1) for s in range(2)] == [[0, 2], [1]]
+    assert [dealt(_kinds(T, T, S), s, 2, lead=2) for s in range(2)] == [[0, 2], [1]]
 
 
 def test_an_expansion_says_how_many_steps_it_replayed(small):

@@ -46,19 +46,23 @@ class RememberingExpander:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def _path(self, parent: Candidate, shard: int, shards: int) -> Path:
-        text = json.dumps([FORMAT, self._version, parent.schedule.dumps(), shard, shards])
+    def _path(self, parent: Candidate, shard: int, shards: int, lead: int = 0) -> Path:
+        text = json.dumps([FORMAT, self._version, parent.schedule.dumps(), shard, shards, lead])
         key = sha256_text(text)
         return self._folder / key[:2] / f"{key}.json.gz"
 
-    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
+    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0) -> Expansion:
         """``parent``'s expansion as kept on disk, else the inner expander's (then kept)."""
         started = time.perf_counter()
-        path = self._path(parent, shard, shards)
+        path = self._path(parent, shard, shards, lead)
         kept = _read(path, parent)
         if kept is not None:
             return replace(kept, seconds=time.perf_counter() - started, replayed=0, remembered=True)
-        expansion = self._inner.expand(parent) if shards == 1 else self._inner.expand(parent, shard, shards)
+        if shards == 1:
+            expansion = self._inner.expand(parent)
+        else:
+            expansion = self._inner.expand(parent, shard, shards, lead) if lead else \
+                self._inner.expand(parent, shard, shards)
         if not expansion.error:
             _write(path, expansion)
         return expansion

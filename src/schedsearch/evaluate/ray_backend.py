@@ -192,7 +192,8 @@ class _ExpanderHost:
         self._cache_dir = cache_dir or default_cache_dir()
         run_in_background()  # Exo must not take the CPU from a kernel being timed
 
-    def expand(self, workload: Workload, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
+    def expand(self, workload: Workload, parent: Candidate, shard: int = 0, shards: int = 1,
+               lead: int = 0) -> Expansion:
         from schedsearch.evaluate.quiet import working
 
         # Registered as busy: the node's benchmark runner pauses it while it times a kernel.
@@ -204,7 +205,9 @@ class _ExpanderHost:
                 expander = self._expanders[workload.key] = remembering(self._factory(workload, self._options),
                                                                        self._cache_dir)
             try:
-                return expander.expand(parent) if shards == 1 else expander.expand(parent, shard, shards)
+                if shards == 1:
+                    return expander.expand(parent)
+                return expander.expand(parent, shard, shards, lead) if lead else expander.expand(parent, shard, shards)
             except Exception as e:  # noqa: BLE001 - one parent's failure is data, not a crash
                 return Expansion(parent.fingerprint, (), error=f"{type(e).__name__}: {e}")
 
@@ -431,13 +434,20 @@ class RayExecutor(BlockingCalls):
         for job in jobs:
             if job.kind is JobKind.EXPAND:
                 shards = max(1, len(self._actors) // max(1, len(expands)))
+                lead = 0
                 if job.stream:
                     # The search waits for this expansion: small shards, each sent back
                     # as soon as it is done, so measuring starts after the first of them.
+                    # The first shard of each actor holds one heavy rewrite alone
+                    # (``expand.dealt``): the likely best come back first.
+                    lead = shards
                     shards *= STREAM_SHARDS_PER_ACTOR
                 for shard, index in enumerate(self._expanders_for(job.candidates[0], shards)):
                     actor = self._actors[index]
-                    args = (wref, job.candidates[0]) if shards == 1 else (wref, job.candidates[0], shard, shards)
+                    if shards == 1:
+                        args = (wref, job.candidates[0])
+                    else:
+                        args = (wref, job.candidates[0], shard, shards) + ((lead,) if lead else ())
                     self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
             elif job.kind is JobKind.EVALUATE:
                 ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir)

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 from schedsearch.core import (
@@ -54,6 +55,25 @@ def code_version() -> str:
 def propose(proc, options: ExpandOptions = ExpandOptions()) -> list[Rewrite]:
     """Plausible rewrites at ``proc``, in a deterministic order (Exo decides legality)."""
     return propose_all(proc, options)
+
+
+def dealt(rewrites: Sequence[Rewrite], shard: int, shards: int, lead: int = 0) -> list[int]:
+    """The positions (in proposal order) of the rewrites shard ``shard`` of ``shards`` tries.
+
+    The rewrites are dealt out in proposal order, one to each shard in turn. With ``lead``,
+    the first ``lead`` shards - the first one an executor runs on each of its workers - try
+    one heavy rewrite each (``Rule.heavy``: a register tile) and nothing else: the first
+    heavy ones in proposal order, which the rules propose best first. They come back in the
+    time one of them takes, and the expensive work starts at once on every worker, as in
+    longest-first scheduling. Everything else is dealt out over the other shards."""
+    heavy: list[int] = []
+    if 0 < lead < shards:
+        heavy = [p for p, r in enumerate(rewrites) if rule_for(r.kind).heavy][:lead]
+    if shard < len(heavy):
+        return [heavy[shard]]
+    taken = set(heavy)
+    rest = [p for p in range(len(rewrites)) if p not in taken]
+    return rest[shard - len(heavy) :: shards - len(heavy)]
 
 
 def root_candidate(workload: Workload) -> Candidate:
@@ -182,11 +202,12 @@ class Expander:
             proc = child
         return self.candidate(Schedule(tuple(steps)))
 
-    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1) -> Expansion:
+    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0) -> Expansion:
         """Children of ``parent`` whose C differs from the parent's and each other's.
 
-        With ``shards`` > 1 only every ``shards``-th rewrite from ``shard`` on is tried, so
-        several workers can share one parent; ``Expansion.merge`` puts the shards together.
+        With ``shards`` > 1 only the rewrites ``dealt`` gives ``shard`` (with ``lead``
+        leading shards) are tried, so several workers can share one parent;
+        ``Expansion.merge`` puts the shards together.
         Never raises for a bad parent: the Expansion then carries ``error``.
         """
         started = time.perf_counter()
@@ -205,7 +226,7 @@ class Expander:
         order: list[int] = []
         illegal = duplicates = 0
         memo = CallMemo()  # rewrites of one parent often start with the same Exo call
-        for position in range(shard, len(rewrites), shards):
+        for position in dealt(rewrites, shard, shards, lead):
             rewrite = rewrites[position]
             child = try_apply(proc, rewrite, memo)
             c_source = None

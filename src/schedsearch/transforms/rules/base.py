@@ -56,6 +56,9 @@ class Rule:
     aliases: ClassVar[tuple[RewriteKind, ...]] = ()
     #: Every argument record the rule's steps may have (one, unless forms differ).
     records: ClassVar[tuple[type[StepArgs], ...]]
+    #: Its steps cost Exo far more than most (a second or more, not tens of milliseconds):
+    #: an expansion shared out with leading shards gives each of them one (``expand.dealt``).
+    heavy: ClassVar[bool] = False
 
     def record_for(self, kind: RewriteKind, raw: Mapping[str, ArgValue]) -> type[StepArgs]:
         """The record a step of ``kind`` with these raw arguments decodes into."""

@@ -149,6 +149,8 @@ class RegisterTile(Rule):
                                                       (store C_stage back)
     """
 
+    heavy = True  # a whole register tile built and unrolled: 1-2.5 s of Exo each
+
     kind = RewriteKind.REGISTER_TILE
     aliases = (RewriteKind.SIMD_KERNEL, RewriteKind.MICRO_KERNEL)
     records = (VectorTileArgs, ScalarTileArgs)
