@@ -22,6 +22,15 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
+def _c_of_each(proc, rewrites) -> list[str | None]:
+    """Each rewrite applied to ``proc``: its child's C, or None where it is illegal."""
+    out = []
+    for rewrite in rewrites:
+        child = try_apply(proc, rewrite)
+        out.append(kernel_c(child) if child is not None else None)
+    return out
+
+
 def test_installed_on_exo_1_0_0():
     assert exo_overheads.install() is True
     assert pattern_match.inspect is not inspect
@@ -55,17 +64,10 @@ def test_replace_in_gives_the_c_of_replace_all(monkeypatch, path, proc, sizes, k
     rewrites = [r for r in propose(root, options) if r.kind is kind][:3]
     assert rewrites
 
-    def c_of_each() -> list[str | None]:
-        out = []
-        for rewrite in rewrites:
-            child = try_apply(root, rewrite)
-            out.append(kernel_c(child) if child is not None else None)
-        return out
-
-    scoped = c_of_each()
+    scoped = _c_of_each(root, rewrites)
     monkeypatch.setitem(calls_module.HELPERS, "replace_in",
                         lambda p, loops, instrs: scheduling.replace_all(p, list(instrs)))
-    assert c_of_each() == scoped
+    assert _c_of_each(root, rewrites) == scoped
     assert any(c is not None and "_mm" in c for c in scoped)  # instructions really were placed
 
 
@@ -103,14 +105,7 @@ def test_a_register_tiled_nodes_children_are_the_same_with_exos_chain_map(monkey
                                                                  RewriteKind.SPLIT)][:8]
     assert len(rewrites) >= 4
 
-    def c_of_each() -> list[str | None]:
-        out = []
-        for rewrite in rewrites:
-            child = try_apply(tiled, rewrite)
-            out.append(kernel_c(child) if child is not None else None)
-        return out
-
-    scoped = c_of_each()
+    scoped = _c_of_each(tiled, rewrites)
     monkeypatch.setattr(analysis_simplify, "ChainMap", collections.ChainMap)
-    assert c_of_each() == scoped
+    assert _c_of_each(tiled, rewrites) == scoped
     assert any(c is not None for c in scoped)
