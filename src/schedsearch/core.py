@@ -768,6 +768,14 @@ class ModelAccuracy(JsonRecord):
     pairs: int  # measurements compared (the last ``window`` with a prediction)
     window: int
     trained_on: int = 0  # samples the model in use was trained on
+    # How far apart the compared measurements are (90th over 10th percentile of their times):
+    # near 1, only measurement noise orders them, and no model's rank correlation can be high.
+    span: float | None = None
+    # Of the pairs of compared measurements that can be told apart (their ranges, median ±
+    # half the IQR, do not overlap), the share the predictions put in the same order; None
+    # when there are none. What the model gets right where the measurements say something.
+    concordance: float | None = None
+    distinct_pairs: int = 0
 
 
 @dataclass(frozen=True, slots=True)

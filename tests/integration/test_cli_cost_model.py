@@ -23,7 +23,8 @@ def test_cost_model_through_the_cli(tmp_path: Path) -> None:
     first = run_cli(*base, "--cost-model", "off", "--max-candidates", "20", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     out1 = json.loads(first.stdout)
-    assert out1["cost_model"] == {"mode": "off", "spearman": None, "pairs": 0, "window": None, "trained_on": 0}
+    assert out1["cost_model"] == {"mode": "off", "spearman": None, "pairs": 0, "window": None, "trained_on": 0,
+                                  "span": None, "concordance": None, "distinct_pairs": 0}
 
     # The recorded measurements carry real features and train a real model.
     store = open_store(str(db), create=False)
@@ -44,9 +45,12 @@ def test_cost_model_through_the_cli(tmp_path: Path) -> None:
     model = out2["cost_model"]
     assert model["mode"] == "prune" and model["trained_on"] >= 20 and model["pairs"] == 11
     assert model["spearman"] is not None and -1 <= model["spearman"] <= 1
+    assert model["span"] is not None and model["span"] >= 1.0
+    assert model["concordance"] is None or 0 <= model["concordance"] <= 1
+    assert (model["concordance"] is None) == (model["distinct_pairs"] == 0)
     assert json.loads(run_cli("show", sid, "--db", str(db), "--json").stdout)["cost_model"] == model
     shown = run_cli("show", sid, "--db", str(db))
-    assert "rank correlation" in shown.stderr
+    assert "rank correlation" in shown.stderr and "span" in shown.stderr
 
     nodes = json.loads(run_cli("tree", sid, "--db", str(db), "--json").stdout)
     measured = [n for n in nodes if n["status"] != "pending"]

@@ -156,6 +156,9 @@ def cost_model_json(search: SearchRecord) -> dict[str, Any]:
         "pairs": a.pairs if a else 0,
         "window": a.window if a else None,
         "trained_on": a.trained_on if a else 0,
+        "span": a.span if a else None,
+        "concordance": a.concordance if a else None,
+        "distinct_pairs": a.distinct_pairs if a else 0,
     }
 
 

@@ -80,8 +80,17 @@ def cost_model_text(search: SearchRecord) -> str:
         return mode if mode == "off" else f"{mode} (no accuracy recorded)"
     if a.spearman is None:
         return f"{mode}; too few predicted-then-measured candidates to score ({a.pairs})"
-    return (f"{mode}; rank correlation {a.spearman:.2f} over the last {a.pairs} predicted-then-measured "
+    text = (f"{mode}; rank correlation {a.spearman:.2f} over the last {a.pairs} predicted-then-measured "
             f"candidates (model trained on {a.trained_on})")
+    if a.span is not None:
+        # Near-equal times are ordered by noise: say how far apart these were, and how well
+        # the model ordered the pairs the measurements do tell apart.
+        text += f"; their times span {a.span:.2f}x (90th/10th percentile)"
+    if a.concordance is not None:
+        text += f"; {a.concordance:.0%} of the {a.distinct_pairs} pairs told apart beyond noise ordered right"
+    elif a.span is not None:
+        text += "; no pair told apart beyond noise"
+    return text
 
 
 def schedule_lines(record: CandidateRecord) -> list[str]:

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from schedsearch.core import Candidate, CandidateRecord, CostModel, ModelAccuracy, Status, TrainingSample
+from schedsearch.core import Candidate, CandidateRecord, CostModel, ModelAccuracy, Status, Timing, TrainingSample
 from schedsearch.search import ranking
 
 
@@ -34,8 +34,8 @@ class Guidance:
         self.workload_key = workload_key
         # Its own stream, so exploration draws do not shift the strategy's.
         self._rng = random.Random(f"measuring order {seed}")
-        # (predicted, measured) log time ratios of the latest measured children.
-        self._scored: deque[tuple[float, float]] = deque(maxlen=ranking.ACCURACY_WINDOW)
+        # (predicted, measured) log time ratios of the latest measured children, and their timings.
+        self._scored: deque[tuple[float, float, Timing]] = deque(maxlen=ranking.ACCURACY_WINDOW)
 
     def order(
         self,
@@ -75,16 +75,19 @@ class Guidance:
         measured = ranking.measured_log_ratio(record)
         if record.status is not Status.OK or measured is None:
             return
-        if record.predicted is not None:
-            self._scored.append((record.predicted, measured))
+        if record.predicted is not None and record.timing is not None:
+            self._scored.append((record.predicted, measured, record.timing))
         if record.features is not None:
             self.model.observe([TrainingSample(record.features, measured, self.workload_key)])
 
     def accuracy(self) -> ModelAccuracy:
         """Rank correlation of the latest predictions with their measurements."""
-        predicted = [p for p, _ in self._scored]
-        measured = [m for _, m in self._scored]
+        predicted = [p for p, _, _ in self._scored]
+        measured = [m for _, m, _ in self._scored]
+        timings = [t for _, _, t in self._scored]
+        share, distinct = ranking.concordance(predicted, timings)
         return ModelAccuracy(
             spearman=ranking.spearman(predicted, measured), pairs=len(self._scored),
             window=ranking.ACCURACY_WINDOW, trained_on=self.model.trained_on(),
+            span=ranking.span([t.median for t in timings]), concordance=share, distinct_pairs=distinct,
         )

@@ -1,7 +1,8 @@
 """Using the cost model's predictions: the order children are measured in, which of them a
 short budget skips, and how well the predictions ranked what was then measured.
 
-Standard library only (``search`` imports ``core`` alone).
+Standard library and the shared records only (``core``, and ``numbers`` for what counts as
+within noise).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import random
 import statistics
 from collections.abc import Sequence
 
-from schedsearch.core import CandidateRecord
+from schedsearch.core import CandidateRecord, Timing
+from schedsearch.numbers import within_noise
 
 #: Share of the measuring order given to uniformly random children instead of the
 #: predicted best, so a wrong model cannot hide a good region for ever.
@@ -96,3 +98,34 @@ def blended_key(record: CandidateRecord) -> tuple[float, int]:
     if record.predicted is None:
         return (measured, record.id)
     return ((1 - PREDICTION_WEIGHT) * measured + PREDICTION_WEIGHT * record.predicted, record.id)
+
+
+def span(values: Sequence[float]) -> float | None:
+    """How far apart positive ``values`` are: the 90th over the 10th percentile (nearest
+    rank); None for fewer than 3 values."""
+    if len(values) < 3:
+        return None
+    ordered = sorted(values)
+    low, high = ordered[round(0.1 * (len(ordered) - 1))], ordered[round(0.9 * (len(ordered) - 1))]
+    return high / low if low > 0 else None
+
+
+def concordance(predicted: Sequence[float], timings: Sequence[Timing]) -> tuple[float | None, int]:
+    """(share, pairs): over the pairs of measurements that can be told apart (``within_noise``
+    is False: their ranges do not overlap), the share whose predictions order them the same
+    way (a tied prediction counts half). Rank correlation over near-equal kernels mostly
+    scores the measurements' noise; this scores the model where the measurements say
+    something. ``(None, 0)`` when no pair can be told apart."""
+    agree = 0.0
+    pairs = 0
+    for i in range(len(timings)):
+        for j in range(i + 1, len(timings)):
+            if within_noise(timings[i], timings[j]) is not False:
+                continue
+            pairs += 1
+            faster = timings[i].median < timings[j].median
+            if predicted[i] == predicted[j]:
+                agree += 0.5
+            elif (predicted[i] < predicted[j]) == faster:
+                agree += 1.0
+    return (agree / pairs if pairs else None, pairs)
