@@ -132,6 +132,35 @@ def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor) -> None:
     assert {c.fingerprint for c in alone} == {c.fingerprint for c in tiles[: len(ray_executor._actors)]}
 
 
+def test_an_expansion_asked_for_meanwhile_goes_ahead_of_a_streamed_ones_remaining_shards(ray_executor) -> None:
+    """While the root's streamed expansion is shared out, the search asks for a child's
+    expansion (the next round, grown from the first likely winner): each actor starts it
+    as soon as its current shard is done, before the root's remaining shards."""
+    from schedsearch.core import Job, JobKind
+    from schedsearch.transforms import load_workload, root_candidate
+
+    # sizes no other test expands: a kept expansion would come back at once
+    workload = load_workload(str(MATMUL), "sgemm", {"M": 32, "N": 24, "K": 16})
+    root = root_candidate(workload)
+    ray_executor.submit(workload, root, [Job(7101, JobKind.EXPAND, (root,), stream=True)])
+    order: list[tuple[int, bool]] = []
+    child = None
+    deadline = time.monotonic() + 300
+    while not any(job == 7101 and final for job, final in order) and time.monotonic() < deadline:
+        for r in ray_executor.poll(0.25):
+            order.append((r.job.id, r.final))
+            if child is None and r.job.id == 7101 and r.expansion.children:
+                child = r.expansion.children[0]
+                ray_executor.submit(workload, root, [Job(7102, JobKind.EXPAND, (child,))])
+    while not any(job == 7102 and final for job, final in order) and time.monotonic() < deadline:
+        order += [(r.job.id, r.final) for r in ray_executor.poll(0.25)]
+    assert child is not None
+    root_final = order.index((7101, True))
+    child_final = order.index((7102, True))
+    assert child_final < root_final, order
+    assert ray_executor.pending() == 0
+
+
 def test_remeasure_returns_input_order(ray_executor, sgemm) -> None:
     workload, root = sgemm
     (expansion,) = list(ray_executor.expand(workload, [root]))

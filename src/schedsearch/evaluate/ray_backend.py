@@ -6,7 +6,10 @@ rebuild what they need: Exo procs do not pickle.
 
 - Expansion: ``workers`` actors, each holding one ``expander_factory(workload, options)``
   per workload, so its cache of replayed schedule prefixes survives between calls. A
-  parent is expanded by the actor that made it, whose cache holds its proc.
+  parent is expanded by the actor that made it, whose cache holds its proc. Each actor
+  runs one expansion shard at a time; the rest wait here, the latest submitted first: an
+  expansion the search asks for while a streamed one is still being shared out (the next
+  round grown from the first likely winners) goes ahead of that one's remaining shards.
 - Evaluation in two stages. A build task per candidate (``num_cpus=1``, retried once
   only when its worker dies under it)
   compiles it (``build_candidate``): builds run continuously on every worker core. The
@@ -36,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -64,7 +67,7 @@ _HOMES_KEPT = 4096
 #: Shards per expander actor of an expansion the search waits for (``Job.stream``): the
 #: first are back after a third of the time; each repeats the parent's proposal (cheap next
 #: to its rewrites).
-STREAM_SHARDS_PER_ACTOR = 3
+STREAM_SHARDS_PER_ACTOR = 6
 
 # The watchdog runs with ``python -I -c``: standard library only. It learns the driver's
 # Ray processes (children whose command line names the ray package, and all their
@@ -341,6 +344,8 @@ class RayExecutor(BlockingCalls):
         # "build", "run" (detail: the runner), "remeasure".
         self._flight: dict[Any, tuple[Job, str, Any]] = {}
         self._shards: dict[int, int] = {}  # job id -> shards of its expansion back so far
+        # Expansion shards not started yet, per actor index, next first: (job, args, shards).
+        self._waiting: dict[int, deque[tuple[Job, tuple[Any, ...], int]]] = {}
         self._runners: dict[str, Any] = {}
         self._connect(address, connect_timeout)
         import ray
@@ -431,9 +436,10 @@ class RayExecutor(BlockingCalls):
         wref = self._workload_ref(workload)
         rref = ray.put(reference)
         expands = [j for j in jobs if j.kind is JobKind.EXPAND]
+        shards_for: dict[int, list[tuple[Job, tuple[Any, ...], int]]] = {}
         for job in jobs:
             if job.kind is JobKind.EXPAND:
-                shards = max(1, len(self._actors) // max(1, len(expands)))
+                spread = shards = max(1, len(self._actors) // max(1, len(expands)))
                 lead = 0
                 if job.stream:
                     # The search waits for this expansion: small shards, each sent back
@@ -442,32 +448,47 @@ class RayExecutor(BlockingCalls):
                     # (``expand.dealt``): the likely best come back first.
                     lead = shards
                     shards *= STREAM_SHARDS_PER_ACTOR
-                for shard, index in enumerate(self._expanders_for(job.candidates[0], shards)):
-                    actor = self._actors[index]
+                for shard, index in enumerate(self._expanders_for(job.candidates[0], shards, spread)):
                     if shards == 1:
                         args = (wref, job.candidates[0])
                     else:
                         args = (wref, job.candidates[0], shard, shards) + ((lead,) if lead else ())
-                    self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
+                    shards_for.setdefault(index, []).append((job, args, shards))
             elif job.kind is JobKind.EVALUATE:
                 ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir)
                 self._flight[ref] = (job, "build", (wref, rref))
             else:
                 ref = self._remeasure_fn.remote(wref, rref, list(job.candidates), self._bench, self._cache_dir)
                 self._flight[ref] = (job, "remeasure", None)
+        for index, calls in shards_for.items():
+            # The latest submitted first, each job's own shards in order.
+            self._waiting.setdefault(index, deque()).extendleft(reversed(calls))
+        self._dispatch()
 
-    def _expanders_for(self, parent: Candidate, shards: int) -> list[int]:
-        """The actors (indices) that expand ``parent``'s ``shards`` shards, first the one
-        that made the parent (it replays nothing) unless it is busy while another is idle:
-        an idle actor's replay costs less than leaving its core to wait."""
+    def _dispatch(self) -> None:
+        """Start the next waiting shard on every actor that has no expansion running."""
+        running = {detail[1] for _, stage, detail in self._flight.values() if stage == "expand"}
+        for index, calls in self._waiting.items():
+            if calls and index not in running and index < len(self._actors):
+                job, args, shards = calls.popleft()
+                actor = self._actors[index]
+                self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
+
+    def _expanders_for(self, parent: Candidate, shards: int, spread: int | None = None) -> list[int]:
+        """The actors (indices) that expand ``parent``'s ``shards`` shards, in turn over
+        ``spread`` of them (all shards' count by default): first the one that made the
+        parent (it replays nothing) unless it is busy while another is idle, an idle actor's
+        replay costing less than leaving its core to wait; then the next ones."""
         n = len(self._actors)
         busy = {detail[1] for _, stage, detail in self._flight.values() if stage == "expand"}
+        busy |= {index for index, calls in self._waiting.items() if calls}
         home = self._home.get(parent.fingerprint)
         if home is None or home >= n or (home in busy and len(busy) < n):
             idle = [i for i in range(n) if i not in busy] or list(range(n))
             home = idle[self._next_actor % len(idle)]
             self._next_actor += 1
-        return [(home + k) % n for k in range(shards)]
+        spread = max(1, min(n, spread if spread is not None else shards))
+        return [(home + k % spread) % n for k in range(shards)]
 
     def _remember_home(self, expansion: Expansion, index: int) -> None:
         for child in expansion.children:
@@ -477,7 +498,9 @@ class RayExecutor(BlockingCalls):
             self._home.popitem(last=False)
 
     def pending(self) -> int:
-        return len({job.id for job, _, _ in self._flight.values()})
+        jobs = {job.id for job, _, _ in self._flight.values()}
+        jobs |= {job.id for calls in self._waiting.values() for job, _, _ in calls}
+        return len(jobs)
 
     def poll(self, timeout: float) -> list[JobResult]:
         """Finished jobs (waiting up to ``timeout`` s for the first). A built kernel is
@@ -506,6 +529,7 @@ class RayExecutor(BlockingCalls):
             result = self._advance(job, stage, detail, value)
             if result is not None:
                 results.append(result)
+        self._dispatch()
         return results
 
     def _advance(self, job: Job, stage: str, detail: Any, value: Any) -> JobResult | None:
@@ -558,6 +582,7 @@ class RayExecutor(BlockingCalls):
                             for a in self._actors]
         self._flight.clear()
         self._shards.clear()
+        self._waiting.clear()
         self._resume_orphans()
 
     def _resume_orphans(self) -> None:
@@ -593,6 +618,7 @@ class RayExecutor(BlockingCalls):
         self._actors = []
         self._runners = {}
         self._flight = {}
+        self._waiting = {}
         self._workload_refs.clear()
         if self._owns_ray:
             ray.shutdown()
