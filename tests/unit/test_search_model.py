@@ -12,7 +12,9 @@ import pytest
 from schedsearch.core import CandidateRecord, CostModelMode, SearchConfig, Status, StrategyKind, Timing
 from schedsearch.search import BestFirst, make_strategy, run_search
 from schedsearch.search.beam import Beam
-from schedsearch.search.ranking import blended_key, budget_is_short, kept_after_pruning, measuring_order, spearman
+from schedsearch.search.ranking import (
+    blended_key, budget_is_short, concordance, kept_after_pruning, measuring_order, span, spearman,
+)
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.fakes import (
     FakeClock,
@@ -88,12 +90,17 @@ def test_the_model_learns_every_ok_measurement_and_accuracy_is_recorded() -> Non
     accuracy = store.get_search(outcome.search_id).model_accuracy
     assert accuracy is not None and accuracy.pairs == 39 and accuracy.trained_on == 40
     assert accuracy.spearman == pytest.approx(1.0)
+    # The fake's timings (±1%) are told apart wherever their times differ by more than that.
+    assert accuracy.concordance == pytest.approx(1.0) and accuracy.distinct_pairs > 100
+    assert accuracy.span is not None and accuracy.span > 1.0
 
 
 def test_a_poor_model_scores_poorly() -> None:
     truth = oracle(TREE)
     outcome, store, _ = _search(CostModelMode.RANK, FakeCostModel(lambda f: -truth(f)), max_candidates=40)
-    assert store.get_search(outcome.search_id).model_accuracy.spearman == pytest.approx(-1.0)
+    accuracy = store.get_search(outcome.search_id).model_accuracy
+    assert accuracy.spearman == pytest.approx(-1.0)
+    assert accuracy.concordance == pytest.approx(0.0)
 
 
 def test_an_untrained_model_changes_nothing() -> None:
@@ -187,6 +194,26 @@ def test_make_strategy_uses_predictions_unless_off() -> None:
         assert s.ask(1)[0].id == first
 
 
+def _timing(median: float, spread: float = 0.02) -> Timing:
+    return Timing(median=median, min=median * (1 - spread), q1=median * (1 - spread / 2), q3=median * (1 + spread / 2))
+
+
+def test_concordance_counts_only_pairs_the_measurements_tell_apart() -> None:
+    # 1.00 and 1.01 overlap (±1% each): that pair is noise and not scored either way.
+    timings = [_timing(1.0), _timing(1.01), _timing(2.0), _timing(4.0)]
+    assert concordance([0.6, 0.5, 1, 2], timings) == (1.0, 5)  # the 1.00/1.01 pair is ordered wrong, unscored
+    share, pairs = concordance([3, 2, 1, 0], timings)
+    assert pairs == 5 and share == pytest.approx(0.0)
+    assert concordance([0, 0, 1, 1], timings)[0] == pytest.approx(4.5 / 5)  # the tied 2.0/4.0 pair counts half
+    assert concordance([0, 1], [_timing(1.0), _timing(1.005)]) == (None, 0)
+
+
+def test_span_is_the_90th_over_the_10th_percentile() -> None:
+    assert span([1.0] * 9 + [10.0]) == pytest.approx(1.0)
+    assert span([1.0, 2.0, 4.0]) == pytest.approx(4.0)
+    assert span([1.0, 2.0]) is None
+
+
 def test_spearman() -> None:
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
@@ -248,3 +275,59 @@ def test_beam_search_is_asked_only_once_a_round_is_completely_measured() -> None
     # A beam level is chosen once, from everything measured at the level above.
     _, _, ex = _search(CostModelMode.RANK, FakeCostModel(oracle(TREE)), strategy=StrategyKind.BEAM, max_candidates=30)
     assert ex.asked_after[1] == 1 + 6  # after all of the root's 6 children
+
+
+def _tree_with_also_rans() -> FakeTree:
+    """TREE, but four of the root's six children are 100x slower than the root (also-rans a
+    good model sees coming) and the other two 10x faster, as are their own children."""
+    root_children = [label_of(c.schedule) for c in TREE.expand(fake_root(TREE.moves)).children]
+    times = {label: 0.1 for label in root_children[2:]}
+    for label in root_children[:2]:
+        times[label] = 1e-4
+    return dataclasses.replace(TREE, times=times)
+
+
+@pytest.mark.parametrize("shuffle", [None, 1, 2])
+def test_a_ranked_search_measures_a_likely_winners_children_before_the_also_rans_it_held_back(shuffle) -> None:
+    tree = _tree_with_also_rans()
+    cfg = SearchConfig(max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK, seed=5, expand_batch=1)
+    ex = FakeExecutor(tree, shuffle_seed=shuffle)
+    store = InMemoryStore()
+    outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg,
+                         cost_model=FakeCostModel(oracle(tree)))
+    rows = {r.fingerprint: r for r in store.candidates(outcome.search_id)}
+    slow = [fp for fp, r in rows.items() if r.depth == 1 and tree.seconds(label_of(r.schedule)) > 0.01]
+    assert len(slow) == 4
+    order = ex.evaluated  # completion order
+    deeper = [i for i, fp in enumerate(order) if rows[fp].depth >= 2]
+    held = [i for i, fp in enumerate(order) if fp in slow]
+    # The two winners' children (and theirs) come first; the also-rans were held back
+    # while the winners were expanded, and then queued behind their children.
+    assert deeper and min(deeper) < min(held, default=len(order))
+    assert sum(1 for i in deeper if i < min(held, default=len(order))) >= 6
+
+
+def test_a_merging_search_is_reproducible_whatever_the_completion_order() -> None:
+    tree = _tree_with_also_rans()
+    runs = []
+    for shuffle in (1, 2, 3):
+        cfg = SearchConfig(max_seconds=None, max_candidates=50, cost_model=CostModelMode.RANK, seed=5)
+        ex = FakeExecutor(tree, shuffle_seed=shuffle)
+        store = InMemoryStore()
+        outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg,
+                             cost_model=FakeCostModel(oracle(tree)))
+        runs.append(([(r.id, r.fingerprint) for r in store.candidates(outcome.search_id)
+                      if r.status is not Status.PENDING], ex.expand_calls, ex.evaluated))
+    assert runs[0][2] != runs[1][2]  # completion order really differed
+    assert runs[0][:2] == runs[1][:2] == runs[2][:2]
+
+
+def test_in_proposal_order_a_round_is_measured_whole_before_the_next() -> None:
+    tree = _tree_with_also_rans()
+    cfg = SearchConfig(max_seconds=None, max_candidates=20, cost_model=CostModelMode.OFF, seed=5, expand_batch=1)
+    ex = FakeExecutor(tree)
+    store = InMemoryStore()
+    outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg)
+    rows = {r.fingerprint: r for r in store.candidates(outcome.search_id)}
+    depths = [rows[fp].depth for fp in ex.evaluated]
+    assert depths[:7] == [0] + [1] * 6  # no model, no judgement: the root's round first, whole

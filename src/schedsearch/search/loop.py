@@ -115,10 +115,11 @@ CONTEND_FACTOR = 1.25
 #: likely winners at once, the rest once every shard is in. Measuring an also-ran would
 #: pause the expanders (quiet timing) that are still making the round's best children.
 STREAM_GATE = math.log(4.0)
-#: An early ask waits for this share of a round's children (the first in measuring order)...
+#: An early ask of a round in proposal order waits for this share of its children (the
+#: first in measuring order), and for at least one in-flight cap of them. A round in the
+#: cost model's order waits for its likely winners only: at most one in-flight cap of the
+#: children next in measuring order that are within ``STREAM_GATE`` of its best prediction.
 EARLY_ASK_SHARE = 0.25
-#: ... and for at least this many in-flight caps of them (when the round has that many).
-EARLY_ASK_CAPS = 1
 
 
 def run_search(
@@ -208,6 +209,9 @@ class _Round:
     # Early ask: the next parents are asked for once the first ``ask_after`` children in
     # measuring order are measured; until then results are held back from the strategy.
     ask_after: int = 0  # 0: no early ask pending in this round
+    # In the cost model's order, places from here on go to likely winners only while an ask
+    # is pending or the next round is expanded (``_Run._gated``): the first ``ask_after``.
+    open_until: int = 0
     # A child's place in measuring order is given when it leaves the queue (submitted, or
     # measured by an earlier search), so a queue re-ordered by late shards keeps it exact.
     place: dict[str, int] = field(default_factory=dict)  # child fingerprint -> place in measuring order
@@ -275,7 +279,8 @@ class _Run:
         self.last_event = clock()
         # At most this many evaluations in flight: enough to keep every worker busy,
         # few enough that a round's order (likely winners first) still decides.
-        self.in_flight_cap = 2 * max(1, getattr(executor, "workers", config.workers) or 1)
+        self.workers = max(1, getattr(executor, "workers", config.workers) or 1)
+        self.in_flight_cap = 2 * self.workers
     # ------------------------------------------------------------------ driver
 
     def execute(self, search_id: int | None) -> SearchOutcome:
@@ -559,6 +564,7 @@ class _Run:
                     return SearchStatus.COMPLETED
                 if self.current is not None and self.current.finished():
                     continue  # a round with nothing new to measure
+            self._merge()
             self._fill()
             self.phase = Phase.MEASURING if self.current is not None else Phase.EXPANDING
             for result in self.executor.poll(POLL_SECONDS):
@@ -582,6 +588,11 @@ class _Run:
             self.next = None
             self.current = self._take_in(nxt)
             self._record_accuracy()
+            if nxt.expanded() and self._merging(self.current):
+                # Armed before anything is placed, its early ask counts from this round's start.
+                self._plan_next(self.current)
+                self._fill()
+                return
             self._fill()  # measurements first: they keep the builders busy
             if not nxt.expanded():
                 return
@@ -597,12 +608,22 @@ class _Run:
             self._arm_early_ask(cur)
 
     def _arm_early_ask(self, rnd: _Round) -> None:
-        """Ask for the next parents once the round's first children (``EARLY_ASK_SHARE`` of
-        it, at least ``EARLY_ASK_CAPS`` in-flight caps) are measured. Until then the round's
-        results are held back from the strategy, so what it has seen when it is asked - every
-        earlier round, and exactly those children - does not depend on the order in which
-        measurements complete: the same seed still gives the same search."""
-        k = min(rnd.total, max(EARLY_ASK_CAPS * self.in_flight_cap, math.ceil(rnd.total * EARLY_ASK_SHARE)))
+        """Ask for the next parents once the round's next children in measuring order are
+        measured: in the cost model's order those in flight and its likely winners queued
+        (``_likely``), at most one in-flight cap of them, else ``EARLY_ASK_SHARE`` of the round (at least one cap).
+        Until then the round's results are held back from the strategy, so what it has seen
+        when it is asked - every earlier round, and exactly those children - does not depend
+        on the order in which measurements complete: the same seed still gives the same
+        search."""
+        if rnd.ask_after:
+            return  # armed already
+        if rnd.ranked:
+            # Counted from the places given so far (a deterministic point: the round's start,
+            # a merge, or a streamed shard): the next children, likely winners only.
+            k = rnd.placed + min(self.in_flight_cap, self._likely(rnd))
+            rnd.open_until = k
+        else:
+            k = min(rnd.total, max(self.in_flight_cap, math.ceil(rnd.total * EARLY_ASK_SHARE)))
         if all(i in rnd.measured_places for i in range(k)):
             self.next = self._start_expanding()
             return
@@ -624,6 +645,37 @@ class _Run:
         for i in sorted(rnd.held):
             self.strategy.tell(rnd.held[i])
         rnd.held.clear()
+
+    def _merge(self) -> None:
+        """Take the next round into the current one (``_merging``) once both are ready: the
+        next round's expansions are all in, and every likely winner of the current round has
+        left its queue (the rest wait behind the gate, ``_gated``). Its children and the
+        current round's also-rans then form one queue in the cost model's order, so a deeper
+        likely winner is measured before a shallower also-ran, and the next ask comes after
+        the merged round's own likely winners. Both conditions are met whatever order the
+        work completes in, and nothing beyond the gate has been measured meanwhile: the same
+        seed still gives the same search - except for a streamed next round, which merges
+        with its first shard (as a streamed round starts measuring with it)."""
+        cur, nxt = self.current, self.next
+        # A streamed next round (nothing was queued when it was asked for) merges with its
+        # first shard, as a streamed round starts measuring with it.
+        ready = nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards()))
+        if cur is None or nxt is None or not ready or not self._merging(cur) or self._likely(cur) \
+                or cur.placed < cur.open_until:
+            return
+        self._release(cur)
+        cur.number = nxt.number
+        cur.parents += nxt.parents
+        cur.expanding.update(nxt.expanding)
+        cur.parts.update(nxt.parts)
+        cur.complete |= nxt.complete
+        cur.taken.update(nxt.taken)
+        cur.streamed = cur.streamed or nxt.streamed
+        self.next = None
+        self._take_in(cur)
+        self._record_accuracy()
+        self._plan_next(cur)  # armed before anything more is placed: the ask counts from here
+        self._fill()
 
     def _start_expanding(self) -> _Round | None:
         if self._no_room_for_another_round():
@@ -659,14 +711,16 @@ class _Run:
         cur = self.current
         if cur is None or not cur.queue:
             return False
+        # A merging round's also-rans would be measured after the new round's children.
+        queued = self._likely(cur) if self._merging(cur) else len(cur.queue)
         left = self._candidates_left()
-        if left is not None and len(cur.queue) >= left:
+        if left is not None and queued >= left:
             return True
         c = self.config
         if c.max_seconds is None or self.counters.measured < 1:
             return False
         seconds_left = c.max_seconds - self._finalist_reserve() - self.elapsed()
-        return len(cur.queue) * self.elapsed() / self.counters.measured >= seconds_left
+        return queued * self.elapsed() / self.counters.measured >= seconds_left
 
     def _take_in(self, rnd: _Round) -> _Round:
         """Take the round's shards that came in since the last call: their new children are
@@ -744,7 +798,7 @@ class _Run:
             left = self._candidates_left()
             if left is not None and left <= 0:
                 break
-            child = self._next_child(rnd)
+            child = self._next_child(rnd, self._gated(rnd))
             if child is None:
                 break
             rnd.take_place(child.fingerprint)
@@ -755,11 +809,12 @@ class _Run:
             self.executor.submit(self.workload, self.root, jobs)
 
     @staticmethod
-    def _next_child(rnd: _Round) -> Candidate | None:
+    def _next_child(rnd: _Round, gated: bool = False) -> Candidate | None:
         """The next child to measure: the queue's first, except while the round's expansions
-        are still coming in, when only one expected within ``STREAM_GATE`` of the round's
-        best so far may go (None: the rest wait for the last shard)."""
-        if rnd.expanded() or not rnd.keys:
+        are still coming in (or, ``gated``, while the next round's are), when only one
+        expected within ``STREAM_GATE`` of the round's best so far may go (None: the rest
+        wait for those expansions)."""
+        if (rnd.expanded() and not gated) or not rnd.keys:
             return rnd.queue.popleft()
         bar = min(rnd.keys.values()) + STREAM_GATE
         for i, child in enumerate(rnd.queue):
@@ -767,6 +822,29 @@ class _Run:
                 del rnd.queue[i]
                 return child
         return None
+
+    @staticmethod
+    def _likely(rnd: _Round) -> int:
+        """Queued children of ``rnd`` expected within ``STREAM_GATE`` of its best prediction
+        (all of them when it has no predictions)."""
+        if not rnd.keys:
+            return len(rnd.queue)
+        bar = min(rnd.keys.values()) + STREAM_GATE
+        return sum(rnd.keys.get(c.fingerprint, math.inf) <= bar for c in rnd.queue)
+
+    def _merging(self, rnd: _Round | None) -> bool:
+        """Whether ``rnd`` takes the next round in (``_merge``): it is measured in the cost
+        model's order and the strategy takes asks before a round is completely measured."""
+        return rnd is not None and rnd.ranked and not self.strategy.whole_rounds
+
+    def _gated(self, rnd: _Round) -> bool:
+        """Children beyond the gate wait, once the early ask's own children are placed, while
+        the ask is pending or the next round is being expanded from its answer: that round's
+        children are to be measured before this round's also-rans (they join one queue,
+        ``_merge``), and the expanders keep the CPU meanwhile. Which children are placed
+        before a merge then depends on the predictions alone, never on timing."""
+        return (self._merging(rnd) and rnd.placed >= rnd.open_until
+                and (bool(rnd.ask_after) or self.next is not None))
 
     def _cutoff(self) -> float | None:
         """Seconds per call beyond which a candidate is timed by its verification call alone:
@@ -813,6 +891,11 @@ class _Run:
             rnd.streamed = True
         if rnd is self.current:
             self._take_in(rnd)
+            # A streamed round in the cost model's order plans its next round as soon as a
+            # shard per worker is in (the first of each holds a likely winner: the next round
+            # then grows from it while the rest of this one is still expanded).
+            if self._merging(rnd) and len(rnd.parts.get(parent.fingerprint, ())) >= self.workers:
+                self._plan_next(rnd)
             self._fill()
             if rnd.expanded():
                 self._plan_next(rnd)
