@@ -118,8 +118,11 @@ def parse_sizes(values: Iterable[str]) -> dict[str, int]:
 
 
 def print_json(data: Any) -> None:
-    """Exactly one JSON document on stdout."""
+    """Exactly one JSON document on stdout, flushed at once: a pipe buffers it, and a
+    process that ends without Python's own exit (a library's quick exit in a shutdown
+    thread) would lose it."""
     click.echo(json.dumps(data, indent=2, default=str))
+    sys.stdout.flush()
 
 
 def stderr_console() -> Console:
