@@ -1,7 +1,8 @@
 """Search efficiency with and without the learned cost model (a measurement, not a test).
 
-For each kernel (SGEMM 512, the multi-channel conv1d of ``examples/conv1d_mc.py``, the i8
-matmul), each seed and each cost-model setting, one real ``schedsearch run`` with the same
+For each kernel (by default SGEMM 512, the multi-channel conv1d of ``examples/conv1d_mc.py``
+and the i8 matmul; also the blurs, ``gemv_t`` and the single-channel conv1d, whose good
+schedules lie deeper than the root's first vector step), each seed and each cost-model setting, one real ``schedsearch run`` with the same
 wall-time budget, every run with an empty build cache and its own database:
 
 - ``off``: children measured in proposal order;
@@ -46,6 +47,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from schedsearch.search.ranking import spearman
 
@@ -58,7 +60,13 @@ KERNELS: dict[str, tuple[str, ...]] = {
     "sgemm512": (str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=512,N=512,K=512"),
     "conv1d_mc": (str(EXAMPLES / "conv1d_mc.py"),),
     "i8": (str(EXAMPLES / "matmul.py"), "--proc", "matmul_i8"),
+    # kernels whose good schedules are deeper than the root's first vector step
+    "blur2": (str(EXAMPLES / "blur.py"), "--proc", "blur2"),
+    "blur2_local": (str(EXAMPLES / "blur.py"), "--proc", "blur2_local"),
+    "gemv_t": (str(EXAMPLES / "gemv.py"), "--proc", "gemv_t"),
+    "conv1d": (str(EXAMPLES / "conv1d.py"),),
 }
+DEFAULT_KERNELS = ("sgemm512", "conv1d_mc", "i8")
 #: Other workloads and sizes whose searches make the warm-start history.
 WARMUP: tuple[tuple[str, ...], ...] = (
     (str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"),
@@ -81,11 +89,33 @@ class Run:
     # rank correlation of predicted and measured speed-ups over the root's children: how well
     # the model ranked the first round, before this search had measured anything of its own
     first_round: float | None = None
+    # the recorded accuracy's other half: how far apart the window's times were, and the share
+    # of its pairs told apart beyond noise that the predictions ordered right
+    span: float | None = None
+    concordance: float | None = None
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "schedsearch", *args], capture_output=True, text=True, env=env,
                           check=False)
+
+
+def kept(db: Path) -> dict | None:
+    """The last search a kept database holds, as ``search`` returns it, when it completed
+    (``--keep`` with a folder of an earlier, interrupted run of this benchmark)."""
+    if not db.is_file():
+        return None
+    env = dict(os.environ)
+    listed = _json(cli("list", "--db", str(db), "--json", env=env), "list")
+    rows = listed if isinstance(listed, list) else listed.get("searches", [])
+    if not rows:
+        return None
+    sid = max(int(r["search_id"]) for r in rows)
+    out = _json(cli("show", str(sid), "--db", str(db), "--json", env=env), "show")
+    if out.get("status") != "completed":
+        return None
+    out["tree"] = _json(cli("tree", str(sid), "--db", str(db), "--json", env=env), "tree")
+    return out
 
 
 def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float, workers: int, db: Path,
@@ -99,12 +129,21 @@ def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float,
                 "--cost-model", mode, "--timing", timing, "--db", str(db), "--json", *extra, env=env)
         if r.returncode != 0:
             raise SystemExit(f"schedsearch run {' '.join(kernel_args)} failed ({r.returncode}): {r.stderr[-2000:]}")
-        out = json.loads(r.stdout)
+        out = _json(r, "run")
         tree = cli("tree", str(out["search_id"]), "--db", str(db), "--json", env=env)
-        out["tree"] = json.loads(tree.stdout)
+        out["tree"] = _json(tree, "tree")
         return out
     finally:
         shutil.rmtree(env["SCHEDSEARCH_CACHE_DIR"], ignore_errors=True)
+
+
+def _json(r: subprocess.CompletedProcess[str], what: str) -> Any:
+    """The one JSON document a ``--json`` command printed; what it printed otherwise."""
+    try:
+        return json.loads(r.stdout)
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"schedsearch {what} --json (exit {r.returncode}) printed no JSON document ({e}): "
+                         f"stdout {r.stdout[:1000]!r}; stderr {r.stderr[-2000:]!r}") from None
 
 
 def to_run(kernel: str, setting: str, seed: int, out: dict) -> Run:
@@ -117,7 +156,8 @@ def to_run(kernel: str, setting: str, seed: int, out: dict) -> Run:
                min(ok) if ok else None, model.get("spearman"), model.get("trained_on", 0),
                tuple((n["measured_at"], n["seconds"] if n["status"] == "ok" else None, n["fingerprint"])
                      for n in nodes),
-               spearman([p for p, _ in first], [m for _, m in first]) if len(first) >= 5 else None)
+               spearman([p for p, _ in first], [m for _, m in first]) if len(first) >= 5 else None,
+               model.get("span"), model.get("concordance"))
 
 
 def pooled_speeds(runs: list[Run]) -> dict[str, float]:
@@ -208,13 +248,19 @@ def throughput(budget: float, workers: int, work: Path) -> dict:
 
 
 def cpu_name() -> str:
+    """The CPU's model name with its family and model numbers (a cloud guest's name alone,
+    "AMD EPYC", does not tell Zen 4 from Zen 5)."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
-        pass
-    return "unknown CPU"
+        return "unknown CPU"
+    name = fields.get("model name", "unknown CPU")
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def report(runs: list[Run], budget: float) -> dict:
@@ -232,6 +278,8 @@ def report(runs: list[Run], budget: float) -> dict:
             times = [g[0] if g else budget for g in got]
             evals = [g[1] if g else None for g in got]
             rhos = [r.spearman for r in mine if r.setting == setting and r.spearman is not None]
+            concordances = [r.concordance for r in mine if r.setting == setting and r.concordance is not None]
+            spans = [r.span for r in mine if r.setting == setting and r.span is not None]
             firsts = [r.first_round for r in mine if r.setting == setting and r.first_round is not None]
             rows[setting] = {
                 "first_round_spearman": firsts,
@@ -239,6 +287,8 @@ def report(runs: list[Run], budget: float) -> dict:
                 "median_seconds_to_95": statistics.median(times),
                 "evaluations_to_95": evals,
                 "median_spearman": statistics.median(rhos) if rhos else None,
+                "median_concordance": statistics.median(concordances) if concordances else None,
+                "median_span": statistics.median(spans) if spans else None,
             }
         agreement = retest(mine)
         apart = spread(mine)
@@ -249,6 +299,10 @@ def report(runs: list[Run], budget: float) -> dict:
             rho = f"{row['median_spearman']:.2f}" if row["median_spearman"] is not None else "-"
             print(f"  {setting:10s} reached {row['reached']}/{row['runs']}, median {row['median_seconds_to_95']:6.1f} s "
                   f"to 95%, evaluations {row['evaluations_to_95']}, median rank correlation {rho}")
+            if row["median_span"] is not None:
+                told = (f"{row['median_concordance']:.0%} of the pairs told apart beyond noise ordered right"
+                        if row["median_concordance"] is not None else "no pair told apart beyond noise")
+                print(f"  {'':10s} the last predictions' times spanned {row['median_span']:.2f}x (median); {told}")
             if row["first_round_spearman"]:
                 print(f"  {'':10s} the root's children as predicted before any measurement of this search: rank "
                       f"correlation {', '.join(f'{x:.2f}' for x in row['first_round_spearman'])}")
@@ -269,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--budget", type=float, default=180.0, help="seconds per search [180]")
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--kernels", default=",".join(KERNELS), help=f"comma-separated, of {', '.join(KERNELS)}")
+    p.add_argument("--kernels", default=",".join(DEFAULT_KERNELS),
+                   help=f"comma-separated, of {', '.join(KERNELS)} [{','.join(DEFAULT_KERNELS)}]")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--warm", action="store_true", help="also run rank-warm (history of other workloads and sizes)")
     p.add_argument("--throughput-budget", type=float, default=60.0)
@@ -277,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-throughput", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
     p.add_argument("--keep", type=Path, default=None, help="keep every run's database in this folder")
+    p.add_argument("--resume", action="store_true",
+                   help="with --keep: take the runs whose database there holds a completed search from it")
     args = p.parse_args(argv)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     unknown = [k for k in kernels if k not in KERNELS]
@@ -292,14 +349,20 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sched-eff-") as tmp:
         work = Path(tmp) if args.keep is None else args.keep
         work.mkdir(parents=True, exist_ok=True)
-        warm_db = warm_history(args.budget / 2, args.workers, work) if args.warm else None
+        warm_db = work / "warm.db"
+        if args.warm and not (args.resume and warm_db.is_file()):
+            warm_db = warm_history(args.budget / 2, args.workers, work)
         for kernel in kernels:
             for seed in range(args.seeds):
                 for setting in settings:
                     db = work / f"{kernel}-{setting}-{seed}.db"
-                    if setting == "rank-warm" and warm_db is not None:
-                        shutil.copyfile(warm_db, db)
-                    out = search(KERNELS[kernel], setting, seed, args.budget, args.workers, db, timing=args.timing)
+                    out = kept(db) if args.resume else None
+                    if out is None:
+                        db.unlink(missing_ok=True)
+                        if setting == "rank-warm":
+                            shutil.copyfile(warm_db, db)
+                        out = search(KERNELS[kernel], setting, seed, args.budget, args.workers, db,
+                                     timing=args.timing)
                     run = to_run(kernel, setting, seed, out)
                     runs.append(run)
                     best = f"{run.best_seconds * 1e6:.1f} us" if run.best_seconds else "-"
