@@ -15,6 +15,15 @@ One exception buys latency: when nothing is left to measure while a round is exp
 (``Job.stream``), and measuring starts with the first shard; later shards' children join
 the queue, re-ordered. What such a round measures first then depends on which shards
 were in first.
+
+In the cost model's order a round is not measured whole before the next: its early ask
+comes once its likely winners (within ``STREAM_GATE`` of its best prediction, at most one
+in-flight cap) are measured - for a streamed round, as soon as a shard per worker is in -
+and while the next round is expanded from them, the round's also-rans wait. The next
+round's children then join the same queue (``_merge``), so the likely winners one level
+deeper are measured before the also-rans of this one; those are measured when nothing
+more likely is left. Which children wait depends on the predictions only, so this keeps
+the same seed's search the same (streamed rounds aside, as above).
 Measurements stream back and are recorded one by one; the driver is the store's only
 writer, and it never runs Exo or a compiler itself, so it stays responsive: it looks at
 ``stop`` and the budget at least four times a second and sends a ``tick`` event at least
