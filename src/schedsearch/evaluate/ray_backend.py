@@ -65,8 +65,8 @@ _MACHINE_TIMEOUT = 120.0
 #: Children whose expander actor is remembered: a few rounds' worth (each actor caches 256 procs).
 _HOMES_KEPT = 4096
 #: Shards per expander actor of an expansion the search waits for (``Job.stream``): the
-#: first are back after a third of the time; each repeats the parent's proposal (cheap next
-#: to its rewrites).
+#: first are back after a sixth of the time, and an actor is soon free for an expansion
+#: asked for meanwhile; each repeats the parent's proposal (cheap next to its rewrites).
 STREAM_SHARDS_PER_ACTOR = 6
 
 # The watchdog runs with ``python -I -c``: standard library only. It learns the driver's
@@ -467,12 +467,16 @@ class RayExecutor(BlockingCalls):
 
     def _dispatch(self) -> None:
         """Start the next waiting shard on every actor that has no expansion running."""
-        running = {detail[1] for _, stage, detail in self._flight.values() if stage == "expand"}
+        running = self._expanding()
         for index, calls in self._waiting.items():
             if calls and index not in running and index < len(self._actors):
                 job, args, shards = calls.popleft()
                 actor = self._actors[index]
                 self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
+
+    def _expanding(self) -> set[int]:
+        """Indices of the actors running an expansion shard now."""
+        return {detail[1] for _, stage, detail in self._flight.values() if stage == "expand"}
 
     def _expanders_for(self, parent: Candidate, shards: int, spread: int | None = None) -> list[int]:
         """The actors (indices) that expand ``parent``'s ``shards`` shards, in turn over
@@ -480,8 +484,7 @@ class RayExecutor(BlockingCalls):
         parent (it replays nothing) unless it is busy while another is idle, an idle actor's
         replay costing less than leaving its core to wait; then the next ones."""
         n = len(self._actors)
-        busy = {detail[1] for _, stage, detail in self._flight.values() if stage == "expand"}
-        busy |= {index for index, calls in self._waiting.items() if calls}
+        busy = self._expanding() | {index for index, calls in self._waiting.items() if calls}
         home = self._home.get(parent.fingerprint)
         if home is None or home >= n or (home in busy and len(busy) < n):
             idle = [i for i in range(n) if i not in busy] or list(range(n))

@@ -825,7 +825,7 @@ class _Run:
         wait for those expansions)."""
         if (rnd.expanded() and not gated) or not rnd.keys:
             return rnd.queue.popleft()
-        bar = min(rnd.keys.values()) + STREAM_GATE
+        bar = _Run._gate_bar(rnd)
         for i, child in enumerate(rnd.queue):
             if rnd.keys.get(child.fingerprint, math.inf) <= bar:
                 del rnd.queue[i]
@@ -833,12 +833,17 @@ class _Run:
         return None
 
     @staticmethod
+    def _gate_bar(rnd: _Round) -> float:
+        """The slowest prediction a likely winner of ``rnd`` may have (it has predictions)."""
+        return min(rnd.keys.values()) + STREAM_GATE
+
+    @staticmethod
     def _likely(rnd: _Round) -> int:
         """Queued children of ``rnd`` expected within ``STREAM_GATE`` of its best prediction
         (all of them when it has no predictions)."""
         if not rnd.keys:
             return len(rnd.queue)
-        bar = min(rnd.keys.values()) + STREAM_GATE
+        bar = _Run._gate_bar(rnd)
         return sum(rnd.keys.get(c.fingerprint, math.inf) <= bar for c in rnd.queue)
 
     def _merging(self, rnd: _Round | None) -> bool:
