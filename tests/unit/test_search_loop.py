@@ -9,7 +9,7 @@ import pytest
 
 from schedsearch.core import EventKind, Phase, SearchConfig, SearchEvent, SearchStatus, Status, StrategyKind
 from schedsearch.errors import SearchError
-from schedsearch.search import loop, make_strategy, run_search
+from schedsearch.search import loop, make_strategy, rounds, run_search
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.fakes import FakeClock, FakeExecutor, FakeTree, fake_root, fake_workload, fingerprint_of
 
@@ -146,16 +146,16 @@ def test_while_shards_come_in_only_the_likely_winners_are_measured() -> None:
     from collections import deque
 
     a, b, c = (dataclasses.replace(fake_root(), fingerprint=f) for f in "abc")
-    gate = loop.STREAM_GATE
-    rnd = loop._Round(1, [], expanding={7: None}, queue=deque([a, b, c]),
-                      keys={"a": 0.0, "b": gate + 0.5, "c": gate - 0.1})
-    assert loop._Run._next_child(rnd) is a
-    assert loop._Run._next_child(rnd) is c
-    assert loop._Run._next_child(rnd) is None and list(rnd.queue) == [b]
+    gate = rounds.STREAM_GATE
+    rnd = rounds.Round(1, [], expanding={7: None}, queue=deque([a, b, c]),
+                       keys={"a": 0.0, "b": gate + 0.5, "c": gate - 0.1})
+    assert rounds.next_child(rnd) is a
+    assert rounds.next_child(rnd) is c
+    assert rounds.next_child(rnd) is None and list(rnd.queue) == [b]
     rnd.expanding.clear()  # the last shard is in
-    assert loop._Run._next_child(rnd) is b
-    plain = loop._Round(1, [], expanding={7: None}, queue=deque([b, a]))
-    assert [loop._Run._next_child(plain), loop._Run._next_child(plain)] == [b, a]
+    assert rounds.next_child(rnd) is b
+    plain = rounds.Round(1, [], expanding={7: None}, queue=deque([b, a]))
+    assert [rounds.next_child(plain), rounds.next_child(plain)] == [b, a]
 
 
 def test_max_depth_is_never_expanded_past() -> None:

@@ -1,0 +1,179 @@
+"""The end of a run of a search: its finalists re-measured side by side, and its outcome.
+
+Before a winner is declared, the fastest candidates (``config.finalists`` of them) and the
+root are re-measured side by side in one job (``JobKind.REMEASURE``); the winner, its
+time and its speedup come from those numbers. The time budget is wall time and includes
+the finalists: the search stops early enough for the re-measurement (``finalist_reserve``,
+estimated from the contenders' own run times), and a re-measurement still running at the
+budget's end (plus ``FINALIST_GRACE_SECONDS``) is abandoned for the search's own numbers,
+as is one that fails or is stopped. An interrupted search re-measures nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+from schedsearch.core import (
+    FINALIST_RESERVE_SHARE,
+    CandidateRecord,
+    EventKind,
+    Executor,
+    Job,
+    JobKind,
+    Measurement,
+    Phase,
+    SearchConfig,
+    SearchStatus,
+    Status,
+)
+from schedsearch.search.frontier import rank_key
+from schedsearch.search.ledger import TOP_N, Ledger
+from schedsearch.search.outcome import SearchOutcome
+
+#: How far past the time budget a running re-measurement of the finalists may go.
+FINALIST_GRACE_SECONDS = 3.0
+
+
+def finalist_reserve(config: SearchConfig, top: Sequence[CandidateRecord], root: CandidateRecord | None) -> float:
+    """Seconds to keep for re-measuring the finalists: their own run times (and the
+    root's) with some slack, at most a quarter of the budget. ``top``: the fastest so far."""
+    c = config
+    if c.max_seconds is None or c.finalists <= 0 or not top:
+        return 0.0
+    contenders = [*top[: c.finalists], *([root] if root else [])]
+    estimate = 1.0 + 1.5 * sum(r.run_seconds for r in contenders)
+    return min(estimate, FINALIST_RESERVE_SHARE * c.max_seconds)
+
+
+def finish(
+    ledger: Ledger,
+    status: SearchStatus,
+    executor: Executor,
+    config: SearchConfig,
+    *,
+    stop: threading.Event,
+    job_ids: Iterator[int],
+    cancel: Callable[[], None],
+    poll_seconds: float,
+) -> SearchOutcome:
+    """End the run with ``status``: re-measure the finalists (not when interrupted), store
+    the declared best and the search's end, send the ``finished`` event, return the outcome.
+
+    ``cancel`` abandons the work in flight, ``poll_seconds`` is the longest wait for the
+    re-measurement before ``stop`` and the time budget are looked at again.
+    """
+    assert ledger.sid is not None
+    ledger.record_accuracy()
+    best = ledger.top[0] if ledger.top else None
+    best_seconds = best.seconds if best else None
+    best_speedup = best.speedup if best else None
+    baseline = ledger.baseline
+    if best is not None and status is not SearchStatus.INTERRUPTED:
+        best, best_seconds, best_speedup, baseline = _finalists(
+            ledger, best, executor, config, stop=stop, job_ids=job_ids, cancel=cancel, poll_seconds=poll_seconds,
+        )
+    elif best is not None:
+        ledger.emit(EventKind.FINALISTS, message="interrupted: finalists not re-measured; "
+                                                 "the search's own times stand")
+    ledger.phase = Phase.DONE
+    elapsed = ledger.elapsed()
+    ledger.store.update_search(
+        ledger.sid, status=status, ended_at=time.time(), counters=ledger.counters, elapsed_seconds=elapsed,
+        best_candidate_id=best.id if best else None, best_seconds=best_seconds, best_speedup=best_speedup,
+        baseline_seconds=baseline,
+    )
+    ledger.emit(EventKind.FINISHED, ledger.top[0] if ledger.top else best, message=status.value)
+    return SearchOutcome(ledger.sid, status, best, best_seconds, best_speedup, baseline, ledger.counters, elapsed)
+
+
+def _finalists(
+    ledger: Ledger,
+    best: CandidateRecord,
+    executor: Executor,
+    config: SearchConfig,
+    *,
+    stop: threading.Event,
+    job_ids: Iterator[int],
+    cancel: Callable[[], None],
+    poll_seconds: float,
+) -> tuple[CandidateRecord, float | None, float | None, float | None]:
+    """Re-measure the top candidates and the root side by side; pick the winner from that.
+
+    Falls back to the search's own measurements (and says so in the FINALISTS event)
+    when the re-measurement cannot run, is stopped, or outlasts the time budget.
+    """
+    assert ledger.sid is not None and ledger.root_record is not None
+    fallback = (best, best.seconds, best.speedup, ledger.baseline)
+    top = [
+        r for r in ledger.store.top_candidates(ledger.sid, max(1, config.finalists))
+        if r.status is Status.OK and r.id != ledger.root_record.id
+    ]
+    if not top:
+        return fallback
+    contenders = [ledger.root_record, *top]
+    ledger.phase = Phase.REMEASURING
+    ledger.emit(EventKind.TICK, message=f"re-measuring {len(contenders)} side by side")
+    job = Job(next(job_ids), JobKind.REMEASURE, tuple(ledger.candidate(r) for r in contenders))
+    try:
+        executor.submit(ledger.workload, ledger.root, [job])
+        ms = _remeasured(ledger, job, executor, config, stop=stop, poll_seconds=poll_seconds)
+    except Exception as e:  # noqa: BLE001 - keep the search's result; report why
+        cancel()
+        ledger.emit(EventKind.FINALISTS, message=f"re-measurement failed: {type(e).__name__}: {e}")
+        return fallback
+    if ms is None:
+        cancel()
+        return fallback
+    root_m = ms[0] if ms else None
+    reference = root_m.seconds if root_m and root_m.status is Status.OK and root_m.seconds else ledger.baseline
+    timed = [
+        dataclasses.replace(
+            r,
+            timing=m.timing,
+            speedup=(reference / m.seconds) if reference else None,
+            gflops=ledger.workload.flops / m.seconds / 1e9 if ledger.workload.flops else None,
+        )
+        for r, m in zip(contenders, ms, strict=False)
+        if m.status is Status.OK and m.seconds is not None and m.seconds > 0
+    ]
+    timed.sort(key=rank_key)
+    if not timed:
+        ledger.emit(EventKind.FINALISTS, message="no finalist re-measured ok; keeping the search's best")
+        return fallback
+    winner = timed[0]
+    # From here on events show the side-by-side times: they decide the winner.
+    ledger.top = timed[:TOP_N]
+    ledger.emit(EventKind.FINALISTS, winner, message=f"re-measured {len(contenders)} side by side",
+                top=tuple(timed))
+    stored = ledger.store.get_candidate(winner.id)
+    return stored, winner.seconds, winner.speedup, reference
+
+
+def _remeasured(
+    ledger: Ledger,
+    job: Job,
+    executor: Executor,
+    config: SearchConfig,
+    *,
+    stop: threading.Event,
+    poll_seconds: float,
+) -> tuple[Measurement, ...] | None:
+    """The re-measurement's results, or None (after saying why) when a stop or the end
+    of the time budget (plus a little grace) comes first."""
+    limit = config.max_seconds
+    while True:
+        if stop.is_set():
+            ledger.emit(EventKind.FINALISTS, message="stopped during the re-measurement; "
+                                                     "the search's own times stand")
+            return None
+        if limit is not None and ledger.elapsed() >= limit + FINALIST_GRACE_SECONDS:
+            ledger.emit(EventKind.FINALISTS, message="the re-measurement outlasted the time budget; "
+                                                     "the search's own times stand")
+            return None
+        for result in executor.poll(poll_seconds):
+            if result.job.id == job.id:
+                return result.measurements
+        ledger.tick()

@@ -1,0 +1,157 @@
+"""``Ledger``: the books of one run of a search, and the one place it records and reports.
+
+The driver (``loop``) is the store's only writer, and this is where it writes a
+measurement: to the store (with its GFLOP/s and speedup over the baseline), the counters,
+the strategy, the cost model and the list of the fastest candidates (``top``). The ledger
+also keeps the run's clock (``elapsed`` counts the earlier runs of a resumed search too)
+and its phase, and sends the observer its events, each with the ``top`` list and a few
+words on what the pipeline is doing; ``tick`` sends one when nothing was said for
+``TICK_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+
+from schedsearch.core import (
+    Candidate,
+    CandidateRecord,
+    Counters,
+    EventKind,
+    Measurement,
+    Phase,
+    SearchEvent,
+    SearchStatus,
+    SearchStrategy,
+    Status,
+    Store,
+    Workload,
+)
+from schedsearch.search.frontier import rank_key
+from schedsearch.search.guidance import Guidance
+from schedsearch.search.reuse import origin_text
+
+#: How many of the fastest candidates events carry in ``top``.
+TOP_N = 5
+#: Observers hear from the loop at least this often (a ``tick`` when nothing else happened).
+TICK_SECONDS = 1.0
+
+
+class Ledger:
+    """What one run of ``run_search`` has recorded and said (one instance per run).
+
+    ``activity`` says what the pipeline is doing (it is asked at every event).
+    """
+
+    def __init__(
+        self,
+        workload: Workload,
+        root: Candidate,
+        strategy: SearchStrategy,
+        store: Store,
+        on_event: Callable[[SearchEvent], None],
+        clock: Callable[[], float],
+        guide: Guidance | None,
+        *,
+        activity: Callable[[], str],
+    ) -> None:
+        self.workload, self.root, self.strategy, self.store = workload, root, strategy, store
+        self.on_event, self.clock, self.guide = on_event, clock, guide
+        self.activity = activity
+        self.t0 = clock()
+        self.prior_elapsed = 0.0
+        self.sid: int | None = None
+        self.counters = Counters()
+        self.fp_of: dict[int, str] = {}  # candidate id -> fingerprint, to rebuild parents
+        self.root_record: CandidateRecord | None = None
+        self.baseline: float | None = None
+        self.top: list[CandidateRecord] = []  # fastest ok records, best first
+        self.phase = Phase.STARTING
+        self.last_event = clock()
+
+    def elapsed(self) -> float:
+        """Seconds this search has run, its earlier runs included."""
+        return self.prior_elapsed + (self.clock() - self.t0)
+
+    def emit(self, kind: EventKind, record: CandidateRecord | None = None, message: str = "",
+             top: tuple[CandidateRecord, ...] | None = None) -> None:
+        """Send the observer an event (``top``: the fastest so far unless given)."""
+        assert self.sid is not None
+        if top is None:
+            top = tuple(self.top)
+        self.last_event = self.clock()
+        self.on_event(SearchEvent(
+            kind=kind, search_id=self.sid, elapsed=self.elapsed(), counters=self.counters, record=record,
+            best=top[0] if top else None, top=top, message=message, phase=self.phase, activity=self.activity(),
+        ))
+
+    def tick(self) -> None:
+        """A ``tick`` event when nothing was said for a second (the live view redraws)."""
+        if self.clock() - self.last_event >= TICK_SECONDS:
+            self.emit(EventKind.TICK)
+
+    def record(self, m: Measurement, *, announce: bool, tell: bool = True) -> CandidateRecord:
+        """Record one measurement: in the store, the counters, the strategy (``tell``), the
+        cost model and the top list; ``announce``: with an ``evaluated`` event (and a
+        ``new_best`` one when it is the new best)."""
+        assert self.sid is not None
+        m = dataclasses.replace(m, measured_at=self.elapsed())
+        seconds = m.seconds if m.status is Status.OK else None
+        gflops = speedup = None
+        if seconds is not None and seconds > 0:
+            if self.workload.flops:
+                gflops = self.workload.flops / seconds / 1e9
+            if self.baseline:
+                speedup = self.baseline / seconds
+        record = self.store.record_measurement(self.sid, m, gflops, speedup)
+        ok = record.status is Status.OK
+        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok),
+                                           reused=int(m.reused_candidate_id is not None))
+        self.store.update_search(self.sid, counters=self.counters, elapsed_seconds=self.elapsed())
+        if tell:
+            self.strategy.tell(record)
+        if self.guide is not None:
+            self.guide.learn(record)
+        improved = self.offer(record)
+        if announce:
+            self.emit(EventKind.EVALUATED, record, message=origin_text(record))
+            if improved:
+                self.emit(EventKind.NEW_BEST, record, message=f"candidate {record.id}, depth {record.depth}")
+        return record
+
+    def offer(self, record: CandidateRecord) -> bool:
+        """Keep ``record`` in the top list if it is ok and fast; True when it is the new best."""
+        if record.status is not Status.OK or record.seconds is None:
+            return False
+        previous = self.top[0].id if self.top else None
+        self.top = sorted([r for r in self.top if r.id != record.id] + [record], key=rank_key)[:TOP_N]
+        return self.top[0].id == record.id and previous != record.id
+
+    def record_accuracy(self) -> None:
+        """Store how well the cost model's latest predictions ranked their measurements."""
+        if self.guide is not None and self.sid is not None:
+            self.store.update_search(self.sid, model_accuracy=self.guide.accuracy())
+
+    def candidate(self, record: CandidateRecord) -> Candidate:
+        """The candidate a stored record holds (the root itself for the root)."""
+        if record.fingerprint == self.root.fingerprint:
+            return self.root
+        return Candidate(
+            schedule=record.schedule, c_source=record.c_source, fingerprint=record.fingerprint,
+            proc_text=record.proc_text, depth=record.depth,
+            parent=self.fp_of.get(record.parent_id) if record.parent_id is not None else None,
+            features=record.features,
+        )
+
+    def abort(self, status: SearchStatus, failure: str = "") -> None:
+        """Mark the search ended by an exception (best effort: that exception is the one to report)."""
+        if self.sid is None:
+            return
+        with contextlib.suppress(Exception):  # the original error is the one to report
+            self.store.update_search(
+                self.sid, status=status, ended_at=time.time(), counters=self.counters, elapsed_seconds=self.elapsed(),
+                failure=failure,
+            )

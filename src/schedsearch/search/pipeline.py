@@ -1,0 +1,580 @@
+"""``Pipeline``: the rounds of a running search - ask, expand, deduplicate, store, measure, tell.
+
+The loop is a pipeline over an executor's ``submit`` / ``poll``. Work goes in rounds: a
+round's parents (from ``strategy.ask``) are expanded in parallel; its new children - C
+new to this search - are stored as ``pending`` and measured, the likely winners first.
+While round k is being measured, round k+1's parents are already being expanded, so the
+workers that build and benchmark never wait for Exo. Round k+1's parents are asked for
+when round k's measuring starts, or - when round k is measured in the cost model's order,
+or that ask found no parent - once round k's first children in measuring order are
+measured (an early ask: the next round then grows from this one's likely best). Either
+way the strategy has then seen exactly the results of the rounds before and of those
+first children, whatever order they completed in, so the same seed gives the same search.
+One exception buys latency: when nothing is left to measure while a round is expanded
+(the root's round, above all), the executor may send its expansions back shard by shard
+(``Job.stream``), and measuring starts with the first shard; later shards' children join
+the queue, re-ordered. What such a round measures first then depends on which shards
+were in first.
+
+In the cost model's order a round is not measured whole before the next: its early ask
+comes once its likely winners (within ``rounds.STREAM_GATE`` of its best prediction, at
+most one in-flight cap) are measured - for a streamed round, as soon as a shard per worker
+is in - and while the next round is expanded from them, the round's also-rans wait. The
+next round's children then join the same queue (``_merge``), so the likely winners one
+level deeper are measured before the also-rans of this one; those are measured when
+nothing more likely is left. Which children wait depends on the predictions only, so this
+keeps the same seed's search the same (streamed rounds aside, as above).
+Measurements stream back and are recorded one by one (``ledger``); the driver is the
+store's only writer, and it never runs Exo or a compiler itself, so it stays responsive:
+it looks at ``stop`` and the budget at least four times a second and sends a ``tick``
+event at least once a second.
+
+Crash safety: children are stored as ``pending`` before they are evaluated, and a parent
+is marked expanded only once all its new children are measured. A search killed half-way
+is resumed by re-evaluating its pending candidates and re-expanding unfinished parents;
+fingerprint dedup against the store makes the re-expansion cheap. Expansions that came
+in for a round that never started measuring are kept the same way: their children are
+stored as pending when the search ends (``keep_expanded``).
+
+With a cost model (``core.CostModel``) a round's new children are measured in order of
+predicted speed (``ranking.measuring_order``, seeded exploration included) and, in
+``prune`` mode with a short budget, the predicted-slower share is not measured at all.
+Each prediction is stored with its child before it is measured; the rank correlation of
+the latest predictions with their measurements is recorded with the search. The model
+learns every ``ok`` measurement as it arrives and retrains without blocking this loop.
+
+Candidates whose C an earlier search measured the same way take that measurement instead
+of being measured (``_reuse``; ``search.reuse`` says when). Reused measurements do not
+count against ``max_candidates``, which counts what this search measures
+(``Counters.measured``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+
+from schedsearch.core import (
+    Candidate,
+    CandidateRecord,
+    EventKind,
+    Executor,
+    Job,
+    JobKind,
+    JobResult,
+    Measurement,
+    Phase,
+    ReuseScope,
+    SearchConfig,
+    SearchStatus,
+    SearchStrategy,
+    Store,
+    Workload,
+)
+from schedsearch.search.finalists import finalist_reserve
+from schedsearch.search.guidance import Guidance
+from schedsearch.search.ledger import Ledger
+from schedsearch.search.reuse import reuse_message, split
+from schedsearch.search.rounds import (
+    Round,
+    activity_text,
+    early_ask_point,
+    expansion_message,
+    likely,
+    next_child,
+    take_shards,
+)
+
+#: The longest the loop waits for results before it looks at ``stop`` and the budget again.
+POLL_SECONDS = 0.25
+#: A candidate whose first (verification) call is this many times slower than the best so
+#: far cannot win: it is timed by that call alone instead of ``samples`` more calls.
+CUTOFF_FACTOR = 4.0
+#: ... but only beyond this many seconds per call, where a cold first call is not the
+#: reason a contender looks slow (and where timing it fully starts to cost real time).
+CUTOFF_FLOOR_SECONDS = 0.01
+#: A candidate slower than this many times the best so far gets the fewest samples: same-C
+#: timings agree within about 5% near the best (quiet timing), so at 1.25x it cannot be
+#: the new best, and more samples would only refine the time of a loser. The early rounds
+#: of a large kernel are full of such candidates, each call as slow as the unscheduled one.
+CONTEND_FACTOR = 1.25
+
+
+class Stopped(Exception):
+    """Raised inside the loop when ``stop`` is set while it waits for one job."""
+
+
+class Pipeline:
+    """The rounds of one run of ``run_search`` (one instance per run): the round whose
+    children are measured (``current``), the one whose parents are expanded (``next``), and
+    the C this search has seen (``seen``, to deduplicate against).
+
+    The driver opens a run with ``expand_first`` (the root's round, while the baseline is
+    measured: ``wait_for``) and ``measure_first`` (round 0), then ``run``s it; ``cancel``
+    abandons the work in flight and ``keep_expanded`` keeps what came in for a round that
+    never got to measuring.
+    """
+
+    def __init__(
+        self,
+        workload: Workload,
+        root: Candidate,
+        strategy: SearchStrategy,
+        executor: Executor,
+        store: Store,
+        config: SearchConfig,
+        ledger: Ledger,
+        guide: Guidance | None,
+        stop: threading.Event,
+        job_ids: Iterator[int],
+    ) -> None:
+        self.workload, self.root, self.strategy = workload, root, strategy
+        self.executor, self.store, self.config = executor, store, config
+        self.ledger, self.guide, self.stop, self.job_ids = ledger, guide, stop, job_ids
+        self.seen: set[str] = set()
+        self.reuse_scope: ReuseScope | None = None  # built on first use: it leaves this search out
+        self.round_numbers = itertools.count(1)
+        self.current: Round | None = None  # children being measured
+        self.next: Round | None = None  # parents being expanded
+        # At most this many evaluations in flight: enough to keep every worker busy,
+        # few enough that a round's order (likely winners first) still decides.
+        self.workers = max(1, getattr(executor, "workers", config.workers) or 1)
+        self.in_flight_cap = 2 * self.workers
+
+    # ------------------------------------------------------------------ for the driver
+
+    def expand_first(self, parents: list[CandidateRecord]) -> None:
+        """Start expanding the first round (the root's, while its baseline is measured)."""
+        self.next = self._submit_round(parents)
+
+    def expanding(self, record: CandidateRecord) -> bool:
+        """Whether ``record`` is a parent of the round being expanded."""
+        return self.next is not None and any(p.id == record.id for p in self.next.parents)
+
+    def measure_first(self, children: list[Candidate]) -> None:
+        """Round 0: children measured before anything new (a warm start's seeds, or what the
+        last run left pending); what earlier searches measured of them is reused."""
+        self.current = self._reuse_in(Round(0, [], queue=deque(children), total=len(children)))
+
+    def cancel(self) -> None:
+        """Abandon work in flight: its candidates stay pending (a resume measures them)."""
+        if self.executor.pending():
+            with contextlib.suppress(Exception):  # already failing or finishing: best effort
+                self.executor.cancel()
+        self.current = self.next = None
+
+    def keep_expanded(self) -> None:
+        """Record the children of the expansions that came in for a round that never got
+        to measuring, as pending: a resume measures them instead of expanding again."""
+        nxt = self.next
+        if nxt is not None and nxt.complete:
+            nxt.parents = [p for p in nxt.parents if p.fingerprint in nxt.complete]
+            self._take_in(nxt)
+        self.next = None
+
+    def activity(self) -> str:
+        """What the pipeline is doing, in a few words, for the live view."""
+        return activity_text(self.ledger.phase, self.current, self.next)
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set():
+            self.ledger.phase = Phase.STOPPING
+            self.ledger.emit(EventKind.STOPPING, message="stopping: cancelling the work in flight; "
+                                                         "everything measured is kept")
+            raise Stopped
+
+    def wait_for(self, job: Job) -> JobResult:
+        """Poll until ``job`` is done; other results meanwhile (the root's expansion) are taken."""
+        while True:
+            self._check_stop()
+            found = None
+            for result in self.executor.poll(POLL_SECONDS):
+                if result.job.id == job.id:
+                    found = result
+                else:
+                    self._take(result)
+            if found is not None:
+                return found
+            self.ledger.tick()
+
+    # ------------------------------------------------------------------ earlier searches
+
+    def _reuse(self, candidates: Sequence[Candidate]) -> tuple[list[Measurement], list[Candidate]]:
+        """Earlier searches' measurements of the same C (``search.reuse``), and the
+        candidates still to measure. Nothing is reused with ``config.remeasure``."""
+        assert self.ledger.sid is not None
+        if self.config.remeasure or not candidates:
+            return [], list(candidates)
+        if self.reuse_scope is None:
+            self.reuse_scope = ReuseScope.of(self.config, self.executor.machine().fingerprint, self.root.fingerprint,
+                                             exclude_search=self.ledger.sid)
+        found = self.store.reusable_measurements([c.fingerprint for c in candidates], self.reuse_scope)
+        reused, rest = split(candidates, found)
+        if reused:
+            self.ledger.emit(EventKind.REUSED, message=reuse_message(reused))
+        return reused, rest
+
+    def _reuse_in(self, rnd: Round, new: Sequence[Candidate] | None = None) -> Round:
+        """Record what earlier searches measured of the round's children (of ``new`` only,
+        when given: the rest of the queue was looked up already); queue the rest."""
+        reused, _ = self._reuse(list(rnd.queue) if new is None else new)
+        if reused:
+            taken = {m.fingerprint for m in reused}
+            rnd.queue = deque(c for c in rnd.queue if c.fingerprint not in taken)
+        for m in reused:
+            rnd.take_place(m.fingerprint)
+            self._measured(rnd, m)
+        return rnd
+
+    # ------------------------------------------------------------------ the pipeline
+
+    def _finalist_reserve(self) -> float:
+        """Seconds to keep for re-measuring the finalists (``finalists.finalist_reserve``)."""
+        return finalist_reserve(self.config, self.ledger.top, self.ledger.root_record)
+
+    def _time_spent(self) -> bool:
+        c = self.config
+        return c.max_seconds is not None and self.ledger.elapsed() >= c.max_seconds - self._finalist_reserve()
+
+    def _candidates_left(self) -> int | None:
+        """Evaluations the candidate budget still allows beyond those in flight."""
+        if self.config.max_candidates is None:
+            return None
+        flying = len(self.current.measuring) if self.current is not None else 0
+        return self.config.max_candidates - self.ledger.counters.measured - flying
+
+    def run(self) -> SearchStatus:
+        """Run rounds until a budget is spent or nothing is left to expand or measure
+        (``completed``); raises ``Stopped`` as soon as ``stop`` is set."""
+        while True:
+            self._check_stop()
+            left = self._candidates_left()
+            if self._time_spent() or (left is not None and left <= 0 and not (self.current and self.current.measuring)):
+                return SearchStatus.COMPLETED
+            if self.current is None or self.current.finished():
+                self._finish_round()
+                if self.current is None and self.next is None:
+                    return SearchStatus.COMPLETED
+                if self.current is not None and self.current.finished():
+                    continue  # a round with nothing new to measure
+            self._merge()
+            self._fill()
+            self.ledger.phase = Phase.MEASURING if self.current is not None else Phase.EXPANDING
+            for result in self.executor.poll(POLL_SECONDS):
+                self._take(result)
+            self.ledger.tick()
+
+    def _finish_round(self) -> None:
+        """Between rounds: the expanded round starts measuring, and the next parents are
+        asked for. A round measured in proposal order asks at once, when the strategy has
+        seen every earlier round's results. A round ranked by the cost model - or one whose
+        ask found no parent - asks once its first children in measuring order are measured
+        too (``_arm_early_ask``): likely the best of them, so the next round grows from this
+        one, and its expansion overlaps the rest of this round's measurements."""
+        if self.current is not None:
+            self._release(self.current)
+        self.current = None
+        nxt = self.next
+        if nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards())):
+            # Measuring starts with what is in: the rest of a streamed expansion joins the
+            # queue as it comes (``_take``), and the next round is planned when it is all in.
+            self.next = None
+            self.current = self._take_in(nxt)
+            self.ledger.record_accuracy()
+            if nxt.expanded() and self._merging(self.current):
+                # Armed before anything is placed, its early ask counts from this round's start.
+                self._plan_next(self.current)
+                self._fill()
+                return
+            self._fill()  # measurements first: they keep the builders busy
+            if not nxt.expanded():
+                return
+        self._plan_next(self.current)
+
+    def _plan_next(self, cur: Round | None) -> None:
+        """Ask for the next round's parents now, or arm an early ask in ``cur`` (whose
+        expansions are all in)."""
+        early = cur is not None and not cur.finished() and not self.strategy.whole_rounds
+        if self.next is None and not (early and cur is not None and cur.ranked):
+            self.next = self._start_expanding()
+        if self.next is None and early and cur is not None:
+            self._arm_early_ask(cur)
+
+    def _arm_early_ask(self, rnd: Round) -> None:
+        """Ask for the next parents once the round's next children in measuring order are
+        measured (``rounds.early_ask_point``): in the cost model's order those in flight and its
+        likely winners queued, at most one in-flight cap of them, else ``EARLY_ASK_SHARE`` of
+        the round (at least one cap). Until then the round's results are held back from the
+        strategy, so what it has seen when it is asked - every earlier round, and exactly
+        those children - does not depend on the order in which measurements complete: the
+        same seed still gives the same search."""
+        if rnd.ask_after:
+            return  # armed already
+        k = early_ask_point(rnd, self.in_flight_cap)
+        if rnd.ranked:
+            rnd.open_until = k  # places beyond it wait behind the gate (``_gated``)
+        if all(i in rnd.measured_places for i in range(k)):
+            self.next = self._start_expanding()
+            return
+        rnd.ask_after = k
+
+    def _early_ask(self, rnd: Round) -> None:
+        """The round's first ``ask_after`` children are measured: tell the strategy those,
+        ask for the next round's parents, then tell it the rest held back."""
+        k, rnd.ask_after = rnd.ask_after, 0
+        for i in sorted(p for p in rnd.held if p < k):
+            self.strategy.tell(rnd.held.pop(i))
+        if self.next is None:
+            self.next = self._start_expanding()
+        self._release(rnd)
+
+    def _release(self, rnd: Round) -> None:
+        """Tell the strategy every result the round still holds back (in measuring order)."""
+        rnd.ask_after = 0
+        for i in sorted(rnd.held):
+            self.strategy.tell(rnd.held[i])
+        rnd.held.clear()
+
+    def _merge(self) -> None:
+        """Take the next round into the current one (``_merging``) once both are ready: the
+        next round's expansions are all in, and every likely winner of the current round has
+        left its queue (the rest wait behind the gate, ``_gated``). Its children and the
+        current round's also-rans then form one queue in the cost model's order, so a deeper
+        likely winner is measured before a shallower also-ran, and the next ask comes after
+        the merged round's own likely winners. Both conditions are met whatever order the
+        work completes in, and nothing beyond the gate has been measured meanwhile: the same
+        seed still gives the same search - except for a streamed next round, which merges
+        with its first shard (as a streamed round starts measuring with it)."""
+        cur, nxt = self.current, self.next
+        # A streamed next round (nothing was queued when it was asked for) merges with its
+        # first shard, as a streamed round starts measuring with it.
+        ready = nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards()))
+        if cur is None or nxt is None or not ready or not self._merging(cur) or likely(cur) \
+                or cur.placed < cur.open_until:
+            return
+        self._release(cur)
+        cur.number = nxt.number
+        cur.parents += nxt.parents
+        cur.expanding.update(nxt.expanding)
+        cur.parts.update(nxt.parts)
+        cur.complete |= nxt.complete
+        cur.taken.update(nxt.taken)
+        cur.streamed = cur.streamed or nxt.streamed
+        self.next = None
+        self._take_in(cur)
+        self.ledger.record_accuracy()
+        self._plan_next(cur)  # armed before anything more is placed: the ask counts from here
+        self._fill()
+
+    def _start_expanding(self) -> Round | None:
+        if self._no_room_for_another_round():
+            return None
+        while True:
+            asked = self.strategy.ask(max(1, self.config.expand_batch))
+            if not asked:
+                return None
+            parents = [p for p in asked if p.depth < self.config.max_depth]
+            if parents:
+                break
+        return self._submit_round(parents)
+
+    def _submit_round(self, parents: list[CandidateRecord]) -> Round:
+        """A new round: its parents' expansions submitted."""
+        rnd = Round(next(self.round_numbers), parents)
+        jobs = []
+        # Nothing left to measure meanwhile: the search waits for this round, so its
+        # expansions may come back shard by shard and measuring start with the first.
+        stream = self.current is None or not self.current.queue
+        for parent in parents:
+            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream)
+            rnd.expanding[job.id] = parent
+            jobs.append(job)
+        self.executor.submit(self.workload, self.root, jobs)
+        return rnd
+
+    def _no_room_for_another_round(self) -> bool:
+        """Whether the current round's children still queued use up the rest of the budget:
+        a round expanded now could never be measured, and expanding it would only take the
+        CPU from those measurements. Candidates left are counted exactly; seconds left are
+        estimated at this search's pace so far (elapsed over measured)."""
+        cur = self.current
+        if cur is None or not cur.queue:
+            return False
+        # A merging round's also-rans would be measured after the new round's children.
+        queued = likely(cur) if self._merging(cur) else len(cur.queue)
+        left = self._candidates_left()
+        if left is not None and queued >= left:
+            return True
+        c = self.config
+        if c.max_seconds is None or self.ledger.counters.measured < 1:
+            return False
+        seconds_left = c.max_seconds - self._finalist_reserve() - self.ledger.elapsed()
+        return queued * self.ledger.elapsed() / self.ledger.counters.measured >= seconds_left
+
+    def _take_in(self, rnd: Round) -> Round:
+        """Take the round's shards that came in since the last call: their new children are
+        deduplicated, stored as pending with their predictions and queued, the queue in
+        measuring order (re-ordered with them). A parent's expansion is announced when its
+        last shard is taken in. Returns ``rnd``."""
+        ledger = self.ledger
+        assert ledger.sid is not None
+        fresh, ledger.counters = take_shards(rnd, self.seen, ledger.counters)
+        rest = list(rnd.queue)
+        ordered, predicted = self._measuring_order(fresh, rest)
+        rnd.keys.update(predicted)
+        new_fps = {c.fingerprint for c in fresh}
+        stored = [c for c in ordered if c.fingerprint in new_fps]  # children skipped by prune are not
+        for child in stored:  # in measuring order
+            record = self.store.add_candidate(ledger.sid, child, predicted.get(child.fingerprint))
+            ledger.fp_of[record.id] = child.fingerprint
+            parent_id = rnd.parent_of[child.fingerprint]
+            rnd.waiting[parent_id] = rnd.waiting.get(parent_id, 0) + 1
+        for parent in rnd.parents:
+            fp = parent.fingerprint
+            if fp in rnd.complete and fp not in rnd.announced:
+                rnd.announced.add(fp)
+                ledger.emit(EventKind.EXPANDED, parent, message=expansion_message(rnd.tally[fp]))
+                if not rnd.waiting.get(parent.id):
+                    self.store.mark_expanded(ledger.sid, parent.id)
+        rnd.queue = deque(ordered)
+        rnd.total += len(ordered) - len(rest)
+        rnd.ranked = rnd.ranked or bool(predicted)
+        return self._reuse_in(rnd, stored)
+
+    def _fill(self) -> None:
+        """Submit the current round's next children, up to the in-flight cap and the budget."""
+        rnd = self.current
+        if rnd is None:
+            return
+        jobs = []
+        while rnd.queue and len(rnd.measuring) < self.in_flight_cap:
+            left = self._candidates_left()
+            if left is not None and left <= 0:
+                break
+            child = next_child(rnd, self._gated(rnd))
+            if child is None:
+                break
+            rnd.take_place(child.fingerprint)
+            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=self._contend())
+            rnd.measuring[job.id] = child
+            jobs.append(job)
+        if jobs:
+            self.executor.submit(self.workload, self.root, jobs)
+
+    def _merging(self, rnd: Round | None) -> bool:
+        """Whether ``rnd`` takes the next round in (``_merge``): it is measured in the cost
+        model's order and the strategy takes asks before a round is completely measured."""
+        return rnd is not None and rnd.ranked and not self.strategy.whole_rounds
+
+    def _gated(self, rnd: Round) -> bool:
+        """Children beyond the gate wait, once the early ask's own children are placed, while
+        the ask is pending or the next round is being expanded from its answer: that round's
+        children are to be measured before this round's also-rans (they join one queue,
+        ``_merge``), and the expanders keep the CPU meanwhile. Which children are placed
+        before a merge then depends on the predictions alone, never on timing."""
+        return (self._merging(rnd) and rnd.placed >= rnd.open_until
+                and (bool(rnd.ask_after) or self.next is not None))
+
+    def _cutoff(self) -> float | None:
+        """Seconds per call beyond which a candidate is timed by its verification call alone:
+        CUTOFF_FACTOR times the best so far, and never under CUTOFF_FLOOR_SECONDS, where a
+        first call's cold caches could make a contender look that slow."""
+        if not self.ledger.top or self.ledger.top[0].seconds is None:
+            return None
+        return max(CUTOFF_FACTOR * self.ledger.top[0].seconds, CUTOFF_FLOOR_SECONDS)
+
+    def _contend(self) -> float | None:
+        """Seconds per call beyond which a candidate cannot be the new best by a margin the
+        timing noise would hide (CONTEND_FACTOR times the best so far): it is timed with the
+        fewest samples, enough to rank it among the slower ones."""
+        if not self.ledger.top or self.ledger.top[0].seconds is None:
+            return None
+        return CONTEND_FACTOR * self.ledger.top[0].seconds
+
+    def _take(self, result: JobResult) -> None:
+        """Record one finished job (or one shard of an expansion) of either round."""
+        job = result.job
+        nxt, cur = self.next, self.current
+        if result.expansion is not None:
+            for rnd in (nxt, cur):
+                if rnd is not None and job.id in rnd.expanding:
+                    self._shard_in(rnd, job.id, result)
+                    return
+            return  # a job abandoned earlier
+        if cur is None or job.id not in cur.measuring:
+            return  # a job abandoned earlier
+        del cur.measuring[job.id]
+        for m in result.measurements:
+            self._measured(cur, m)
+
+    def _shard_in(self, rnd: Round, job_id: int, result: JobResult) -> None:
+        """Keep one shard of a parent's expansion. In the round being measured, its children
+        join the queue now, and once the last shard is in the next round is planned."""
+        assert result.expansion is not None
+        parent = rnd.expanding[job_id]
+        rnd.parts.setdefault(parent.fingerprint, []).append(result.expansion)
+        if result.final:
+            del rnd.expanding[job_id]
+            rnd.complete.add(parent.fingerprint)
+        else:
+            rnd.streamed = True
+        if rnd is self.current:
+            self._take_in(rnd)
+            # A streamed round in the cost model's order plans its next round as soon as a
+            # shard per worker is in (the first of each holds a likely winner: the next round
+            # then grows from it while the rest of this one is still expanded).
+            if self._merging(rnd) and len(rnd.parts.get(parent.fingerprint, ())) >= self.workers:
+                self._plan_next(rnd)
+            self._fill()
+            if rnd.expanded():
+                self._plan_next(rnd)
+
+    def _measured(self, rnd: Round, m: Measurement) -> None:
+        """Record one child's measurement; its parent is expanded once all its children are.
+        While an early ask is pending, the strategy hears of it only after the ask."""
+        rnd.done += 1
+        place = rnd.place.get(m.fingerprint)
+        hold = bool(rnd.ask_after) and place is not None
+        record = self.ledger.record(m, announce=True, tell=not hold)
+        if place is not None:
+            rnd.measured_places.add(place)
+        if hold:
+            assert place is not None
+            rnd.held[place] = record
+            if all(i in rnd.measured_places for i in range(rnd.ask_after)):
+                self._early_ask(rnd)
+        parent_id = rnd.parent_of.get(m.fingerprint)
+        if parent_id is not None:
+            rnd.waiting[parent_id] -= 1
+            if rnd.waiting[parent_id] == 0 and self.ledger.fp_of.get(parent_id) in rnd.complete:
+                assert self.ledger.sid is not None
+                self.store.mark_expanded(self.ledger.sid, parent_id)
+
+    def _measuring_order(self, fresh: list[Candidate], queued: Sequence[Candidate] = ()
+                         ) -> tuple[list[Candidate], dict[str, float]]:
+        """New children and those still queued from earlier shards of the round, in measuring
+        order, and the predictions (by fingerprint; none: proposal order).
+
+        Only new children are ever pruned (queued ones are stored already), so pruning is
+        left out while others are queued. Children skipped by ``prune`` leave ``seen``
+        again: another parent may propose them later.
+        """
+        if self.guide is None:
+            return [*queued, *fresh], {}
+        c = self.config
+        elapsed, evaluated = self.ledger.elapsed(), self.ledger.counters.measured
+        ordering = self.guide.order(
+            [*queued, *fresh],
+            seconds_left=c.max_seconds - elapsed if c.max_seconds is not None else None,
+            seconds_per_candidate=elapsed / evaluated if evaluated else None,
+            candidates_left=c.max_candidates - evaluated if c.max_candidates is not None else None,
+            prune=not queued,
+        )
+        for child in ordering.skipped:
+            self.seen.discard(child.fingerprint)
+        if ordering.skipped:
+            self.ledger.counters = self.ledger.counters.plus(pruned=len(ordering.skipped))
+        return ordering.children, ordering.predicted
