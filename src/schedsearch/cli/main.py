@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import math
 import sys
@@ -12,7 +13,7 @@ import click
 
 from schedsearch.app.compose import MAX_BUDGET
 from schedsearch.cli import commands_read, commands_run
-from schedsearch.cli.wiring import handle_errors, parse_sizes
+from schedsearch.cli.wiring import handle_errors, json_stdout, parse_sizes
 from schedsearch.targets import TARGETS
 
 TARGET_CHOICES = ["auto", *(t.name.value for t in TARGETS)]
@@ -245,8 +246,10 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: usage errors become one line on stderr and exit code 2."""
     # Exo's checks run native code (z3) in this process: if that ever crashes, say where.
     faulthandler.enable()
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        cli.main(args=argv, prog_name="schedsearch", standalone_mode=False)
+        with json_stdout() if "--json" in args else contextlib.nullcontext():
+            cli.main(args=args, prog_name="schedsearch", standalone_mode=False)
     except click.UsageError as e:
         where = e.ctx.command_path if e.ctx is not None else "schedsearch"
         click.echo(f"schedsearch: error: {e.format_message()} (see `{where} --help`)", err=True)

@@ -6,12 +6,13 @@ The composition (executors, stores, compiler settings, the cost model) lives in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -42,7 +43,7 @@ from schedsearch.errors import (
 
 __all__ = [
     "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "INPUT_ERRORS", "bench_config", "db_label", "expand_options", "fail",
-    "handle_errors", "make_cost_model", "make_executor", "open_db", "parse_sizes", "print_json",
+    "handle_errors", "json_stdout", "make_cost_model", "make_executor", "open_db", "parse_sizes", "print_json",
     "refuse_transient_db", "stderr_console",
 ]
 
@@ -117,12 +118,42 @@ def parse_sizes(values: Iterable[str]) -> dict[str, int]:
     return sizes
 
 
+#: The file descriptor ``json_stdout`` kept for the JSON document (None: plain stdout).
+_json_fd: int | None = None
+
+
+@contextlib.contextmanager
+def json_stdout() -> Iterator[None]:
+    """Keep stdout for the one JSON document of a ``--json`` command: meanwhile anything
+    else written to file descriptor 1 - by native code in this process (Ray's core, a
+    compiler's diagnostics) or by a child process that inherits it - goes to stderr, so a
+    reader of stdout always gets one document and nothing after it."""
+    global _json_fd
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2, 1)
+    _json_fd = kept
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        _json_fd = None
+        os.dup2(kept, 1)
+        os.close(kept)
+
+
 def print_json(data: Any) -> None:
     """Exactly one JSON document on stdout, flushed at once: a pipe buffers it, and a
     process that ends without Python's own exit (a library's quick exit in a shutdown
     thread) would lose it."""
-    click.echo(json.dumps(data, indent=2, default=str))
-    sys.stdout.flush()
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    if _json_fd is None:
+        click.echo(text, nl=False)
+        sys.stdout.flush()
+        return
+    view = memoryview(text.encode())
+    while view:  # os.write may write less than asked (a pipe's buffer)
+        view = view[os.write(_json_fd, view):]
 
 
 def stderr_console() -> Console:
