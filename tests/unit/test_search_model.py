@@ -13,7 +13,7 @@ from schedsearch.core import CandidateRecord, CostModelMode, SearchConfig, Statu
 from schedsearch.search import BestFirst, make_strategy, run_search
 from schedsearch.search.beam import Beam
 from schedsearch.search.ranking import (
-    blended_key, budget_is_short, concordance, kept_after_pruning, measuring_order, span, spearman,
+    budget_is_short, concordance, kept_after_pruning, measuring_order, span, spearman,
 )
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.fakes import (
@@ -170,23 +170,35 @@ def _record(rid: int, seconds: float, predicted: float | None) -> CandidateRecor
     )
 
 
-@pytest.mark.parametrize("strategy", ["best-first", "beam"])
-def test_strategies_weigh_predictions_when_measurements_are_close(strategy: str) -> None:
-    # 1 is measured 2% faster than 2, but the model expected 1 to be 2x slower and 2 to be 2x faster.
-    lucky, solid = _record(1, 0.49, math.log(1.0)), _record(2, 0.50, math.log(0.25))
-    far = _record(3, 0.20, math.log(1.0))  # a clear measured win still wins
-    s = BestFirst(12, explore_every=0, key=blended_key) if strategy == "best-first" else Beam(3, 12, key=blended_key)
+def test_best_first_breaks_ties_with_predictions_and_lets_measurements_decide_the_rest() -> None:
+    # 1 is measured 1% faster than 2 (within noise), but the model expected 1 to be as slow
+    # as the root and 2 to be 4x faster.
+    lucky, solid = _record(1, 0.495, math.log(1.0)), _record(2, 0.50, math.log(0.25))
+    s = BestFirst(12, explore_every=0, predictions=True)
     for r in (lucky, solid):
         s.tell(r)
     assert [r.id for r in s.ask(2)] == [2, 1]
-    s2 = BestFirst(12, explore_every=0, key=blended_key) if strategy == "best-first" else Beam(3, 12, key=blended_key)
-    for r in (lucky, solid, far):
+    # a clear measured win still wins, whatever was predicted
+    s2 = BestFirst(12, explore_every=0, predictions=True)
+    for r in (lucky, solid, _record(3, 0.40, math.log(1.0))):
         s2.tell(r)
     assert s2.ask(1)[0].id == 3
+    # apart by more than the noise, the prediction does not count
+    s3 = BestFirst(12, explore_every=0, predictions=True)
+    for r in (_record(4, 0.47, math.log(1.0)), solid):
+        s3.tell(r)
+    assert s3.ask(1)[0].id == 4
+
+
+def test_beam_ranks_by_measurement() -> None:
+    s = make_strategy(SearchConfig(strategy=StrategyKind.BEAM, beam_width=1, cost_model=CostModelMode.RANK))
+    s.tell(_record(1, 0.49, math.log(1.0)))
+    s.tell(_record(2, 0.50, math.log(0.25)))
+    assert [r.id for r in s.ask(2)] == [1]
 
 
 def test_make_strategy_uses_predictions_unless_off() -> None:
-    lucky, solid = _record(1, 0.49, 0.0), _record(2, 0.50, math.log(0.25))
+    lucky, solid = _record(1, 0.495, 0.0), _record(2, 0.50, math.log(0.25))
     for mode, first in ((CostModelMode.OFF, 1), (CostModelMode.RANK, 2)):
         s = make_strategy(SearchConfig(strategy=StrategyKind.BEST_FIRST, cost_model=mode))
         s.tell(lucky)

@@ -47,6 +47,26 @@ def test_best_first_pure_greedy_takes_fastest_first() -> None:
     assert s.ask(3) == []
 
 
+def test_best_first_takes_the_shallowest_of_the_nodes_tied_with_the_best() -> None:
+    s = BestFirst(max_depth=12, seed=0, explore_every=0)
+    s.tell(rec(1, 100e-9, depth=7))  # the fastest by a noise-sized margin ...
+    s.tell(rec(2, 101e-9, depth=3))  # ... over a shallower node within 2% of it
+    s.tell(rec(3, 101.5e-9, depth=3))
+    s.tell(rec(4, 110e-9, depth=1))  # 10% slower: not tied, however shallow
+    assert [r.id for r in s.ask(1)] == [2]  # shallowest tied; among equals the first in order
+    assert drain(s) == [3, 1, 4]
+
+
+def test_best_first_counts_overlapping_spreads_as_tied() -> None:
+    s = BestFirst(max_depth=12, seed=0, explore_every=0)
+    wide = Timing(median=1.0e-6, min=0.85e-6, q1=0.9e-6, q3=1.1e-6)  # IQR 0.2 us
+    s.tell(CandidateRecord(id=1, search_id=1, parent_id=0, depth=6, schedule=Schedule(), fingerprint="a",
+                           status=Status.OK, timing=wide))
+    s.tell(CandidateRecord(id=2, search_id=1, parent_id=0, depth=2, schedule=Schedule(), fingerprint="b",
+                           status=Status.OK, timing=Timing(median=1.05e-6, min=1.05e-6, q1=1.05e-6, q3=1.05e-6)))
+    assert [r.id for r in s.ask(1)] == [2]  # 5% apart, but inside the best's own spread
+
+
 def test_best_first_never_offers_failed_expanded_or_too_deep_nodes() -> None:
     s = BestFirst(max_depth=3, explore_every=0)
     s.tell(rec(1, 0.1, status=Status.WRONG_RESULT))

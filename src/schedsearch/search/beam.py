@@ -3,8 +3,9 @@
 The beam of depth ``d`` is chosen when the search first asks for work at that depth, i.e.
 after every parent of depth ``d - 1`` in the previous beam has been expanded and its children
 measured (the loop evaluates a round completely before asking again). Children that arrive
-later for an already chosen level are recorded but do not join its beam. With the cost
-model on, members are ranked by ``ranking.blended_key`` (measurement and prediction).
+later for an already chosen level are recorded but do not join its beam. Members are
+ranked by their measured times, with the cost model on too (``best_first`` says why a
+measurement outweighs a prediction).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Shared by every strategy. Ordering is ``(median seconds, id)`` so ties go to the earlier
 candidate and the same sequence of ``tell`` calls always gives the same order. A strategy
-may pass another key (``ranking.blended_key`` lets the cost model's predictions count).
+may pass another key.
 """
 
 from __future__ import annotations

@@ -20,10 +20,6 @@ from schedsearch.numbers import within_noise
 EXPLORE_SHARE = 0.1
 #: With ``--cost-model prune`` and a short budget: the predicted-slower share left out.
 PRUNE_SHARE = 0.5
-#: Weight of the prediction (made before measuring) next to the measurement when a
-#: strategy ranks measured nodes: a light prior that pulls down lucky, noisy timings of
-#: structurally poor schedules and lifts the reverse.
-PREDICTION_WEIGHT = 0.25
 #: Measurements the recorded rank correlation looks back over.
 ACCURACY_WINDOW = 50
 
@@ -86,18 +82,6 @@ def measured_log_ratio(record: CandidateRecord) -> float | None:
     if record.speedup is None or record.speedup <= 0:
         return None
     return -math.log(record.speedup)
-
-
-def blended_key(record: CandidateRecord) -> tuple[float, int]:
-    """Frontier order with the cost model: the measured log time ratio, pulled
-    ``PREDICTION_WEIGHT`` of the way towards the prediction made before measuring."""
-    measured = measured_log_ratio(record)
-    if measured is None:
-        seconds = record.seconds
-        return (math.log(seconds) if seconds else math.inf, record.id)
-    if record.predicted is None:
-        return (measured, record.id)
-    return ((1 - PREDICTION_WEIGHT) * measured + PREDICTION_WEIGHT * record.predicted, record.id)
 
 
 def span(values: Sequence[float]) -> float | None:
