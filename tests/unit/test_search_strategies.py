@@ -47,24 +47,29 @@ def test_best_first_pure_greedy_takes_fastest_first() -> None:
     assert s.ask(3) == []
 
 
-def test_best_first_takes_the_shallowest_of_the_nodes_tied_with_the_best() -> None:
+def rec_predicted(cid: int, timing: Timing, predicted: float | None, depth: int = 1) -> CandidateRecord:
+    return CandidateRecord(id=cid, search_id=1, parent_id=0, depth=depth, schedule=Schedule(), fingerprint=f"fp{cid}",
+                           status=Status.OK, timing=timing, predicted=predicted)
+
+
+def _flat(seconds: float) -> Timing:
+    return Timing(median=seconds, min=seconds, q1=seconds, q3=seconds)
+
+
+def test_best_first_without_predictions_is_greedy_even_among_ties() -> None:
     s = BestFirst(max_depth=12, seed=0, explore_every=0)
-    s.tell(rec(1, 100e-9, depth=7))  # the fastest by a noise-sized margin ...
-    s.tell(rec(2, 101e-9, depth=3))  # ... over a shallower node within 2% of it
-    s.tell(rec(3, 101.5e-9, depth=3))
-    s.tell(rec(4, 110e-9, depth=1))  # 10% slower: not tied, however shallow
-    assert [r.id for r in s.ask(1)] == [2]  # shallowest tied; among equals the first in order
-    assert drain(s) == [3, 1, 4]
+    s.tell(rec_predicted(1, _flat(100e-9), 0.0))
+    s.tell(rec_predicted(2, _flat(101e-9), -2.0))  # tied, and predicted far faster: not asked
+    assert [r.id for r in s.ask(2)] == [1, 2]
 
 
 def test_best_first_counts_overlapping_spreads_as_tied() -> None:
-    s = BestFirst(max_depth=12, seed=0, explore_every=0)
+    s = BestFirst(max_depth=12, seed=0, explore_every=0, predictions=True)
     wide = Timing(median=1.0e-6, min=0.85e-6, q1=0.9e-6, q3=1.1e-6)  # IQR 0.2 us
-    s.tell(CandidateRecord(id=1, search_id=1, parent_id=0, depth=6, schedule=Schedule(), fingerprint="a",
-                           status=Status.OK, timing=wide))
-    s.tell(CandidateRecord(id=2, search_id=1, parent_id=0, depth=2, schedule=Schedule(), fingerprint="b",
-                           status=Status.OK, timing=Timing(median=1.05e-6, min=1.05e-6, q1=1.05e-6, q3=1.05e-6)))
-    assert [r.id for r in s.ask(1)] == [2]  # 5% apart, but inside the best's own spread
+    s.tell(rec_predicted(1, wide, 0.0))
+    s.tell(rec_predicted(2, _flat(1.05e-6), -1.0))  # 5% slower, inside the best's spread
+    s.tell(rec_predicted(3, _flat(1.20e-6), -3.0))  # outside it: the prediction does not count
+    assert [r.id for r in s.ask(3)] == [2, 1, 3]
 
 
 def test_best_first_never_offers_failed_expanded_or_too_deep_nodes() -> None:

@@ -5,19 +5,13 @@ look a few percent faster than it is and starve its siblings, so every ``explore
 pick (default: one in eight) takes a uniformly random frontier node other than the best,
 drawn from an RNG seeded with the search seed. Set ``explore_every=0`` for pure greedy.
 
-On a plateau - many nodes whose times the measurements cannot tell apart - the greedy pick
-would follow noise: each new child a fraction of a percent faster than its parent is picked
-next, and the search dives down one lineage. So a pick takes, of the frontier's best nodes
-``tied`` with the first, the shallowest (a shorter schedule as fast leaves more of the
-space below it untried) and, among equally deep ones, with the cost model on, the one the
-model predicted fastest before it was measured.
-
-The model only breaks ties: a measurement outweighs a prediction. A blend that pulled each
-node's measured time a quarter of the way towards its prediction let the model's errors
-(tens of percent on a plateau, against about 2% of timing noise) choose the lineage: on the
-16x16 i8 matmul (Zen 5) the search followed nodes the model wrongly favoured and no search
-with the model reached 90% of the best kernel in 2 minutes (0 of 6), where searches without
-it did in 2 of 3.
+With the cost model on, the model breaks ties: of the frontier's best nodes ``tied`` with
+the first (their times cannot be told apart), the pick takes the one the model predicted
+fastest before it was measured. Only ties: a measurement outweighs a prediction. A blend
+that pulled each node's measured time a quarter of the way towards its prediction let the
+model's errors (tens of percent, against about 2% of timing noise) choose the lineage: on
+the 16x16 i8 matmul (Zen 5) the searches with the model followed nodes it wrongly favoured,
+and none of 9 runs (90 s to 2 minutes) reached 100 ns, where 5 of 9 without the model did.
 """
 
 from __future__ import annotations
@@ -51,7 +45,7 @@ class BestFirst(FrontierStrategy):
             raise ValueError("explore_every must be >= 0")
         super().__init__(max_depth, seed, key)
         self._explore_every = explore_every
-        self._predictions = predictions  # break ties between equally deep nodes by prediction
+        self._predictions = predictions  # break ties between measured nodes by prediction
         self._picks = 0
 
     def ask(self, n: int) -> list[CandidateRecord]:
@@ -67,16 +61,15 @@ class BestFirst(FrontierStrategy):
         return chosen
 
     def _pick(self) -> CandidateRecord:
-        """The frontier's first node or, of the nodes tied with it, the shallowest, then
-        (with ``predictions``) the one predicted fastest, then the first in frontier order."""
-        head = self._frontier.peek(TIE_WINDOW)
+        """The frontier's first node or, with ``predictions``, of the nodes tied with it the
+        one predicted fastest (the first in frontier order among equal predictions)."""
+        head = self._frontier.peek(TIE_WINDOW if self._predictions else 1)
         ties = [r for r in head if r is head[0] or tied(head[0], r)]
-        pick = min(ties, key=lambda r: (r.depth, self._predicted(r)))
+        pick = min(ties, key=self._predicted)
         removed = self._frontier.remove(pick.id)
         assert removed is not None
         return removed
 
-    def _predicted(self, record: CandidateRecord) -> float:
-        if not self._predictions or record.predicted is None:
-            return 0.0
-        return record.predicted
+    @staticmethod
+    def _predicted(record: CandidateRecord) -> float:
+        return record.predicted if record.predicted is not None else 0.0
