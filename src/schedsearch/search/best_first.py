@@ -11,7 +11,7 @@ fastest before it was measured. Only ties: a measurement outweighs a prediction.
 that pulled each node's measured time a quarter of the way towards its prediction let the
 model's errors (tens of percent, against about 2% of timing noise) choose the lineage: on
 the 16x16 i8 matmul (Zen 5) the searches with the model followed nodes it wrongly favoured,
-and none of 9 runs (90 s to 2 minutes) reached 100 ns, where 5 of 9 without the model did.
+and none of 9 cold runs (90 s to 2 minutes) reached 100 ns, where 5 of 9 without the model did.
 """
 
 from __future__ import annotations
