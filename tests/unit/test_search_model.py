@@ -11,7 +11,6 @@ import pytest
 
 from schedsearch.core import CandidateRecord, CostModelMode, SearchConfig, Status, StrategyKind, Timing
 from schedsearch.search import BestFirst, make_strategy, run_search
-from schedsearch.search.beam import Beam
 from schedsearch.search.ranking import (
     budget_is_short, concordance, kept_after_pruning, measuring_order, span, spearman,
 )
