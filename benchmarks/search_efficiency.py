@@ -15,9 +15,10 @@ Reported per kernel: the fastest kernel any run found, and per setting the time 
 the search's own elapsed time, from ``tree --json``'s ``measured_at``) and the number of
 evaluations until a run first measured a kernel within 95% of that one's speed (median over
 seeds; a run that never got there counts as its whole budget), the model's rank correlation
-(and, for runs whose model predicted the first round, its rank correlation over the root's
-children: what history of other workloads and sizes is worth before this search has
-measured anything), how well the runs' measurements of the same C agree (the ceiling for any model's rank
+(over the last predictions, and over every prediction made after the search's 200th
+measurement; and, for runs whose model predicted the first round, its rank correlation over
+the root's children: what history of other workloads and sizes is worth before this search
+has measured anything), how well the runs' measurements of the same C agree (the ceiling for any model's rank
 correlation), and, separately, the throughput (evaluated candidates a second) of SGEMM 256 with 2 workers
 in the default rewrite space.
 
@@ -49,7 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from schedsearch.search.ranking import spearman
+from schedsearch.search.ranking import SETTLED_AFTER, span, spearman
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -97,6 +98,11 @@ class Run:
     # of its pairs told apart beyond noise that the predictions ordered right
     span: float | None = None
     concordance: float | None = None
+    # every prediction made after the search's SETTLED_AFTER-th measurement, against its
+    # measurement: rank correlation, how many, and how far apart their times were
+    settled: float | None = None
+    settled_pairs: int = 0
+    settled_span: float | None = None
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -156,12 +162,16 @@ def to_run(kernel: str, setting: str, seed: int, out: dict) -> Run:
     model = out.get("cost_model") or {}
     first = [(n["predicted_speedup"], n["speedup"]) for n in nodes
              if n["depth"] == 1 and n["status"] == "ok" and n["predicted_speedup"] and n["speedup"]]
+    measured = [n for n in nodes if n["status"] == "ok" and n["seconds"]]
+    settled = [n for n in measured[SETTLED_AFTER:] if n["predicted_speedup"] and n["speedup"]]
     return Run(kernel, setting, seed, out["search_id"], out["elapsed_seconds"], out["candidates"]["evaluated"],
                min(ok) if ok else None, model.get("spearman"), model.get("trained_on", 0),
                tuple((n["measured_at"], n["seconds"] if n["status"] == "ok" else None, n["fingerprint"])
                      for n in nodes),
                spearman([p for p, _ in first], [m for _, m in first]) if len(first) >= 5 else None,
-               model.get("span"), model.get("concordance"))
+               model.get("span"), model.get("concordance"),
+               spearman([n["predicted_speedup"] for n in settled], [n["speedup"] for n in settled]),
+               len(settled), span([n["seconds"] for n in settled]))
 
 
 def pooled_speeds(runs: list[Run]) -> dict[str, float]:
@@ -251,6 +261,15 @@ def throughput(budget: float, workers: int, work: Path) -> dict:
             "per_second": out["candidates"]["evaluated"] / out["elapsed_seconds"], "workers": workers}
 
 
+def duration(seconds: float) -> str:
+    """A kernel's time in the unit that keeps three digits (the i8 matmul takes ~100 ns)."""
+    if seconds < 1e-6:
+        return f"{seconds * 1e9:.1f} ns"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e3:.2f} ms"
+
+
 def cpu_name() -> str:
     """The CPU's model name with its family and model numbers (a cloud guest's name alone,
     "AMD EPYC", does not tell Zen 4 from Zen 5)."""
@@ -285,6 +304,7 @@ def report(runs: list[Run], budget: float) -> dict:
             concordances = [r.concordance for r in mine if r.setting == setting and r.concordance is not None]
             spans = [r.span for r in mine if r.setting == setting and r.span is not None]
             firsts = [r.first_round for r in mine if r.setting == setting and r.first_round is not None]
+            settled = [r for r in mine if r.setting == setting and r.settled is not None]
             levels = {}
             for level in LEVELS:
                 there = [reach(r, speeds, best / level) for r in mine if r.setting == setting]
@@ -299,14 +319,16 @@ def report(runs: list[Run], budget: float) -> dict:
                 "median_spearman": statistics.median(rhos) if rhos else None,
                 "median_concordance": statistics.median(concordances) if concordances else None,
                 "median_span": statistics.median(spans) if spans else None,
+                "settled_spearman": [r.settled for r in settled],
+                "settled_span": [r.settled_span for r in settled],
             }
         agreement = retest(mine)
         apart = spread(mine)
         near = sum(1 for t in speeds.values() if t <= target)
         summary[kernel] = {"best_seconds": best, "settings": rows, "retest_spearman": agreement, "retest_spread": apart,
                            "kernels": len(speeds), "kernels_within_95": near}
-        print(f"\n{kernel}: fastest kernel {best * 1e6:.1f} us (median of its measurements over all runs); "
-              f"95% of its speed = {target * 1e6:.1f} us; {near} of the {len(speeds)} distinct kernels measured "
+        print(f"\n{kernel}: fastest kernel {duration(best)} (median of its measurements over all runs); "
+              f"95% of its speed = {duration(target)}; {near} of the {len(speeds)} distinct kernels measured "
               f"({near / len(speeds):.0%}) are within it")
         for setting, row in rows.items():
             rho = f"{row['median_spearman']:.2f}" if row["median_spearman"] is not None else "-"
@@ -319,6 +341,10 @@ def report(runs: list[Run], budget: float) -> dict:
                 told = (f"{row['median_concordance']:.0%} of the pairs told apart beyond noise ordered right"
                         if row["median_concordance"] is not None else "no pair told apart beyond noise")
                 print(f"  {'':10s} the last predictions' times spanned {row['median_span']:.2f}x (median); {told}")
+            if row["settled_spearman"]:
+                print(f"  {'':10s} every prediction after the {SETTLED_AFTER}th measurement: rank correlation "
+                      + ", ".join(f"{x:.2f} (times spanning {y:.2f}x)" if y else f"{x:.2f}"
+                                  for x, y in zip(row["settled_spearman"], row["settled_span"], strict=True)))
             if row["first_round_spearman"]:
                 print(f"  {'':10s} the root's children as predicted before any measurement of this search: rank "
                       f"correlation {', '.join(f'{x:.2f}' for x in row['first_round_spearman'])}")
@@ -383,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
                                      timing=args.timing)
                     run = to_run(kernel, setting, seed, out)
                     runs.append(run)
-                    best = f"{run.best_seconds * 1e6:.1f} us" if run.best_seconds else "-"
+                    best = duration(run.best_seconds) if run.best_seconds else "-"
                     print(f"{kernel} seed {seed} {setting}: {run.evaluated} evaluated in {run.elapsed:.0f} s, "
                           f"best {best}, rank correlation {run.spearman}", flush=True)
         summary = report(runs, args.budget)

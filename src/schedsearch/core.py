@@ -776,6 +776,13 @@ class ModelAccuracy(JsonRecord):
     # when there are none. What the model gets right where the measurements say something.
     concordance: float | None = None
     distinct_pairs: int = 0
+    # Every prediction made once the search had measured ``settled_after`` candidates (the
+    # model trained on at least that many of this workload), against its measurement: the
+    # model's accuracy over the rest of the search, not only its last ``window``.
+    settled_after: int = 0
+    settled_spearman: float | None = None
+    settled_pairs: int = 0
+    settled_span: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ def test_cost_model_through_the_cli(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     out1 = json.loads(first.stdout)
     assert out1["cost_model"] == {"mode": "off", "spearman": None, "pairs": 0, "window": None, "trained_on": 0,
-                                  "span": None, "concordance": None, "distinct_pairs": 0}
+                                  "span": None, "concordance": None, "distinct_pairs": 0, "settled_after": 0,
+                                  "settled_spearman": None, "settled_pairs": 0, "settled_span": None}
 
     # The recorded measurements carry real features and train a real model.
     store = open_store(str(db), create=False)
@@ -48,6 +49,8 @@ def test_cost_model_through_the_cli(tmp_path: Path) -> None:
     assert model["span"] is not None and model["span"] >= 1.0
     assert model["concordance"] is None or 0 <= model["concordance"] <= 1
     assert (model["concordance"] is None) == (model["distinct_pairs"] == 0)
+    # 12 measurements: none is past the settling count yet
+    assert model["settled_after"] == 200 and model["settled_pairs"] == 0 and model["settled_spearman"] is None
     assert json.loads(run_cli("show", sid, "--db", str(db), "--json").stdout)["cost_model"] == model
     shown = run_cli("show", sid, "--db", str(db))
     assert "rank correlation" in shown.stderr and "span" in shown.stderr

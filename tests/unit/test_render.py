@@ -25,3 +25,21 @@ def test_the_terminal_panel_redraws_on_events_without_a_thread_of_its_own():
         assert "search 7" in first and "0.5s / 60s" in first
         view(SearchEvent(EventKind.EXPANDED, 7, 3.25, Counters(generated=12)))
         assert "3.2s / 60s" in out.getvalue()[len(first):] and "generated 12" in out.getvalue()
+
+
+def test_the_cost_model_line_names_the_settled_accuracy_only_when_there_is_one():
+    from types import SimpleNamespace
+
+    from schedsearch.cli.render import cost_model_text
+    from schedsearch.core import CostModelMode, ModelAccuracy
+
+    def text(accuracy):
+        return cost_model_text(SimpleNamespace(config=SimpleNamespace(cost_model=CostModelMode.RANK),
+                                               model_accuracy=accuracy))
+
+    early = ModelAccuracy(spearman=0.5, pairs=50, window=50, trained_on=60, span=1.3, settled_after=200)
+    assert "rank correlation 0.50 over the last 50" in text(early) and "Since" not in text(early)
+    late = ModelAccuracy(spearman=0.5, pairs=50, window=50, trained_on=600, span=1.3, settled_after=200,
+                         settled_spearman=0.81, settled_pairs=412, settled_span=5.2)
+    assert ("Since the search's 200th measurement: rank correlation 0.81 over 412 predicted-then-measured "
+            "candidates (times spanning 5.20x)") in text(late)

@@ -94,6 +94,24 @@ def test_the_model_learns_every_ok_measurement_and_accuracy_is_recorded() -> Non
     assert accuracy.span is not None and accuracy.span > 1.0
 
 
+def test_every_prediction_after_the_settling_count_is_scored(monkeypatch: pytest.MonkeyPatch) -> None:
+    from schedsearch.search import ranking
+
+    monkeypatch.setattr(ranking, "SETTLED_AFTER", 25)
+    truth = oracle(TREE)
+    outcome, store, _ = _search(CostModelMode.RANK, FakeCostModel(truth), max_candidates=40)
+    accuracy = store.get_search(outcome.search_id).model_accuracy
+    # 40 measurements: the 26th to the 40th were predicted after the first 25
+    assert accuracy.settled_after == 25 and accuracy.settled_pairs == 15
+    assert accuracy.settled_spearman == pytest.approx(1.0) and accuracy.settled_span > 1.0
+    poor = _search(CostModelMode.RANK, FakeCostModel(lambda f: -truth(f)), max_candidates=40)
+    assert poor[1].get_search(poor[0].search_id).model_accuracy.settled_spearman == pytest.approx(-1.0)
+    monkeypatch.setattr(ranking, "SETTLED_AFTER", 40)
+    short = _search(CostModelMode.RANK, FakeCostModel(truth), max_candidates=40)
+    unsettled = short[1].get_search(short[0].search_id).model_accuracy
+    assert unsettled.settled_pairs == 0 and unsettled.settled_spearman is None
+
+
 def test_a_poor_model_scores_poorly() -> None:
     truth = oracle(TREE)
     outcome, store, _ = _search(CostModelMode.RANK, FakeCostModel(lambda f: -truth(f)), max_candidates=40)

@@ -159,6 +159,11 @@ def cost_model_json(search: SearchRecord) -> dict[str, Any]:
         "span": a.span if a else None,
         "concordance": a.concordance if a else None,
         "distinct_pairs": a.distinct_pairs if a else 0,
+        # every prediction since the search's settled_after-th measurement
+        "settled_after": a.settled_after if a else 0,
+        "settled_spearman": a.settled_spearman if a else None,
+        "settled_pairs": a.settled_pairs if a else 0,
+        "settled_span": a.settled_span if a else None,
     }
 
 

@@ -90,6 +90,11 @@ def cost_model_text(search: SearchRecord) -> str:
         text += f"; {a.concordance:.0%} of the {a.distinct_pairs} pairs told apart beyond noise ordered right"
     elif a.span is not None:
         text += "; no pair told apart beyond noise"
+    if a.settled_spearman is not None:
+        text += (f". Since the search's {a.settled_after}th measurement: rank correlation {a.settled_spearman:.2f} "
+                 f"over {a.settled_pairs} predicted-then-measured candidates")
+        if a.settled_span is not None:
+            text += f" (times spanning {a.settled_span:.2f}x)"
     return text
 
 

@@ -36,6 +36,9 @@ class Guidance:
         self._rng = random.Random(f"measuring order {seed}")
         # (predicted, measured) log time ratios of the latest measured children, and their timings.
         self._scored: deque[tuple[float, float, Timing]] = deque(maxlen=ranking.ACCURACY_WINDOW)
+        # Every (predicted, measured, median) pair after the first ``SETTLED_AFTER`` measurements.
+        self._learned = 0
+        self._settled: list[tuple[float, float, float]] = []
 
     def order(
         self,
@@ -77,11 +80,15 @@ class Guidance:
             return
         if record.predicted is not None and record.timing is not None:
             self._scored.append((record.predicted, measured, record.timing))
+            if self._learned >= ranking.SETTLED_AFTER:
+                self._settled.append((record.predicted, measured, record.timing.median))
+        self._learned += 1
         if record.features is not None:
             self.model.observe([TrainingSample(record.features, measured, self.workload_key)])
 
     def accuracy(self) -> ModelAccuracy:
-        """Rank correlation of the latest predictions with their measurements."""
+        """Rank correlation of the latest predictions with their measurements, and of every
+        prediction since the search's ``SETTLED_AFTER``-th measurement."""
         predicted = [p for p, _, _ in self._scored]
         measured = [m for _, m, _ in self._scored]
         timings = [t for _, _, t in self._scored]
@@ -90,4 +97,7 @@ class Guidance:
             spearman=ranking.spearman(predicted, measured), pairs=len(self._scored),
             window=ranking.ACCURACY_WINDOW, trained_on=self.model.trained_on(),
             span=ranking.span([t.median for t in timings]), concordance=share, distinct_pairs=distinct,
+            settled_after=ranking.SETTLED_AFTER,
+            settled_spearman=ranking.spearman([p for p, _, _ in self._settled], [m for _, m, _ in self._settled]),
+            settled_pairs=len(self._settled), settled_span=ranking.span([t for _, _, t in self._settled]),
         )

@@ -22,6 +22,9 @@ EXPLORE_SHARE = 0.1
 PRUNE_SHARE = 0.5
 #: Measurements the recorded rank correlation looks back over.
 ACCURACY_WINDOW = 50
+#: Measurements of the workload after which every further prediction is also scored
+#: (``ModelAccuracy.settled_*``): by then the model has learned from the search itself.
+SETTLED_AFTER = 200
 
 
 def measuring_order(predictions: Sequence[float], rng: random.Random, explore: float = EXPLORE_SHARE) -> list[int]:
