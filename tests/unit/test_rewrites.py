@@ -111,7 +111,7 @@ def test_hoist_moves_a_loop_over_several_loops():
 def test_stage_mem_puts_the_output_tile_in_a_stack_buffer():
     tiled = tile(sgemm(), 8, 32)
     hoisted = apply(tiled, Rewrite.make(RewriteKind.HOIST, "k #0", levels=2))
-    stages = of_kind(hoisted, RewriteKind.STAGE_MEM)
+    stages = [r for r in of_kind(hoisted, RewriteKind.STAGE_MEM) if r.arg("hoist") is None]
     assert [(r.target, r.arg("window")) for r in stages] == [("k #0", "C[8 * io:8 * io + 8, 32 * jo:32 * jo + 32]")]
     out = apply(hoisted, stages[0])
     text = " ".join(str(out).split())  # Exo wraps long lines
@@ -122,12 +122,30 @@ def test_stage_mem_puts_the_output_tile_in_a_stack_buffer():
 
 def test_stage_mem_of_a_single_element_around_a_long_loop():
     proc = sgemm()
-    stages = of_kind(proc, RewriteKind.STAGE_MEM)
+    stages = [r for r in of_kind(proc, RewriteKind.STAGE_MEM) if r.arg("hoist") is None]
     assert [(r.target, r.arg("window")) for r in stages] == [("k #0", "C[i, j]")]
     out = apply(proc, stages[0])
     assert "C_stage: f32 @ DRAM" in str(out)
     c = kernel_c(out)
     assert "float C_stage;" in c and "C_stage[" not in c
+
+
+def test_stage_mem_with_hoist_moves_the_reduction_loop_out_and_stages_all_it_covers():
+    i8 = build_proc(load_workload(MATMUL, "matmul_i8"))
+    hoisted = {r.arg("hoist"): r for r in of_kind(i8, RewriteKind.STAGE_MEM) if r.arg("hoist")}
+    assert {n: (r.target, r.arg("window")) for n, r in hoisted.items()} == {
+        1: ("k #0", "C[i, 0:16]"), 2: ("k #0", "C[0:16, 0:16]")}
+    out = apply(i8, hoisted[2])
+    # copy in, then k outermost over i and j accumulating into the local, then copy out
+    assert [n for n, _ in order(out)] == ["i0", "i1", "k", "i", "j", "i0", "i1"]
+    text = " ".join(str(out).split())
+    assert "C_stage[i, j] +=" in text
+    assert "int32_t C_stage[16 * 16];" in kernel_c(out)
+    # the window a two-level hoist would cover at 128 x 128 (16384 elements) is too large to stage
+    big = [r.arg("window") for r in of_kind(sgemm(128), RewriteKind.STAGE_MEM) if r.arg("hoist")]
+    assert big == ["C[i, 0:128]"]
+    # a loop whose index the written window depends on reduces into no fixed window: nothing to stage
+    assert not [r for r in of_kind(i8, RewriteKind.STAGE_MEM) if r.arg("hoist") and r.target != "k #0"]
 
 
 def test_unroll_removes_a_short_loop():

@@ -126,12 +126,15 @@ def _bound_text(outer: dict[str, int], offset: int) -> str:
     return text
 
 
-def _accesses_by_buffer(loop: ForCursor, buffers: set[str], reads: bool) -> dict[str, list] | None:
+def _accesses_by_buffer(
+    loop: ForCursor, buffers: set[str], reads: bool, inclusive: bool = False
+) -> dict[str, list] | None:
     """Affine accesses (writes, or reads with ``reads``) inside ``loop`` to each of
-    ``buffers``; None when some access is not affine (no window can be derived)."""
+    ``buffers``; None when some access is not affine (no window can be derived). With
+    ``inclusive`` the loop's own variable ranges too (the accesses of a whole run of it)."""
     found: list = []
     ok = [True]
-    _accesses(loop.body(), {}, found, ok, reads=reads)
+    _accesses([loop] if inclusive else loop.body(), {}, found, ok, reads=reads)
     if not ok[0]:
         return None
     by_buffer: dict[str, list] = {}
@@ -161,6 +164,27 @@ def windows_for_loop(loop: ForCursor, buffers: set[str]) -> list[StageWindow]:
         if window.elements == 1 and (trip is None or trip < MIN_POINT_TRIP):
             continue
         result.append(window)
+    return result
+
+
+def hoisted_windows_for_loop(loop: ForCursor, buffers: set[str], levels: int) -> list[StageWindow]:
+    """Windows of ``buffers`` that ``loop`` would reduce into once moved outward over the
+    ``levels`` loops enclosing it (a perfect nest): the crossed loops' variables then range
+    inside it. Windows of one element, or of more than ``MAX_WINDOW_ELEMENTS``, are left out."""
+    outer = loop
+    for _ in range(levels):
+        outer = outer.parent()
+        if not isinstance(outer, ForCursor):
+            return []
+    # the accesses as seen from outside the outermost crossed loop, which is then in scope
+    by_buffer = _accesses_by_buffer(outer, buffers, reads=False, inclusive=True)
+    if by_buffer is None:
+        return []
+    result = []
+    for name in sorted(by_buffer):
+        window = _window(name, loop.name(), by_buffer[name])
+        if window is not None and 1 < window.elements <= MAX_WINDOW_ELEMENTS:
+            result.append(window)
     return result
 
 
