@@ -52,7 +52,7 @@ class StageMem(Rule):
     ``stage_mem k #0 buffer=C window=C[0:16, 0:16] hoist=2`` turns ``i j k`` into ``k i j``
     accumulating into a 16 x 16 local. Either step alone is slower than the root where the
     arguments may alias (an ``i8`` kernel: C's stores force A and B to be reloaded, and
-    ``k`` outermost re-walks C from memory 16 times); together they are 2.4x faster, so a
+    ``k`` outermost stores and reloads every element of C 16 times); together they are 2.4x faster, so a
     greedy search would rarely walk through the first.
     """
 
