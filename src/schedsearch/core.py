@@ -132,6 +132,7 @@ class RewriteKind(StrEnum):
     SPLIT = "split"
     TILE = "tile"  # split two nested loops and reorder into outer/outer/inner/inner
     HOIST = "hoist"  # move a loop outward over several enclosing loops in one step
+    SINK = "sink"  # split a loop and move its inner part inward below the loops it encloses, in one step
     UNROLL = "unroll"
     FUSE = "fuse"
     SIMPLIFY = "simplify"

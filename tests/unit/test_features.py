@@ -86,6 +86,15 @@ def test_vector_code_register_tile_and_buffers() -> None:
     assert f.dynamic_vector_share > 0.95  # the store runs 10 times, the k loop's 4 lines 640 times
 
 
+def test_a_composite_step_counts_as_the_plain_steps_it_is_made_of() -> None:
+    """A sink is a split and a reorder: it adds no feature, so measurements stored under the
+    feature version before it existed still train the model."""
+    sink = Rewrite.make(RewriteKind.SINK, "k #0", factor=2, levels=1, outer="ko", inner="ki")
+    f = candidate_features(NAIVE, Schedule((sink,)), fake_workload(n=64))
+    assert (f.steps_split, f.steps_reorder, f.depth) == (1, 1, 1)
+    assert not any(name.endswith("sink") for name in FEATURE_NAMES)
+
+
 def test_the_work_estimate_is_the_dynamic_statement_count_over_the_roots() -> None:
     naive = feature_vector(NAIVE, Schedule(), fake_workload(n=64), root_work=18.0)
     tiled = feature_vector(TILED, Schedule(), fake_workload(n=64), root_work=18.0)

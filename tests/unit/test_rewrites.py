@@ -148,6 +148,24 @@ def test_stage_mem_with_hoist_moves_the_reduction_loop_out_and_stages_all_it_cov
     assert not [r for r in of_kind(i8, RewriteKind.STAGE_MEM) if r.arg("hoist") and r.target != "k #0"]
 
 
+def test_sink_splits_a_loop_and_moves_its_inner_part_below_the_loops_it_encloses():
+    i8 = build_proc(load_workload(MATMUL, "matmul_i8"))
+    staged = apply(i8, next(r for r in of_kind(i8, RewriteKind.STAGE_MEM) if r.arg("hoist") == 2))
+    sinks = {(r.arg("factor"), r.arg("levels")): r for r in of_kind(staged, RewriteKind.SINK) if r.target == "k #0"}
+    # k encloses i and j: its inner part may go below one or both, in pairs or fours
+    assert set(sinks) == {(2, 1), (2, 2), (4, 1), (4, 2)}
+    out = apply(staged, sinks[(2, 1)])
+    assert order(out)[2:6] == [("ko", 8), ("i", 16), ("ki", 2), ("j", 16)]
+    assert "C_stage[i, j] +=" in " ".join(str(out).split())
+    deep = apply(staged, sinks[(4, 2)])
+    assert order(deep)[2:6] == [("ko", 4), ("i", 16), ("j", 16), ("ki", 4)]
+    # the root nest of SGEMM: i encloses j and k, j only k, k nothing; factors must divide
+    root = {(r.target, r.arg("factor"), r.arg("levels")) for r in of_kind(sgemm(), RewriteKind.SINK)}
+    assert root == {("i #0", 2, 1), ("i #0", 2, 2), ("i #0", 4, 1), ("i #0", 4, 2), ("j #0", 2, 1), ("j #0", 4, 1)}
+    odd = build_proc(load_workload(MATMUL, "sgemm", {"M": 63, "N": 63, "K": 63}))
+    assert not of_kind(odd, RewriteKind.SINK)
+
+
 def test_unroll_removes_a_short_loop():
     proc = build_proc(load_workload(DATA / "same_b" / "kern.py"))
     unrolls = of_kind(proc, RewriteKind.UNROLL)

@@ -160,6 +160,14 @@ FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Candid
 #: (bump the "v1" part when a feature's meaning changes under the same name).
 FEATURE_VERSION = "v1-" + sha256_text(",".join(FEATURE_NAMES))[:8]
 
+#: Kinds counted as other kinds' steps: an older name, or a composite counted as the plain
+#: steps it is made of (a new composite then keeps the feature names, and with them every
+#: measurement stored under ``FEATURE_VERSION``, usable for training).
+_COUNTED_AS: dict[RewriteKind, tuple[RewriteKind, ...]] = {
+    RewriteKind.SIMD_KERNEL: (RewriteKind.REGISTER_TILE,),
+    RewriteKind.SINK: (RewriteKind.SPLIT, RewriteKind.REORDER),
+}
+
 
 # --------------------------------------------------------------------------- reading the C
 
@@ -371,8 +379,8 @@ def candidate_features(
 
     f["depth"] = len(schedule)
     for step in schedule.steps:
-        kind = RewriteKind.REGISTER_TILE if step.kind is RewriteKind.SIMD_KERNEL else step.kind
-        f[f"steps_{kind.value}"] = f.get(f"steps_{kind.value}", 0.0) + 1
+        for kind in _COUNTED_AS.get(step.kind, (step.kind,)):
+            f[f"steps_{kind.value}"] = f.get(f"steps_{kind.value}", 0.0) + 1
 
     # Work only: no frees, and no declarations without a value (they emit no instruction).
     real = [
