@@ -157,8 +157,9 @@ def tune(
     still checked against the proc built strictly. ``timing="shared"`` lets builds and
     expansions run on while a kernel is timed (more candidates a second, noisier times).
 
-    ``on_progress`` receives every ``SearchEvent``; ``progress`` shows a bar (True), none
-    (False), or a bar only in Jupyter (None). A first interrupt (Ctrl-C, a notebook's stop
+    ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
+    which is then ``interrupted`` and resumable, and is raised again here); ``progress``
+    shows a bar (True), none (False), or a bar only in Jupyter (None). A first interrupt (Ctrl-C, a notebook's stop
     button) ends the search cleanly: the result then has status ``interrupted`` and the
     search can be continued with ``resume()``. Raises a ``SchedsearchError`` (with one
     sentence) for a workload, compiler, database or cluster that cannot be used.

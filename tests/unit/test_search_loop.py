@@ -215,6 +215,29 @@ def test_stop_event_interrupts_and_keeps_results() -> None:
     assert "not re-measured" in [e for e in events if e.kind is EventKind.FINALISTS][-1].message
 
 
+def test_an_observer_that_raises_stops_the_search_and_gets_its_exception_back() -> None:
+    """The observer's exception is the caller's own: it comes back unchanged, the search is
+    interrupted (resumable) rather than failed, and what was measured is kept."""
+    store = InMemoryStore()
+    heard: list[SearchEvent] = []
+
+    def observer(event: SearchEvent) -> None:
+        heard.append(event)
+        if sum(e.kind is EventKind.EVALUATED for e in heard) == 6:
+            raise ValueError("the notebook's plot broke")
+
+    with pytest.raises(ValueError, match="the notebook's plot broke"):
+        run_search(fake_workload(), fake_root(), make_strategy(config(max_candidates=50)), FakeExecutor(), store,
+                   config(max_candidates=50), observer)
+    (row,) = store.list_searches()
+    assert row.status is SearchStatus.INTERRUPTED
+    assert "progress observer" in row.failure and "ValueError" in row.failure
+    assert "internal error" not in row.failure
+    assert len(measured(store, row.id)) >= 7  # the root and the six announced, all kept
+    resumed, _, _ = search(config(max_candidates=50), FakeExecutor(), store, search_id=row.id)
+    assert resumed.status is SearchStatus.COMPLETED
+
+
 def test_root_failure_raises_and_marks_the_search_failed() -> None:
     ex = FakeExecutor(FakeTree(statuses={"": Status.BUILD_ERROR}))
     store = InMemoryStore()

@@ -34,6 +34,15 @@ from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.reuse import origin_text
 
+class ObserverError(Exception):
+    """The observer raised ``original`` while hearing an event: the search stops (what it
+    measured is kept) and the caller gets ``original`` back, not a failure of the search."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(f"{type(original).__name__}: {original}")
+        self.original = original
+
+
 #: How many of the fastest candidates events carry in ``top``.
 TOP_N = 5
 #: Observers hear from the loop at least this often (a ``tick`` when nothing else happened).
@@ -83,10 +92,14 @@ class Ledger:
         if top is None:
             top = tuple(self.top)
         self.last_event = self.clock()
-        self.on_event(SearchEvent(
+        event = SearchEvent(
             kind=kind, search_id=self.sid, elapsed=self.elapsed(), counters=self.counters, record=record,
             best=top[0] if top else None, top=top, message=message, phase=self.phase, activity=self.activity(),
-        ))
+        )
+        try:
+            self.on_event(event)
+        except Exception as exc:  # the observer's own fault: reported as such (``loop``)
+            raise ObserverError(exc) from exc
 
     def tick(self) -> None:
         """A ``tick`` event when nothing was said for a second (the live view redraws)."""

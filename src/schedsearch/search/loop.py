@@ -57,7 +57,7 @@ from schedsearch.core import (
 from schedsearch.errors import SchedsearchError, SearchError
 from schedsearch.search.finalists import FINALIST_GRACE_SECONDS, finish
 from schedsearch.search.guidance import Guidance
-from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger
+from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
 from schedsearch.search.outcome import SearchOutcome
 from schedsearch.search.pipeline import (
     CONTEND_FACTOR,
@@ -198,6 +198,12 @@ class _Run:
             if e.search_id is None:
                 e.search_id = ledger.sid
             raise
+        except ObserverError as e:
+            # A progress callback that raises is the caller's: the search is interrupted
+            # (resumable, everything measured kept) and the caller gets its exception back.
+            pipeline.cancel()
+            ledger.abort(SearchStatus.INTERRUPTED, f"stopped by the progress observer, which raised {e}")
+            raise e.original from None
         except BaseException as e:
             pipeline.cancel()
             ledger.abort(SearchStatus.FAILED, f"internal error: {type(e).__name__}: {e}")
