@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from schedsearch.cli.commands_run import report_lines
-from schedsearch.cli.numbers_view import best_note, step_lines
+from schedsearch.cli.numbers_view import best_note, status_text, step_lines
 from schedsearch.core import (
     ArgRole,
     ArgSpec,
@@ -136,6 +136,18 @@ def test_nothing_measured_ok_is_no_best():
 ])
 def test_how_a_search_ended(fields, expected):
     assert ending(_search(**fields)) is expected
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({}, "completed: budget reached"),
+    ({"status": SearchStatus.INTERRUPTED}, "interrupted"),
+    ({"status": SearchStatus.INTERRUPTED, "failure": "stopped by the progress observer, which raised "
+                                                     "ValueError: plot broke"},
+     "interrupted: stopped by the progress observer, which raised ValueError: plot broke"),
+    ({"status": SearchStatus.FAILED, "failure": "disk full"}, "failed: disk full"),
+])
+def test_the_status_line_says_why_a_search_stopped_when_it_was_not_asked_to(fields, expected):
+    assert status_text(_search(**fields)) == expected
 
 
 # ----------------------------------------------------------------------------- run's summary

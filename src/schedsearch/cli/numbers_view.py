@@ -70,11 +70,12 @@ def _gflops(workload: Workload, seconds: float | None) -> str:
 
 
 def status_text(search: SearchRecord) -> str:
-    """``completed: budget reached``, ``interrupted``, ``failed: <why>``."""
+    """``completed: budget reached``, ``interrupted`` (``interrupted: <why>`` when it was not
+    a stop asked for, e.g. a progress observer that raised), ``failed: <why>``."""
     how = ending(search)
-    if how is Ending.FAILED:
-        return "failed" + (f": {search.failure}" if search.failure else "")
-    if how in (Ending.INTERRUPTED, Ending.RUNNING):
+    if how in (Ending.FAILED, Ending.INTERRUPTED):
+        return how.text + (f": {search.failure}" if search.failure else "")
+    if how is Ending.RUNNING:
         return how.text
     return f"{search.status.value}: {how.text}"
 
