@@ -159,8 +159,8 @@ def tune(
 
     ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
     which is then ``interrupted`` and resumable, and is raised again here); ``progress``
-    shows a bar (True), none (False), or a bar only in Jupyter (None). A first interrupt (Ctrl-C, a notebook's stop
-    button) ends the search cleanly: the result then has status ``interrupted`` and the
+    shows a bar (True), none (False), or a bar only in Jupyter (None). A first interrupt
+    (Ctrl-C, a notebook's stop button) ends the search cleanly: the result then has status ``interrupted`` and the
     search can be continued with ``resume()``. Raises a ``SchedsearchError`` (with one
     sentence) for a workload, compiler, database or cluster that cannot be used.
     """

@@ -34,6 +34,7 @@ from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.reuse import origin_text
 
+
 class ObserverError(Exception):
     """The observer raised ``original`` while hearing an event: the search stops (what it
     measured is kept) and the caller gets ``original`` back, not a failure of the search."""

@@ -84,6 +84,11 @@ class FuseArgs(StepArgs):
     second: str = loop()  # the sibling fused into the target (the loop right after it)
 
 
+def divide(target: str, factor: int, outer: str, inner: str) -> ExoCall:
+    """The Exo call splitting ``target`` by a ``factor`` that divides its trip count."""
+    return ExoCall("divide_loop", (target, factor, (outer, inner)), (("perfect", True),))
+
+
 def split_factors(trip: int, cap: int, allow_tails: bool) -> list[int]:
     """Split factors for a loop of ``trip`` iterations, best first, at most ``cap``.
 
@@ -170,11 +175,11 @@ class Split(Rule):
         return out
 
     def lower(self, target: str, args: SplitArgs) -> list[ExoCall]:
-        names = (args.outer, args.inner)
         if args.tail is Tail.PERFECT:
-            return [ExoCall("divide_loop", (target, args.factor, names), (("perfect", True),))]
+            return [divide(target, args.factor, args.outer, args.inner)]
         # A tail leaves "n / f * f" in indices; Exo 1.0.0 prints it as a float ("42.0")
         # inside an instruction's window argument, which gcc rejects: fold it.
+        names = (args.outer, args.inner)
         return [ExoCall("divide_loop", (target, args.factor, names), (("tail", args.tail.value),)), ExoCall("simplify")]
 
 
@@ -212,8 +217,8 @@ class Tile(Rule):
 
     def lower(self, target: str, args: TileArgs) -> list[ExoCall]:
         return [
-            ExoCall("divide_loop", (target, args.fa, (args.ao, args.ai)), (("perfect", True),)),
-            ExoCall("divide_loop", (args.inner, args.fb, (args.bo, args.bi)), (("perfect", True),)),
+            divide(target, args.fa, args.ao, args.ai),
+            divide(args.inner, args.fb, args.bo, args.bi),
             ExoCall("reorder_loops", (Nest(f"{args.ai} {args.bo}"),)),
         ]
 
@@ -287,9 +292,9 @@ class Sink(Rule):
         return out
 
     def lower(self, target: str, args: SinkArgs) -> list[ExoCall]:
-        split = ExoCall("divide_loop", (target, args.factor, (args.outer, args.inner)), (("perfect", True),))
-        # each call swaps the inner part with the loop that is now its whole body
-        return [split, *[ExoCall("reorder_loops", (Loop(args.inner),))] * args.levels]
+        # each reorder swaps the inner part with the loop that is now its whole body
+        return [divide(target, args.factor, args.outer, args.inner),
+                *[ExoCall("reorder_loops", (Loop(args.inner),))] * args.levels]
 
 
 def _unroll_limit(info: LoopInfo, options: ExpandOptions) -> int:
