@@ -73,6 +73,55 @@ def test_the_naive_loop_nest() -> None:
     assert f.vector_bits == 0 and f.vec_fma == 0 and f.local_buffers == 0
 
 
+I8_HEADER = "void schedsearch_kernel( void *ctxt, const int8_t* A, const int8_t* B, int32_t* C ) {\n"
+
+
+def test_the_innermost_loop_counts_every_access_of_its_body() -> None:
+    # Exo widens int8 operands into temporaries: the loads and the accumulation are three
+    # statements of one computation, and the first of them alone is not its access pattern.
+    c = I8_HEADER + """for (int_fast32_t i = 0; i < 16; i++) {
+  for (int_fast32_t j = 0; j < 16; j++) {
+    for (int_fast32_t k = 0; k < 16; k++) {
+      int32_t a;
+      int32_t b;
+      a = (int32_t)(A[i * 16 + k]);
+      b = (int32_t)(B[k * 16 + j]);
+      C[i * 16 + j] += a * b;
+    }
+  }
+}
+}
+"""
+    f = candidate_features(c, Schedule(), fake_workload(n=16))
+    assert (f.innermost_invariant_share, f.innermost_unit_stride_share, f.innermost_strided_share) == pytest.approx(
+        (1 / 3, 1 / 3, 1 / 3))
+
+
+def test_the_hot_statement_is_in_the_nest_that_does_the_most_work() -> None:
+    # An unrolled computation runs each copy of its body no more often than the staging
+    # copy beside it: the nest's total work, not one statement's count, says which is hot.
+    c = I8_HEADER + """int32_t C_stage[16 * 16];
+for (int_fast32_t i0 = 0; i0 < 16; i0++) {
+  for (int_fast32_t i1 = 0; i1 < 16; i1++) {
+    C_stage[i0 * 16 + i1] = C[i0 * 16 + i1];
+  }
+}
+for (int_fast32_t k = 0; k < 16; k++) {
+  for (int_fast32_t j = 0; j < 16; j++) {
+    C_stage[j] += (int32_t)(A[k]) * (int32_t)(B[k * 16 + j]);
+  }
+  for (int_fast32_t j = 0; j < 16; j++) {
+    C_stage[16 + j] += (int32_t)(A[16 + k]) * (int32_t)(B[k * 16 + j]);
+  }
+}
+}
+"""
+    f = candidate_features(c, Schedule(), fake_workload(n=16))
+    # Innermost j of the computation: A[k] does not move, C_stage and B rows are contiguous
+    # (the copy loop's accesses would all be contiguous).
+    assert (f.innermost_invariant_share, f.innermost_unit_stride_share) == pytest.approx((1 / 3, 2 / 3))
+
+
 def test_vector_code_register_tile_and_buffers() -> None:
     schedule = Schedule((Rewrite.make(RewriteKind.REGISTER_TILE, "i #0", rows=6, cols=64),
                          Rewrite.make(RewriteKind.PACK, "i #0", buffer="B")))

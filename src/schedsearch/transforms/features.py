@@ -158,7 +158,7 @@ class CandidateFeatures:
 FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CandidateFeatures))
 #: Vectors are comparable only within one version: it changes whenever the names do
 #: (bump the "v1" part when a feature's meaning changes under the same name).
-FEATURE_VERSION = "v1-" + sha256_text(",".join(FEATURE_NAMES))[:8]
+FEATURE_VERSION = "v2-" + sha256_text(",".join(FEATURE_NAMES))[:8]
 
 #: Kinds counted as other kinds' steps: an older name, or a composite counted as the plain
 #: steps it is made of (a new composite then keeps the feature names, and with them every
@@ -360,6 +360,22 @@ def _intrinsic_kind(name: str) -> str:
     return "other"
 
 
+def _hot_index(stmts: list[_Stmt], dynamic: list[int]) -> int:
+    """The hot statement: the most executed one of the loop nest that does the most work.
+
+    The nest first: unrolling spreads a computation over many copies of its body, each run
+    no more often than a copy loop beside it (a staged buffer's), so the most executed
+    statement alone may be the copy's. Work is the nest's dynamic statement count; ties
+    go to the first nest, and within the nest to the first statement, in the code."""
+    work: dict[int, int] = {}
+    for stmt, dyn in zip(stmts, dynamic, strict=True):
+        nest = stmt.chain[0].uid if stmt.chain else 0
+        work[nest] = work.get(nest, 0) + dyn
+    nest_of = [s.chain[0].uid if s.chain else 0 for s in stmts]
+    top = max(work, key=lambda n: (work[n], -min(i for i, m in enumerate(nest_of) if m == n)))
+    return max((i for i in range(len(stmts)) if nest_of[i] == top), key=lambda i: (dynamic[i], -i))
+
+
 def candidate_features(
     c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None,
     root_work: float | None = None,
@@ -417,8 +433,7 @@ def candidate_features(
     f["vector_accumulators"] = max((b.elements for b in buffers if b.vector), default=0)
 
     if real:
-        # The hot statement: most dynamic executions; ties go to the first in the code.
-        hot = real[max(range(len(real)), key=lambda i: (dynamic[i], -i))]
+        hot = real[_hot_index(real, dynamic)]
         f["hot_nest_depth"] = len(hot.chain)
         for level, loop in enumerate(hot.chain[:TRIP_LEVELS]):
             f[f"trip_l{level}"] = _log2(loop.trip)
@@ -426,7 +441,10 @@ def candidate_features(
             inner = hot.chain[-1]
             f["innermost_trip"] = _log2(inner.trip)
             names = [lp.var for lp in hot.chain]
-            strides = [_stride(index, inner.var, names) for _, index in _ACCESS.findall(hot.text)]
+            # Every access of the innermost loop's body (the hot statement's siblings load
+            # and store too: ``a = A[..]; C[..] += a * b`` is one computation).
+            body = [s.text for s in real if s.chain and s.chain[-1].uid == inner.uid]
+            strides = [_stride(index, inner.var, names) for text in body for _, index in _ACCESS.findall(text)]
             known = [s for s in strides if s is not None]
             if known:
                 f["innermost_unit_stride_share"] = sum(abs(s) == 1 for s in known) / len(known)
