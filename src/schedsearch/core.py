@@ -922,6 +922,17 @@ class CostModel(Protocol):
 
 
 @runtime_checkable
+class CandidateCostModel(CostModel, Protocol):
+    """A cost model that reads whole candidates (their C, schedule and fingerprint), not
+    only their feature vectors: the search asks it with ``predict_candidates`` instead of
+    ``predict``. ``benchmarks/search_efficiency.py --oracle`` measures with one that
+    answers from earlier measurements of the same C (what a perfect model would say)."""
+
+    def predict_candidates(self, candidates: Sequence[Candidate]) -> list[float]:
+        """Predicted log(time / root time) per candidate, or ``[]`` (as ``predict``)."""
+
+
+@runtime_checkable
 class Executor(Protocol):
     """Runs expansion and evaluation, possibly in parallel, streaming results.
 

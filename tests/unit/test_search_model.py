@@ -64,6 +64,30 @@ def test_children_are_measured_predicted_fastest_first() -> None:
     assert predicted == pytest.approx(truth)
 
 
+class CandidateModel(FakeCostModel):
+    """A ``core.CandidateCostModel``: it reads each child's schedule, not its features."""
+
+    def __init__(self, tree: FakeTree) -> None:
+        super().__init__(lambda f: 0.0)
+        self.tree = tree
+        self.candidates: list[str] = []
+
+    def predict_candidates(self, candidates) -> list[float]:
+        self.candidates += [c.fingerprint for c in candidates]
+        return [-math.log(self.tree.seconds("") / self.tree.seconds(label_of(c.schedule))) for c in candidates]
+
+
+def test_a_model_that_reads_candidates_is_asked_with_them() -> None:
+    model = CandidateModel(TREE)
+    _, store, ex = _search(CostModelMode.RANK, model, max_candidates=7)
+    assert model.predicted == []  # never asked with features alone
+    children = ex.evaluated[1:]
+    assert set(children) <= set(model.candidates)
+    records = {r.fingerprint: r for r in store.candidates(1)}
+    truth = [math.log(TREE.seconds(label_of(records[fp].schedule)) / TREE.seconds("")) for fp in children]
+    assert [records[fp].predicted for fp in children] == pytest.approx(truth)
+
+
 def test_off_measures_in_proposal_order_and_never_asks_the_model() -> None:
     model = FakeCostModel(oracle(TREE))
     _, store, ex = _search(CostModelMode.OFF, model)

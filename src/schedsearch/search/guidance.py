@@ -12,7 +12,16 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from schedsearch.core import Candidate, CandidateRecord, CostModel, ModelAccuracy, Status, Timing, TrainingSample
+from schedsearch.core import (
+    Candidate,
+    CandidateCostModel,
+    CandidateRecord,
+    CostModel,
+    ModelAccuracy,
+    Status,
+    Timing,
+    TrainingSample,
+)
 from schedsearch.search import ranking
 
 
@@ -59,7 +68,10 @@ class Guidance:
         """
         if not children or any(c.features is None for c in children):
             return Ordering(list(children), {}, [])
-        predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
+        if isinstance(self.model, CandidateCostModel):
+            predictions = self.model.predict_candidates(children)
+        else:
+            predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
         if len(predictions) != len(children):
             return Ordering(list(children), {}, [])
         ordered = [children[i] for i in ranking.measuring_order(predictions, self._rng)]
