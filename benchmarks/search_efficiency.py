@@ -9,7 +9,11 @@ wall-time budget, every run with an empty build cache and its own database:
 - ``rank``: the model learns from this search only (a cold start);
 - ``rank-warm`` (with ``--warm``): the database first holds searches of *other* workloads
   and sizes (SGEMM 256, conv1d_mc with N=512) made on this machine, so the model can help
-  from the first round.
+  from the first round;
+- ``rank-oracle`` (with ``--oracle DIR``): the model replaced, for every C that the
+  databases of an earlier run of this benchmark in DIR measured, by that C's pooled time
+  (``oracle_search.py``): what a perfect model would do in the same search and pipeline,
+  the ceiling for any cost model on this machine.
 
 Reported per kernel: the fastest kernel any run found, and per setting the time (seconds of
 the search's own elapsed time, from ``tree --json``'s ``measured_at``) and the number of
@@ -143,6 +147,26 @@ def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float,
         tree = cli("tree", str(out["search_id"]), "--db", str(db), "--json", env=env)
         out["tree"] = _json(tree, "tree")
         return out
+    finally:
+        shutil.rmtree(env["SCHEDSEARCH_CACHE_DIR"], ignore_errors=True)
+
+
+def oracle_search(kernel_args: tuple[str, ...], seed: int, budget: float, workers: int, db: Path,
+                  earlier: list[Path], timing: str = "quiet") -> dict:
+    """One search with the oracle model of ``oracle_search.py`` (known C from ``earlier``
+    databases of the kernel), as ``search`` returns one."""
+    env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="sched-eff-cache-"))
+    try:
+        r = subprocess.run([sys.executable, str(Path(__file__).with_name("oracle_search.py")), *kernel_args,
+                            "--from", *map(str, earlier), "--db", str(db), "--budget", str(budget), "--seed",
+                            str(seed), "--workers", str(workers), "--timing", timing],
+                           capture_output=True, text=True, env=env, check=False)
+        if r.returncode != 0:
+            raise SystemExit(f"oracle_search {' '.join(kernel_args)} failed ({r.returncode}): {r.stderr[-2000:]}")
+        done = kept(db)
+        if done is None:
+            raise SystemExit(f"oracle_search left no completed search in {db}: {r.stdout[-1000:]}")
+        return done
     finally:
         shutil.rmtree(env["SCHEDSEARCH_CACHE_DIR"], ignore_errors=True)
 
@@ -354,7 +378,7 @@ def report(runs: list[Run], budget: float) -> dict:
         if apart is not None and apart["near_median"] is not None:
             print(f"  ... apart by a median {apart['median']:.1%} (p90 {apart['p90']:.1%}); within 1.3x of the "
                   f"fastest {apart['near_median']:.1%} (p90 {apart['near_p90']:.1%}, {apart['near_pairs']} pairs)")
-        for model in ("rank", "rank-warm"):
+        for model in ("rank", "rank-warm", "rank-oracle"):
             if "off" in rows and model in rows and rows[model]["median_seconds_to_95"] > 0:
                 ratios = ", ".join(
                     f"{float(k):.0%} {rows['off']['levels'][k]['median_seconds'] / v['median_seconds']:.2f}x"
@@ -371,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"comma-separated, of {', '.join(KERNELS)} [{','.join(DEFAULT_KERNELS)}]")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--warm", action="store_true", help="also run rank-warm (history of other workloads and sizes)")
+    p.add_argument("--oracle", type=Path, metavar="DIR",
+                   help="also run rank-oracle: a perfect model's times from an earlier run's --keep DIR")
     p.add_argument("--throughput-budget", type=float, default=60.0)
     p.add_argument("--timing", choices=("quiet", "shared"), default="quiet", help="as schedsearch run --timing")
     p.add_argument("--skip-throughput", action="store_true")
@@ -387,7 +413,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"CPU: {cpu_name()}; budget {args.budget:g} s per search, {args.seeds} seed(s), {args.workers} worker(s), "
           f"{args.timing} timing")
-    settings = ["off", "rank"] + (["rank-warm"] if args.warm else [])
+    if args.oracle is not None and not any(args.oracle.glob("*.db")):
+        print(f"search_efficiency: --oracle {args.oracle} holds no database of an earlier run (--keep DIR)",
+              file=sys.stderr)
+        return 2
+    settings = ["off", "rank"] + (["rank-warm"] if args.warm else []) + (["rank-oracle"] if args.oracle else [])
     runs: list[Run] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sched-eff-") as tmp:
@@ -405,8 +435,13 @@ def main(argv: list[str] | None = None) -> int:
                         db.unlink(missing_ok=True)
                         if setting == "rank-warm":
                             shutil.copyfile(warm_db, db)
-                        out = search(KERNELS[kernel], setting, seed, args.budget, args.workers, db,
-                                     timing=args.timing)
+                        if setting == "rank-oracle":
+                            earlier = sorted(p for p in args.oracle.glob(f"{kernel}-*.db") if "oracle" not in p.name)
+                            out = oracle_search(KERNELS[kernel], seed, args.budget, args.workers, db, earlier,
+                                                timing=args.timing)
+                        else:
+                            out = search(KERNELS[kernel], setting, seed, args.budget, args.workers, db,
+                                         timing=args.timing)
                     run = to_run(kernel, setting, seed, out)
                     runs.append(run)
                     best = duration(run.best_seconds) if run.best_seconds else "-"
