@@ -1,0 +1,146 @@
+"""How well the cost model orders a parent's children: the choice a search makes with it
+(a measurement, not a test).
+
+A search with ``rank`` measures an expanded node's children in predicted order, and the
+first ones decide where it goes next. So for every parent with at least ``--least`` ``ok``
+children in the given databases (``search_efficiency.py --keep DIR`` leaves one per run):
+the model is fitted exactly as a search fits it (``LearnedCostModel``, the work estimate
+under its trees) on that search's measurements made before the children were made, and
+asked to order them. A child's true time is its C's pooled time: the median of every
+measurement of that C in all the databases given of the workload, so one lucky run does not
+decide it. Features are computed again from each candidate's stored C with the code in use,
+so databases made before a change of the features still serve.
+
+Reported per workload, over the parents: how much slower than the fastest child is the
+model's first pick (top-1 regret, mean), the best of its first three (top-3), a uniformly
+random pick (its expectation), and the rank correlation among siblings (median). A perfect
+model has no regret; one that reads nothing has the random pick's.
+
+    .venv/bin/python benchmarks/sibling_order.py DB [DB ...] [--least 6]
+
+It fits one small model per parent: a minute for a benchmark's 18 databases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from schedsearch.core import CandidateRecord, Status, TrainingSample
+from schedsearch.model import LearnedCostModel
+from schedsearch.search.ranking import spearman
+from schedsearch.store import open_store
+from schedsearch.transforms import Expander
+from schedsearch.transforms.features import feature_vector, work_estimate
+
+
+@dataclass
+class Scores:
+    """One workload's parents."""
+
+    top1: list[float]
+    top3: list[float]
+    random: list[float]
+    rho: list[float]
+
+
+def _measured(records: Sequence[CandidateRecord]) -> list[CandidateRecord]:
+    return [r for r in records if r.status is Status.OK and r.timing is not None and r.reused_search_id is None]
+
+
+def pooled(dbs: Sequence[Path]) -> dict[tuple[str, str], float]:
+    """(workload key, fingerprint) -> median of every measurement of that C."""
+    times: dict[tuple[str, str], list[float]] = {}
+    for db in dbs:
+        store = open_store(str(db), create=False, read_only=True)
+        try:
+            for search in store.list_searches():
+                for r in _measured(store.candidates(search.id)):
+                    times.setdefault((search.workload.key, r.fingerprint), []).append(r.timing.median)
+        finally:
+            store.close()
+    return {key: statistics.median(ts) for key, ts in times.items()}
+
+
+def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[str, Scores]) -> None:
+    """Add the parents of every search in ``db`` to ``out`` (by workload label)."""
+    store = open_store(str(db), create=False, read_only=True)
+    try:
+        for search in store.list_searches():
+            workload = search.workload
+            expander = Expander(workload)
+            root = next((r for r in store.candidates(search.id) if r.depth == 0), None)
+            if root is None or root.timing is None:
+                continue
+            rows = []
+            for r in _measured(store.candidates(search.id)):
+                if r.depth == 0:
+                    continue
+                vector = feature_vector(r.c_source, r.schedule, workload, expander.caches, expander.root_work)
+                rows.append((r, vector, math.log(r.timing.median / root.timing.median)))
+            label = f"{workload.proc}[{','.join(f'{k}={v}' for k, v in workload.sizes)}]"
+            scores = out.setdefault(label, Scores([], [], [], []))
+            by_parent: dict[int, list] = {}
+            for row in rows:
+                if (workload.key, row[0].fingerprint) in truth and row[0].parent_id is not None:
+                    by_parent.setdefault(row[0].parent_id, []).append(row)
+            for kids in by_parent.values():
+                if len(kids) < least:
+                    continue
+                made = min(k[0].created_at for k in kids)
+                train = [TrainingSample(v, y) for r, v, y in rows if r.measured_unix is not None
+                         and r.measured_unix < made]
+                model = LearnedCostModel(train, background=False, estimate=work_estimate)
+                predicted = model.predict([v for _, v, _ in kids])
+                if len(predicted) != len(kids):
+                    continue
+                true = [math.log(truth[(workload.key, r.fingerprint)]) for r, _, _ in kids]
+                best = min(true)
+                # Ties keep fingerprint order, never the stored order (a ranked search
+                # stored its children in its own model's order).
+                order = sorted(range(len(kids)), key=lambda i: (predicted[i], kids[i][0].fingerprint))
+                scores.top1.append(true[order[0]] - best)
+                scores.top3.append(min(true[i] for i in order[:3]) - best)
+                scores.random.append(statistics.mean(t - best for t in true))
+                rho = spearman(predicted, true)
+                if rho is not None:
+                    scores.rho.append(rho)
+    finally:
+        store.close()
+
+
+def _share(log_ratios: list[float]) -> str:
+    """A mean log time ratio as a share slower (the geometric mean of the ratios)."""
+    return f"{math.exp(statistics.mean(log_ratios)) - 1:6.1%}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("dbs", nargs="+", type=Path)
+    p.add_argument("--least", type=int, default=6, help="children a parent needs to be scored [6]")
+    args = p.parse_args(argv)
+    missing = [str(db) for db in args.dbs if not db.is_file()]
+    if missing:
+        print(f"sibling_order: no such database: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    truth = pooled(args.dbs)
+    out: dict[str, Scores] = {}
+    for db in args.dbs:
+        score(db, truth, args.least, out)
+    for label, s in out.items():
+        if not s.top1:
+            continue
+        print(f"{label}: {len(s.top1)} parents; the model's first pick is slower than the fastest child by "
+              f"{_share(s.top1)} (mean), the best of its first three by {_share(s.top3)}, a random pick by "
+              f"{_share(s.random)}; rank correlation among siblings {statistics.median(s.rho):.2f} "
+              f"(median)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
