@@ -367,12 +367,11 @@ def _hot_index(stmts: list[_Stmt], dynamic: list[int]) -> int:
     no more often than a copy loop beside it (a staged buffer's), so the most executed
     statement alone may be the copy's. Work is the nest's dynamic statement count; ties
     go to the first nest, and within the nest to the first statement, in the code."""
-    work: dict[int, int] = {}
-    for stmt, dyn in zip(stmts, dynamic, strict=True):
-        nest = stmt.chain[0].uid if stmt.chain else 0
-        work[nest] = work.get(nest, 0) + dyn
     nest_of = [s.chain[0].uid if s.chain else 0 for s in stmts]
-    top = max(work, key=lambda n: (work[n], -min(i for i, m in enumerate(nest_of) if m == n)))
+    work: dict[int, int] = {}  # in order of first appearance: max() keeps the first of equals
+    for nest, dyn in zip(nest_of, dynamic, strict=True):
+        work[nest] = work.get(nest, 0) + dyn
+    top = max(work, key=work.__getitem__)
     return max((i for i in range(len(stmts)) if nest_of[i] == top), key=lambda i: (dynamic[i], -i))
 
 
