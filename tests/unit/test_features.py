@@ -179,6 +179,58 @@ def test_the_work_estimate_of_real_children_puts_vector_code_first() -> None:
     assert work_estimate(children[RewriteKind.REGISTER_TILE].features) < -2  # 8 lanes and fewer loads
 
 
+def test_traffic_counts_data_again_only_where_a_loop_iteration_does_not_fit() -> None:
+    import math
+
+    flops = 2 * 64**3
+    # A cache that holds everything: each array once, 3 * 64 * 64 floats.
+    roomy = candidate_features(NAIVE, Schedule(), fake_workload(n=64), CacheSizes(l1=1 << 30, l2=1 << 30, l3=1 << 30))
+    assert roomy.traffic_l1 == roomy.traffic_l3 == pytest.approx(math.log2(3 * 64 * 64 * 4 / flops))
+    # 256 bytes: one j iteration (a row of A, a column of B: 516 bytes) no longer fits, so A
+    # comes in again for every j, and B (not indexed by i) again for every i; one k
+    # iteration (12 bytes) still fits, so C[i, j] stays for its whole k loop.
+    tight = candidate_features(NAIVE, Schedule(), fake_workload(n=64), CacheSizes(l1=256, l2=1 << 30, l3=1 << 30))
+    assert tight.traffic_l1 == pytest.approx(math.log2((2 * 64**3 + 64 * 64) * 4 / flops))
+    assert tight.traffic_l2 == roomy.traffic_l2
+
+
+def test_traffic_counts_vector_lanes_and_not_vector_registers() -> None:
+    import math
+
+    f = candidate_features(TILED, Schedule(), fake_workload(n=64), CacheSizes(l1=1 << 30, l2=1 << 30, l3=1 << 30))
+    # A: one float per (io, k); B: a 512-bit load (16 floats) per k, the same for every io;
+    # C: one 512-bit store per io. The accumulators C_reg and B_vec are registers.
+    assert f.traffic_l1 == pytest.approx(math.log2((10 * 64 * 4 + 64 * 64 + 10 * 64) / (2 * 64**3)))
+
+
+def test_the_loop_order_of_a_register_tile_shows_in_the_l2_traffic() -> None:
+    """Columns first keeps a panel of B in the cache while A streams past once per panel;
+    rows first streams all of B once per row block: the same work, far more traffic."""
+    def tile(outer: str, inner: str) -> str:
+        trips = {"jo": 8, "io": 64}
+        return HEADER + f"""for (int_fast32_t {outer} = 0; {outer} < {trips[outer]}; {outer}++) {{
+  for (int_fast32_t {inner} = 0; {inner} < {trips[inner]}; {inner}++) {{
+    for (int_fast32_t k = 0; k < 512; k++) {{
+      B_vec[0] = _mm512_loadu_ps(&B[(k) * (512) + 64 * jo]);
+      A_vec = _mm512_set1_ps(A[(8 * io) * (512) + k]);
+      C_reg[0][0] = _mm512_fmadd_ps(A_vec, B_vec[0], C_reg[0][0]);
+    }}
+  }}
+}}
+__m512 C_reg[8][4];
+__m512 B_vec[4];
+}}
+"""
+    # One row block's k loop (2 KB of A, 32 KB of B) fits 128 KB; a pass over all of B
+    # (256 KB here: one vector of each 64 columns) or all of A (128 KB) with it does not.
+    caches = CacheSizes(l1=48 * 1024, l2=128 * 1024, l3=32 << 20)
+    cols = candidate_features(tile("jo", "io"), Schedule(), fake_workload(n=512), caches)
+    rows = candidate_features(tile("io", "jo"), Schedule(), fake_workload(n=512), caches)
+    assert cols.log2_dynamic_statements == rows.log2_dynamic_statements
+    assert rows.traffic_l2 > cols.traffic_l2 + 1
+    assert rows.traffic_l3 == cols.traffic_l3  # everything fits 32 MB either way
+
+
 def test_sizes_count_relative_to_the_caches() -> None:
     small = candidate_features(NAIVE, Schedule(), fake_workload(n=64))
     large = candidate_features(NAIVE, Schedule(), fake_workload(n=1024))

@@ -9,7 +9,8 @@ Exo, so features cost well under a millisecond per child next to the rewrite its
 
 The model predicts time *relative to the root*, and trains across workloads and sizes, so
 the features are size-aware and scale-free: logarithms of trip counts, of dynamic
-statement counts, of working sets over cache sizes; shares rather than counts.
+statement counts, of working sets over cache sizes, of the bytes each cache level takes in
+per flop; shares rather than counts.
 """
 
 from __future__ import annotations
@@ -142,6 +143,10 @@ class CandidateFeatures:
     ws_l1_level3: float = 0.0
     levels_in_l1: float = 0.0  # share of the hot statement's loop levels whose working set fits L1
     levels_in_l2: float = 0.0
+    # data the code brings into each cache level, in bytes per flop (log2; ``_traffic``)
+    traffic_l1: float = 0.0
+    traffic_l2: float = 0.0
+    traffic_l3: float = 0.0
     # code size and buffers
     log2_statements: float = 0.0  # static statement lines: grows with unrolling
     local_buffers: float = 0.0
@@ -158,7 +163,7 @@ class CandidateFeatures:
 FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CandidateFeatures))
 #: Vectors are comparable only within one version: it changes whenever the names do
 #: (bump the "v1" part when a feature's meaning changes under the same name).
-FEATURE_VERSION = "v2-" + sha256_text(",".join(FEATURE_NAMES))[:8]
+FEATURE_VERSION = "v3-" + sha256_text(",".join(FEATURE_NAMES))[:8]
 
 #: Kinds counted as other kinds' steps: an older name, or a composite counted as the plain
 #: steps it is made of (a new composite then keeps the feature names, and with them every
@@ -317,22 +322,69 @@ def _stride(index: str, var: str, names: Iterable[str]) -> int | None:
     return None if zero is None or one is None else one - zero
 
 
-def _working_sets(stmts: list[_Stmt], hot: _Stmt, sizes: dict[str, int]) -> list[int]:
-    """Bytes touched by one run of each loop of the hot statement's chain (outermost first):
-    for every array read or written under that loop, its element size times the trip counts
-    of the loops under it that its index uses (an upper bound: overlaps are not removed)."""
-    out = []
-    for level, loop in enumerate(hot.chain):
-        footprint: dict[tuple[str, frozenset[str]], int] = {}
-        for stmt in stmts:
-            if len(stmt.chain) <= level or stmt.chain[level].uid != loop.uid:
+@dataclass(frozen=True, slots=True)
+class _Access:
+    name: str
+    names: frozenset[str]  # the identifiers of its index
+    offset: int | None  # its index with every loop variable at 0
+    bytes: int  # per access: the element, or every lane a vector instruction takes from it
+    chain: tuple[_Loop, ...]
+
+
+def _accesses(stmts: list[_Stmt], sizes: dict[str, int], registers: frozenset[str]) -> list[_Access]:
+    """Every memory access of the statements (not arrays of vector registers), once each."""
+    found: dict[tuple, _Access] = {}
+    for stmt in stmts:
+        widths = [int(w) if w else 128 for w, _ in _INTRINSIC.findall(stmt.text)]
+        for m in _ACCESS.finditer(stmt.text):
+            name, index = m.groups()
+            if name in registers:
                 continue
-            inner = {lp.var: lp.trip for lp in stmt.chain[level:]}
-            for name, index in _ACCESS.findall(stmt.text):
-                used = frozenset(v for v in _IDENT.findall(index) if v in inner)
-                key = (name, used)
-                footprint[key] = sizes.get(name, 4) * math.prod(inner[v] for v in used)
-        out.append(sum(footprint.values()))
+            names = frozenset(_IDENT.findall(index))
+            element = sizes.get(name, 4)
+            by_address = bool(widths) and m.start() > 0 and stmt.text[m.start() - 1] == "&"
+            lanes = max(1, max(widths) // 8 // element) if by_address else 1
+            offset = _value(index, dict.fromkeys(names, 0))
+            access = _Access(name, names, offset, element * lanes, stmt.chain)
+            found.setdefault((name, names, offset, tuple(lp.uid for lp in stmt.chain)), access)
+    return list(found.values())
+
+
+def _footprint(accesses: list[_Access], loop: _Loop, depth: int, inside: int) -> int:
+    """Bytes touched under ``loop`` (at ``depth`` of its accesses' chains) over the loops
+    from ``depth + inside`` in: ``inside=0`` one run of the loop, ``1`` one iteration. Each
+    access counts its bytes times the trips of those loops its index uses (an upper bound:
+    overlaps are not removed, but rows apart are, ``A[i * n + k]`` and ``A[(1 + i) * n + k]``)."""
+    footprint: dict[tuple, int] = {}
+    for a in accesses:
+        if len(a.chain) > depth and a.chain[depth].uid == loop.uid:
+            inner = {lp.var: lp.trip for lp in a.chain[depth + inside :]}
+            used = frozenset(v for v in a.names if v in inner)
+            footprint[(a.name, used, a.offset)] = a.bytes * math.prod(inner[v] for v in used)
+    return sum(footprint.values())
+
+
+def _traffic(accesses: list[_Access], caches: Iterable[int]) -> list[int]:
+    """Bytes the code brings into a cache of each size: an access's data is brought in
+    afresh by every iteration of a loop its index uses, and by every iteration of a loop it
+    does not use unless one iteration's data fits the cache (then it stays there, reused)."""
+    iteration: dict[tuple[int, int], int] = {}
+    out = []
+    for cache in caches:
+        total = 0
+        for a in accesses:
+            moved = a.bytes
+            for depth in range(len(a.chain) - 1, -1, -1):
+                loop = a.chain[depth]
+                if loop.var not in a.names:
+                    key = (loop.uid, depth)
+                    if key not in iteration:
+                        iteration[key] = _footprint(accesses, loop, depth, inside=1)
+                    if iteration[key] <= cache:
+                        continue
+                moved *= loop.trip
+            total += moved
+        out.append(total)
     return out
 
 
@@ -431,6 +483,8 @@ def candidate_features(
     # The largest array of vector registers is the register tile's accumulators.
     f["vector_accumulators"] = max((b.elements for b in buffers if b.vector), default=0)
 
+    # Arrays of vector registers are not memory: they neither fill caches nor miss.
+    accesses = _accesses(real, sizes, frozenset(b.name for b in buffers if b.vector))
     if real:
         hot = real[_hot_index(real, dynamic)]
         f["hot_nest_depth"] = len(hot.chain)
@@ -449,11 +503,15 @@ def candidate_features(
                 f["innermost_unit_stride_share"] = sum(abs(s) == 1 for s in known) / len(known)
                 f["innermost_invariant_share"] = sum(s == 0 for s in known) / len(known)
                 f["innermost_strided_share"] = sum(abs(s) > 1 for s in known) / len(known)
-            ws = _working_sets(real, hot, sizes)
+            ws = [_footprint(accesses, loop, level, inside=0) for level, loop in enumerate(hot.chain)]
             for k, bytes_ in enumerate(reversed(ws[-WS_LEVELS:])):
                 f[f"ws_l1_level{k}"] = _log2(bytes_ / caches.l1) if bytes_ else 0.0
             f["levels_in_l1"] = sum(b <= caches.l1 for b in ws) / len(ws)
             f["levels_in_l2"] = sum(b <= caches.l2 for b in ws) / len(ws)
+
+    moved = _traffic(accesses, (caches.l1, caches.l2, caches.l3))
+    for level, bytes_ in zip(("l1", "l2", "l3"), moved, strict=True):
+        f[f"traffic_{level}"] = _log2(bytes_ / flops) if bytes_ and flops else 0.0
 
     f["local_buffers"] = sum(not b.vector for b in buffers)
     f["log2_local_bytes"] = _log2(sum(b.bytes for b in buffers if not b.vector))
