@@ -5,7 +5,7 @@ every rewrite and vector instruction) and its schedule, plus the workload's size
 machine's cache sizes. The C of an Exo proc is regular enough to read line by line: one
 ``for (int_fast32_t v = lo; v < hi; v++) {`` per loop, one statement per line ending in
 ``;``, and array accesses ``name[index]`` with integer index arithmetic. Nothing here calls
-Exo, so features cost well under a millisecond per child next to the rewrite itself.
+Exo, so features cost a few milliseconds per child at most, next to the rewrite itself.
 
 The model predicts time *relative to the root*, and trains across workloads and sizes, so
 the features are size-aware and scale-free: logarithms of trip counts, of dynamic
@@ -162,7 +162,7 @@ class CandidateFeatures:
 
 FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CandidateFeatures))
 #: Vectors are comparable only within one version: it changes whenever the names do
-#: (bump the "v1" part when a feature's meaning changes under the same name).
+#: (bump the "vN" part when a feature's meaning changes under the same name).
 FEATURE_VERSION = "v3-" + sha256_text(",".join(FEATURE_NAMES))[:8]
 
 #: Kinds counted as other kinds' steps: an older name, or a composite counted as the plain
