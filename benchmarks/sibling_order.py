@@ -14,9 +14,11 @@ so databases made before a change of the features still serve.
 Reported per workload, over the parents: how much slower than the fastest child is the
 model's first pick (top-1 regret, mean), the best of its first three (top-3), a uniformly
 random pick (its expectation), and the rank correlation among siblings (median). A perfect
-model has no regret; one that reads nothing has the random pick's.
+model has no regret; one that reads nothing has the random pick's. With ``--cold`` every
+parent is ordered by the analytic estimate alone: the model before it has learned anything,
+as in a search's first round without history.
 
-    .venv/bin/python benchmarks/sibling_order.py DB [DB ...] [--least 6]
+    .venv/bin/python benchmarks/sibling_order.py DB [DB ...] [--least 6] [--cold]
 
 It fits one small model per parent: a minute for a benchmark's 18 databases.
 """
@@ -67,8 +69,10 @@ def pooled(dbs: Sequence[Path]) -> dict[tuple[str, str], float]:
     return {key: statistics.median(ts) for key, ts in times.items()}
 
 
-def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[str, Scores]) -> None:
-    """Add the parents of every search in ``db`` to ``out`` (by workload label)."""
+def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[str, Scores],
+          cold: bool = False) -> None:
+    """Add the parents of every search in ``db`` to ``out`` (by workload label); with
+    ``cold``, ordered by the analytic estimate alone (nothing learned)."""
     store = open_store(str(db), create=False, read_only=True)
     try:
         for search in store.list_searches():
@@ -93,8 +97,8 @@ def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[s
                 if len(kids) < least:
                     continue
                 made = min(k[0].created_at for k in kids)
-                train = [TrainingSample(v, y) for r, v, y in rows if r.measured_unix is not None
-                         and r.measured_unix < made]
+                train = [] if cold else [TrainingSample(v, y) for r, v, y in rows
+                                         if r.measured_unix is not None and r.measured_unix < made]
                 model = LearnedCostModel(train, background=False, estimate=work_estimate)
                 predicted = model.predict([v for _, v, _ in kids])
                 if len(predicted) != len(kids):
@@ -123,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dbs", nargs="+", type=Path)
     p.add_argument("--least", type=int, default=6, help="children a parent needs to be scored [6]")
+    p.add_argument("--cold", action="store_true",
+                   help="order by the analytic estimate alone, as a first round without history does")
     args = p.parse_args(argv)
     missing = [str(db) for db in args.dbs if not db.is_file()]
     if missing:
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     truth = pooled(args.dbs)
     out: dict[str, Scores] = {}
     for db in args.dbs:
-        score(db, truth, args.least, out)
+        score(db, truth, args.least, out, args.cold)
     for label, s in out.items():
         if not s.top1:
             continue
