@@ -18,7 +18,8 @@ wall-time budget, every run with an empty build cache and its own database:
 Reported per kernel: the fastest kernel any run found, and per setting the time (seconds of
 the search's own elapsed time, from ``tree --json``'s ``measured_at``) and the number of
 evaluations until a run first measured a kernel within 95% of that one's speed (median over
-seeds; a run that never got there counts as its whole budget), the model's rank correlation
+seeds; a run that never got there counts as its whole budget), how many nodes each run
+expanded, the model's rank correlation
 (over the last predictions, and over every prediction made after the search's 200th
 measurement; and, for runs whose model predicted the first round, its rank correlation over
 the root's children: what history of other workloads and sizes is worth before this search
@@ -107,6 +108,9 @@ class Run:
     settled: float | None = None
     settled_pairs: int = 0
     settled_span: float | None = None
+    # nodes whose expansion gave children: where Exo is slow (seconds per register-tiled
+    # node), a search affords few, and which ones it expands decides how deep it gets
+    expansions: int = 0
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -195,7 +199,8 @@ def to_run(kernel: str, setting: str, seed: int, out: dict) -> Run:
                spearman([p for p, _ in first], [m for _, m in first]) if len(first) >= 5 else None,
                model.get("span"), model.get("concordance"),
                spearman([n["predicted_speedup"] for n in settled], [n["speedup"] for n in settled]),
-               len(settled), span([n["seconds"] for n in settled]))
+               len(settled), span([n["seconds"] for n in settled]),
+               len({n["parent_id"] for n in out["tree"] if n["parent_id"] is not None}))
 
 
 def pooled_speeds(runs: list[Run]) -> dict[str, float]:
@@ -340,6 +345,7 @@ def report(runs: list[Run], budget: float) -> dict:
                 "median_seconds_to_95": statistics.median(times),
                 "levels": levels,
                 "evaluations_to_95": evals,
+                "expansions": [r.expansions for r in mine if r.setting == setting],
                 "median_spearman": statistics.median(rhos) if rhos else None,
                 "median_concordance": statistics.median(concordances) if concordances else None,
                 "median_span": statistics.median(spans) if spans else None,
@@ -357,7 +363,8 @@ def report(runs: list[Run], budget: float) -> dict:
         for setting, row in rows.items():
             rho = f"{row['median_spearman']:.2f}" if row["median_spearman"] is not None else "-"
             print(f"  {setting:10s} reached {row['reached']}/{row['runs']}, median {row['median_seconds_to_95']:6.1f} s "
-                  f"to 95%, evaluations {row['evaluations_to_95']}, median rank correlation {rho}")
+                  f"to 95%, evaluations {row['evaluations_to_95']}, median rank correlation {rho}, "
+                  f"nodes expanded {row['expansions']}")
             print(f"  {'':10s} median time to " + ", ".join(
                 f"{float(k):.0%}: {v['median_seconds']:.1f} s ({v['reached']}/{row['runs']})"
                 for k, v in row["levels"].items()))
@@ -446,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append(run)
                     best = duration(run.best_seconds) if run.best_seconds else "-"
                     print(f"{kernel} seed {seed} {setting}: {run.evaluated} evaluated in {run.elapsed:.0f} s, "
-                          f"best {best}, rank correlation {run.spearman}", flush=True)
+                          f"{run.expansions} nodes expanded, best {best}, rank correlation {run.spearman}", flush=True)
         summary = report(runs, args.budget)
         rate = None if args.skip_throughput else throughput(args.throughput_budget, args.workers, work)
     if rate:
