@@ -298,6 +298,17 @@ class Phase(StrEnum):
     DONE = "done"
 
 
+class ExpansionPart(StrEnum):
+    """Which of a parent's proposed rewrites one expansion tries. A large parent (a register
+    tile, an unrolled nest) is expanded in two parts: its cheap rewrites first, and the
+    rewrites whose legality Exo checks over the whole nest (``Rule.deferred``: a reorder, a
+    pack, a hoist - seconds each there) only when the search asks for it again."""
+
+    ALL = "all"  # every rewrite
+    FIRST = "first"  # all but the deferred ones when the parent is large; else every rewrite
+    DEFERRED = "deferred"  # the deferred ones alone: the parent's second expansion
+
+
 class JobKind(StrEnum):
     """What an executor is asked to do with a ``Job``'s candidates."""
 
@@ -492,6 +503,7 @@ class Expansion(JsonRecord):
     order: tuple[int, ...] = ()  # each child's position among the parent's proposals (shards)
     replayed: int = 0  # steps of the parent's schedule re-applied to rebuild its proc (0: it was cached)
     remembered: bool = False  # read back from the expansions kept on disk, not expanded again
+    deferred: int = 0  # rewrites this (FIRST) expansion left for the parent's DEFERRED part
 
     @staticmethod
     def merge(parts: Sequence[Expansion]) -> Expansion:
@@ -524,6 +536,7 @@ class Expansion(JsonRecord):
             order=tuple(order),
             replayed=sum(part.replayed for part in parts),
             remembered=all(part.remembered for part in parts),
+            deferred=max((part.deferred for part in parts), default=0),
         )
 
 
@@ -648,6 +661,7 @@ class SearchConfig(JsonRecord):
     expand: ExpandOptions = field(default_factory=ExpandOptions)
     remeasure: bool = False  # measure every candidate, even C measured the same way by an earlier search
     warm_start: bool = True  # a new search first evaluates the best schedules of earlier searches of its proc
+    defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion (ExpansionPart)
 
 
 @dataclass(frozen=True, slots=True)
@@ -849,7 +863,8 @@ class Job:
     longer than ``cutoff`` seconds is timed by that call alone; one whose warm call takes
     longer than ``contend`` seconds cannot be the new best and gets the fewest samples.
     An expansion with ``stream`` is wanted piece by piece: nothing else is left to measure,
-    so the executor may share it out in small shards and return each as it finishes."""
+    so the executor may share it out in small shards and return each as it finishes. An
+    expansion tries the ``part`` of the parent's rewrites it names (``ExpansionPart``)."""
 
     id: int
     kind: JobKind
@@ -857,6 +872,7 @@ class Job:
     cutoff: float | None = None
     contend: float | None = None
     stream: bool = False
+    part: ExpansionPart = ExpansionPart.ALL
 
 
 @dataclass(frozen=True, slots=True)

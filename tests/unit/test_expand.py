@@ -12,12 +12,14 @@ from schedsearch.core import (
     Candidate,
     ExpandOptions,
     Expansion,
+    ExpansionPart,
     Rewrite,
     RewriteKind,
     Schedule,
     sha256_text,
 )
-from schedsearch.transforms.expand import dealt
+from schedsearch.transforms.expand import DEFER_FROM_STATEMENTS, dealt, in_part, proc_statements
+from schedsearch.transforms.rules import rule_for
 from schedsearch.transforms import (
     proc_text,
     Expander,
@@ -199,3 +201,42 @@ def test_an_expansion_says_how_many_steps_it_replayed(small):
     assert fresh.expand(grandchild).replayed == 0
     parts = [Expander(small).expand(grandchild, shard, 2) for shard in range(2)]
     assert Expansion.merge(parts).replayed == 4
+
+
+def test_a_large_parents_rewrites_split_into_a_cheap_and_a_costly_part():
+    R, P, S, H, U = RewriteKind.REORDER, RewriteKind.PACK, RewriteKind.SPLIT, RewriteKind.HOIST, RewriteKind.UNROLL
+    rewrites = _kinds(S, R, P, S, H, U)
+    first = in_part(rewrites, ExpansionPart.FIRST, large=True)
+    later = in_part(rewrites, ExpansionPart.DEFERRED, large=True)
+    assert first == [0, 3, 5] and later == [1, 2, 4]
+    assert in_part(rewrites, ExpansionPart.ALL, large=True) == list(range(6))
+    # a small parent is expanded whole in its first part, and has no second one
+    assert in_part(rewrites, ExpansionPart.FIRST, large=False) == list(range(6))
+    assert in_part(rewrites, ExpansionPart.DEFERRED, large=False) == []
+    # dealt shares out only the part's rewrites
+    assert sorted(p for s in range(2) for p in dealt(rewrites, s, 2, pool=later)) == later
+
+
+def test_proc_statements_counts_body_lines_only(small):
+    text = proc_text(build_proc(small, Schedule()))
+    assert proc_statements(text) == 4  # three loops and the update
+    assert proc_statements("def f(x: f32):\n    assert N >= 1\n    pass\n") == 1
+
+
+@pytest.mark.slow
+def test_the_two_parts_of_a_large_parents_expansion_give_what_one_expansion_gives(small):
+    expander, root = Expander(small), root_candidate(small)
+    first_of_root = expander.expand(root, part=ExpansionPart.FIRST)
+    assert first_of_root.deferred == 0  # the unscheduled proc is small: one part has it all
+    assert [c.fingerprint for c in first_of_root.children] == [c.fingerprint for c in expander.expand(root).children]
+    large = [c for c in first_of_root.children if proc_statements(c.proc_text) >= DEFER_FROM_STATEMENTS]
+    tiled = min(large, key=lambda c: proc_statements(c.proc_text))  # an unrolled nest, the cheapest
+    whole = expander.expand(tiled)
+    first = expander.expand(tiled, part=ExpansionPart.FIRST)
+    later = expander.expand(tiled, part=ExpansionPart.DEFERRED)
+    assert first.deferred > 0 and later.attempted == first.deferred
+    assert first.attempted + later.attempted == whole.attempted
+    assert all(not rule_for(c.schedule.steps[-1].kind).deferred for c in first.children)
+    assert later.children and all(rule_for(c.schedule.steps[-1].kind).deferred for c in later.children)
+    assert {c.fingerprint for c in first.children} | {c.fingerprint for c in later.children} == \
+        {c.fingerprint for c in whole.children}

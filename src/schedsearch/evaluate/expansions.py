@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from schedsearch.core import Candidate, Expansion, sha256_text
+from schedsearch.core import Candidate, Expansion, ExpansionPart, sha256_text
 from schedsearch.errors import InfrastructureError
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 
@@ -46,26 +46,35 @@ class RememberingExpander:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def _path(self, parent: Candidate, shard: int, shards: int, lead: int = 0) -> Path:
-        text = json.dumps([FORMAT, self._version, parent.schedule.dumps(), shard, shards, lead])
+    def _path(self, parent: Candidate, shard: int, shards: int, lead: int = 0,
+              part: ExpansionPart = ExpansionPart.ALL) -> Path:
+        text = json.dumps([FORMAT, self._version, parent.schedule.dumps(), shard, shards, lead, part.value])
         key = sha256_text(text)
         return self._folder / key[:2] / f"{key}.json.gz"
 
-    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0) -> Expansion:
+    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0,
+               part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
         """``parent``'s expansion as kept on disk, else the inner expander's (then kept)."""
         started = time.perf_counter()
-        path = self._path(parent, shard, shards, lead)
+        path = self._path(parent, shard, shards, lead, part)
         kept = _read(path, parent)
         if kept is not None:
             return replace(kept, seconds=time.perf_counter() - started, replayed=0, remembered=True)
-        if shards == 1:
-            expansion = self._inner.expand(parent)
-        else:
-            expansion = self._inner.expand(parent, shard, shards, lead) if lead else \
-                self._inner.expand(parent, shard, shards)
+        expansion = expand_part(self._inner, parent, shard, shards, lead, part)
         if not expansion.error:
             _write(path, expansion)
         return expansion
+
+
+def expand_part(expander: Any, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0,
+                part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
+    """``expander.expand`` with only the arguments that differ from their defaults: an
+    expander that never shards nor splits (a test's) takes the parent alone."""
+    if part is not ExpansionPart.ALL:
+        return expander.expand(parent, shard, shards, lead, part)
+    if shards == 1:
+        return expander.expand(parent)
+    return expander.expand(parent, shard, shards, lead) if lead else expander.expand(parent, shard, shards)
 
 
 def remembering(expander: Any, cache_dir: Path | None) -> Any:

@@ -49,6 +49,7 @@ from schedsearch.core import (
     Candidate,
     ExpandOptions,
     Expansion,
+    ExpansionPart,
     Job,
     JobKind,
     JobResult,
@@ -196,7 +197,7 @@ class _ExpanderHost:
         run_in_background()  # Exo must not take the CPU from a kernel being timed
 
     def expand(self, workload: Workload, parent: Candidate, shard: int = 0, shards: int = 1,
-               lead: int = 0) -> Expansion:
+               lead: int = 0, part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
         from schedsearch.evaluate.quiet import working
 
         # Registered as busy: the node's benchmark runner pauses it while it times a kernel.
@@ -208,9 +209,9 @@ class _ExpanderHost:
                 expander = self._expanders[workload.key] = remembering(self._factory(workload, self._options),
                                                                        self._cache_dir)
             try:
-                if shards == 1:
-                    return expander.expand(parent)
-                return expander.expand(parent, shard, shards, lead) if lead else expander.expand(parent, shard, shards)
+                from schedsearch.evaluate.expansions import expand_part
+
+                return expand_part(expander, parent, shard, shards, lead, part)
             except Exception as e:  # noqa: BLE001 - one parent's failure is data, not a crash
                 return Expansion(parent.fingerprint, (), error=f"{type(e).__name__}: {e}")
 
@@ -449,10 +450,7 @@ class RayExecutor(BlockingCalls):
                     lead = shards
                     shards *= STREAM_SHARDS_PER_ACTOR
                 for shard, index in enumerate(self._expanders_for(job.candidates[0], shards, spread)):
-                    if shards == 1:
-                        args = (wref, job.candidates[0])
-                    else:
-                        args = (wref, job.candidates[0], shard, shards) + ((lead,) if lead else ())
+                    args = (wref, job.candidates[0], shard, shards, lead, job.part)
                     shards_for.setdefault(index, []).append((job, args, shards))
             elif job.kind is JobKind.EVALUATE:
                 ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir)

@@ -61,6 +61,7 @@ from schedsearch.core import (
     Candidate,
     CandidateRecord,
     EventKind,
+    ExpansionPart,
     Executor,
     Job,
     JobKind,
@@ -83,6 +84,7 @@ from schedsearch.search.rounds import (
     activity_text,
     early_ask_point,
     expansion_message,
+    final_part,
     likely,
     next_child,
     take_shards,
@@ -143,6 +145,11 @@ class Pipeline:
         # few enough that a round's order (likely winners first) still decides.
         self.workers = max(1, getattr(executor, "workers", config.workers) or 1)
         self.in_flight_cap = 2 * self.workers
+        # A large parent is expanded in two parts (``core.ExpansionPart``): its cheap
+        # rewrites first, then - once the frontier's order picks it again - its costly ones.
+        # Only a strategy that takes single nodes back (not whole rounds) can pick it again.
+        self.split = config.defer_costly and not strategy.whole_rounds
+        self.first_done: set[int] = set()  # parents whose first part has been asked for
 
     # ------------------------------------------------------------------ for the driver
 
@@ -356,8 +363,16 @@ class Pipeline:
                 or cur.placed < cur.open_until:
             return
         self._release(cur)
+        for fp in nxt.part:
+            # A parent's second part: what the round kept of its first is done with.
+            cur.taken.pop(fp, None)
+            cur.tally.pop(fp, None)
+            cur.complete.discard(fp)
+            cur.announced.discard(fp)
+            cur.parts.pop(fp, None)
         cur.number = nxt.number
         cur.parents += nxt.parents
+        cur.part.update(nxt.part)
         cur.expanding.update(nxt.expanding)
         cur.parts.update(nxt.parts)
         cur.complete |= nxt.complete
@@ -389,11 +404,24 @@ class Pipeline:
         # expansions may come back shard by shard and measuring start with the first.
         stream = self.current is None or not self.current.queue
         for parent in parents:
-            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream)
+            part = self._part_for(parent)
+            rnd.part[parent.fingerprint] = part
+            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream, part=part)
             rnd.expanding[job.id] = parent
             jobs.append(job)
         self.executor.submit(self.workload, self.root, jobs)
         return rnd
+
+    def _part_for(self, parent: CandidateRecord) -> ExpansionPart:
+        """The part of ``parent``'s rewrites to expand now: the first part when it is picked
+        the first time, its costly rewrites when it is picked again (``_take_in`` puts it
+        back in the frontier when its first part left any)."""
+        if not self.split:
+            return ExpansionPart.ALL
+        if parent.id in self.first_done:
+            return ExpansionPart.DEFERRED
+        self.first_done.add(parent.id)
+        return ExpansionPart.FIRST
 
     def _no_room_for_another_round(self) -> bool:
         """Whether the current round's children still queued use up the rest of the budget:
@@ -436,8 +464,13 @@ class Pipeline:
             fp = parent.fingerprint
             if fp in rnd.complete and fp not in rnd.announced:
                 rnd.announced.add(fp)
-                ledger.emit(EventKind.EXPANDED, parent, message=expansion_message(rnd.tally[fp]))
-                if not rnd.waiting.get(parent.id):
+                part = rnd.part.get(fp, ExpansionPart.ALL)
+                ledger.emit(EventKind.EXPANDED, parent, message=expansion_message(rnd.tally[fp], part))
+                if not final_part(rnd, fp):
+                    # Its costly rewrites wait: back in the frontier, at its own time, it is
+                    # picked again when no faster node is left to expand first.
+                    self.strategy.tell(parent)
+                elif not rnd.waiting.get(parent.id):
                     self.store.mark_expanded(ledger.sid, parent.id)
         rnd.queue = deque(ordered)
         rnd.total += len(ordered) - len(rest)
@@ -549,7 +582,8 @@ class Pipeline:
         parent_id = rnd.parent_of.get(m.fingerprint)
         if parent_id is not None:
             rnd.waiting[parent_id] -= 1
-            if rnd.waiting[parent_id] == 0 and self.ledger.fp_of.get(parent_id) in rnd.complete:
+            fp = self.ledger.fp_of.get(parent_id)
+            if rnd.waiting[parent_id] == 0 and fp in rnd.complete and final_part(rnd, fp):
                 assert self.ledger.sid is not None
                 self.store.mark_expanded(self.ledger.sid, parent_id)
 

@@ -22,7 +22,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from schedsearch.core import Candidate, CandidateRecord, Counters, Expansion, Phase
+from schedsearch.core import Candidate, CandidateRecord, Counters, Expansion, ExpansionPart, Phase
 
 #: While a round's expansions are still coming in, only children expected within this
 #: factor of the best predicted time in the round so far are measured (natural log of 4): the
@@ -45,6 +45,7 @@ class Tally:
     illegal: int = 0
     error: str = ""
     remembered: bool = False
+    deferred: int = 0  # rewrites a FIRST expansion left for the parent's second one
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Round:
 
     number: int  # 0: a warm start's seeds, or what the last run left pending
     parents: list[CandidateRecord]
+    part: dict[str, ExpansionPart] = field(default_factory=dict)  # parent fingerprint -> the part expanded
     expanding: dict[int, CandidateRecord] = field(default_factory=dict)  # job id -> parent
     parts: dict[str, list[Expansion]] = field(default_factory=dict)  # parent fingerprint -> shards in
     complete: set[str] = field(default_factory=set)  # parents whose last shard is in
@@ -141,6 +143,14 @@ def early_ask_point(rnd: Round, in_flight_cap: int) -> int:
     return min(rnd.total, max(in_flight_cap, math.ceil(rnd.total * EARLY_ASK_SHARE)))
 
 
+def final_part(rnd: Round, fingerprint: str) -> bool:
+    """Whether the expansion of the parent ``fingerprint`` in ``rnd`` is its last: every
+    rewrite, its costly ones, or a first part that left none for later."""
+    part = rnd.part.get(fingerprint, ExpansionPart.ALL)
+    tally = rnd.tally.get(fingerprint)
+    return part is not ExpansionPart.FIRST or (tally is not None and (not tally.deferred or bool(tally.error)))
+
+
 def take_shards(rnd: Round, seen: set[str], counters: Counters) -> tuple[list[Candidate], Counters]:
     """Take the children out of the round's shards that came in since the last call.
 
@@ -177,13 +187,18 @@ def take_shards(rnd: Round, seen: set[str], counters: Counters) -> tuple[list[Ca
             tally.illegal += expansion.illegal
             tally.error = tally.error or expansion.error
             tally.remembered = tally.remembered or expansion.remembered
+            tally.deferred = max(tally.deferred, expansion.deferred)
         rnd.taken[fp] = len(shards)
     return fresh, counters
 
 
-def expansion_message(tally: Tally) -> str:
-    """What an ``expanded`` event says of a parent's expansion."""
+def expansion_message(tally: Tally, part: ExpansionPart = ExpansionPart.ALL) -> str:
+    """What an ``expanded`` event says of a parent's expansion (or of one of its parts)."""
     message = f"{tally.new} new, {tally.duplicates} duplicate, {tally.illegal} illegal"
+    if part is ExpansionPart.FIRST and tally.deferred and not tally.error:
+        message += f"; {tally.deferred} costly rewrites wait until it is picked again"
+    elif part is ExpansionPart.DEFERRED:
+        message += " from its costly rewrites"
     if tally.error:
         message += f"; cannot replay: {tally.error.strip()}"
     elif tally.remembered:

@@ -28,6 +28,7 @@ from schedsearch.core import (
     Candidate,
     DType,
     Expansion,
+    ExpansionPart,
     FeatureVector,
     Job,
     JobKind,
@@ -138,6 +139,8 @@ class FakeTree:
     duplicate), chosen per parent by hash; ``illegal_per_expand`` rejected rewrites are
     reported per expansion. A node's time is ``base_seconds`` times a per-move factor in
     [0.7, 1.3) for each move; ``failure_rate`` of the non-root labels get a failing status.
+    With ``costly_every`` k > 0, every k-th move (m_k, m_2k, ...) is a costly rewrite: a
+    FIRST expansion leaves it out, and a DEFERRED one has only those (``ExpansionPart``).
     """
 
     moves: int = 6
@@ -151,6 +154,7 @@ class FakeTree:
     remeasure_times: Mapping[str, float] = field(default_factory=dict)
     unreplayable: frozenset[str] = frozenset()  # labels whose expansion reports an error
     features: bool = False  # children carry ``fake_features``
+    costly_every: int = 0
 
     def seconds(self, label: str) -> float:
         """The (noise-free) time of the node with this label."""
@@ -169,18 +173,26 @@ class FakeTree:
             return _FAILURES[int(_unit(self.seed, f"how {label}") * len(_FAILURES))]
         return Status.OK
 
-    def expand(self, parent: Candidate) -> Expansion:
-        """The children of ``parent`` (identity move dropped as a duplicate)."""
+    def costly(self, move: str) -> bool:
+        """Whether ``move`` is one of the costly rewrites (``costly_every``)."""
+        return self.costly_every > 0 and int(move[1:]) % self.costly_every == 0
+
+    def expand(self, parent: Candidate, part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
+        """The children of ``parent`` (identity move dropped as a duplicate) of ``part``."""
         label = label_of(parent.schedule)
         if label in self.unreplayable:
             return Expansion(parent=parent.fingerprint, children=(), error=f"cannot replay [{label}]")
         names = [f"m{i}" for i in range(1, self.moves)]
         names.sort(key=lambda m: _unit(self.seed, f"order {label} {m}"))
+        proposed = names[: self.branching]
+        left = sum(self.costly(m) for m in proposed) if part is ExpansionPart.FIRST else 0
+        if part is not ExpansionPart.ALL:
+            proposed = [m for m in proposed if self.costly(m) is (part is ExpansionPart.DEFERRED)]
         moves = self.moves if self.features else None
         children = tuple(
             _candidate(parent.schedule.then(Rewrite.make(RewriteKind.SPLIT, m)), parent.fingerprint, parent.depth + 1,
                        moves)
-            for m in names[: self.branching]
+            for m in proposed
         )
         return Expansion(
             parent=parent.fingerprint,
@@ -188,6 +200,7 @@ class FakeTree:
             attempted=len(children) + 1 + self.illegal_per_expand,
             illegal=self.illegal_per_expand,
             duplicates=1,
+            deferred=left,
         )
 
     def measure(
@@ -253,6 +266,7 @@ class FakeExecutor:
         self._machine = MachineInfo(cpu_model="fake cpu", cores=2, hostname="fake", compiler="fakecc")
         self.expanded: list[str] = []
         self.expand_calls: list[list[str]] = []
+        self.parts_asked: list[tuple[str, ExpansionPart]] = []  # (parent fingerprint, part) per expansion job
         self.evaluated: list[str] = []
         self.cutoffs: dict[str, float | None] = {}  # fingerprint -> the cutoff its evaluation job carried
         self.contends: dict[str, float | None] = {}  # fingerprint -> the contend bar its evaluation job carried
@@ -308,6 +322,7 @@ class FakeExecutor:
         parents = [j.candidates[0].fingerprint for j in jobs if j.kind is JobKind.EXPAND]
         if parents:
             self.expand_calls.append(parents)
+            self.parts_asked += [(j.candidates[0].fingerprint, j.part) for j in jobs if j.kind is JobKind.EXPAND]
             self.asked_after.append(len(self.evaluated))
             self.overlapped += any(j.kind is JobKind.EVALUATE for j in self._flight)
         self._flight.extend(jobs)
@@ -349,9 +364,9 @@ class FakeExecutor:
         if not (job.stream and self.stream_shards > 1):
             self.expanded.append(parent.fingerprint)
             self.shards_sent.append((job.id, True))
-            return JobResult(job, expansion=self.tree.expand(parent))
+            return JobResult(job, expansion=self.tree.expand(parent, job.part))
         if job.id not in self._shards_left:
-            whole = self.tree.expand(parent)
+            whole = self.tree.expand(parent, job.part)
             n = self.stream_shards
             self._shards_left[job.id] = [
                 dataclasses.replace(whole, children=whole.children[k::n], duplicates=whole.duplicates if k == 0 else 0,

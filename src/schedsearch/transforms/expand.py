@@ -20,6 +20,7 @@ from schedsearch.core import (
     Candidate,
     ExpandOptions,
     Expansion,
+    ExpansionPart,
     Rewrite,
     Schedule,
     Workload,
@@ -57,8 +58,10 @@ def propose(proc, options: ExpandOptions = ExpandOptions()) -> list[Rewrite]:
     return propose_all(proc, options)
 
 
-def dealt(rewrites: Sequence[Rewrite], shard: int, shards: int, lead: int = 0) -> list[int]:
-    """The positions (in proposal order) of the rewrites shard ``shard`` of ``shards`` tries.
+def dealt(rewrites: Sequence[Rewrite], shard: int, shards: int, lead: int = 0,
+          pool: Sequence[int] | None = None) -> list[int]:
+    """The positions (in proposal order) of the rewrites shard ``shard`` of ``shards`` tries,
+    out of ``pool`` (positions; default: all of them).
 
     The rewrites are dealt out in proposal order, one to each shard in turn. With ``lead``,
     the first ``lead`` shards - the first one an executor runs on each of its workers - try
@@ -66,14 +69,38 @@ def dealt(rewrites: Sequence[Rewrite], shard: int, shards: int, lead: int = 0) -
     heavy ones in proposal order, which the rules propose best first. They come back in the
     time one of them takes, and the expensive work starts at once on every worker, as in
     longest-first scheduling. Everything else is dealt out over the other shards."""
+    positions = list(range(len(rewrites))) if pool is None else list(pool)
     heavy: list[int] = []
     if 0 < lead < shards:
-        heavy = [p for p, r in enumerate(rewrites) if rule_for(r.kind).heavy][:lead]
+        heavy = [p for p in positions if rule_for(rewrites[p].kind).heavy][:lead]
     if shard < len(heavy):
         return [heavy[shard]]
     taken = set(heavy)
-    rest = [p for p in range(len(rewrites)) if p not in taken]
+    rest = [p for p in positions if p not in taken]
     return rest[shard - len(heavy) :: shards - len(heavy)]
+
+
+#: A parent whose proc has at least this many statements is large: its ``Rule.deferred``
+#: rewrites cost Exo seconds each and wait for its second expansion (``ExpansionPart``).
+#: The unscheduled procs of the examples have 4-8, their register tiles and unrolled
+#: nests 39-112; loop splits and tiles of a small proc stay under 20.
+DEFER_FROM_STATEMENTS = 32
+
+
+def proc_statements(text: str) -> int:
+    """Statements of a proc as ``codegen.proc_text`` prints it, one a line (loops and
+    allocations included; the header, its decorator and the assertions left out)."""
+    return sum(1 for line in text.splitlines()
+               if line.strip() and not line.lstrip().startswith(("def ", "assert ", "@")))
+
+
+def in_part(rewrites: Sequence[Rewrite], part: ExpansionPart, large: bool) -> list[int]:
+    """The positions of the rewrites an expansion of ``part`` tries. Only a ``large``
+    parent is expanded in two parts: a small one's FIRST part has every rewrite."""
+    if part is ExpansionPart.ALL or not large:
+        return [] if part is ExpansionPart.DEFERRED else list(range(len(rewrites)))
+    wanted = part is ExpansionPart.DEFERRED
+    return [p for p, r in enumerate(rewrites) if rule_for(r.kind).deferred is wanted]
 
 
 def root_candidate(workload: Workload) -> Candidate:
@@ -202,18 +229,22 @@ class Expander:
             proc = child
         return self.candidate(Schedule(tuple(steps)))
 
-    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0) -> Expansion:
+    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0,
+               part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
         """Children of ``parent`` whose C differs from the parent's and each other's.
 
-        With ``shards`` > 1 only the rewrites ``dealt`` gives ``shard`` (with ``lead``
-        leading shards) are tried, so several workers can share one parent;
-        ``Expansion.merge`` puts the shards together.
+        Only the rewrites of ``part`` are tried (``in_part``); a FIRST expansion says how
+        many it left for the DEFERRED one (``Expansion.deferred``). With ``shards`` > 1 only
+        the rewrites ``dealt`` gives ``shard`` (with ``lead`` leading shards) are tried, so
+        several workers can share one parent; ``Expansion.merge`` puts the shards together.
         Never raises for a bad parent: the Expansion then carries ``error``.
         """
         started = time.perf_counter()
         try:
             proc, replayed = self._rebuild(parent.schedule)
             rewrites = propose(proc, self.options)
+            large = proc_statements(parent.proc_text or proc_text(proc)) >= DEFER_FROM_STATEMENTS
+            pool = in_part(rewrites, part, large)
         except Exception as exc:  # noqa: BLE001 - a bad parent is data, not a crash
             return Expansion(
                 parent=parent.fingerprint,
@@ -221,12 +252,13 @@ class Expander:
                 error=f"{type(exc).__name__}: {exc}",
                 seconds=time.perf_counter() - started,
             )
+        left = len(in_part(rewrites, ExpansionPart.DEFERRED, large)) if part is ExpansionPart.FIRST else 0
         seen = {parent.fingerprint}
         children: list[Candidate] = []
         order: list[int] = []
         illegal = duplicates = 0
         memo = CallMemo()  # rewrites of one parent often start with the same Exo call
-        for position in dealt(rewrites, shard, shards, lead):
+        for position in dealt(rewrites, shard, shards, lead, pool):
             rewrite = rewrites[position]
             child = try_apply(proc, rewrite, memo)
             c_source = None
@@ -266,4 +298,5 @@ class Expander:
             seconds=time.perf_counter() - started,
             replayed=replayed,
             order=tuple(order),
+            deferred=left,
         )

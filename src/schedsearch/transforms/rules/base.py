@@ -59,6 +59,11 @@ class Rule:
     #: Its steps cost Exo far more than most (a second or more, not tens of milliseconds):
     #: an expansion shared out with leading shards gives each of them one (``expand.dealt``).
     heavy: ClassVar[bool] = False
+    #: Exo checks its steps' legality over the whole nest: on a large parent (a register
+    #: tile, an unrolled nest) each costs 0.3-2 s, against tens of milliseconds for a split.
+    #: Such a parent's expansion leaves them for a second part, tried only when the search
+    #: asks for the parent again (``core.ExpansionPart``, ``expand.in_part``).
+    deferred: ClassVar[bool] = False
 
     def record_for(self, kind: RewriteKind, raw: Mapping[str, ArgValue]) -> type[StepArgs]:
         """The record a step of ``kind`` with these raw arguments decodes into."""

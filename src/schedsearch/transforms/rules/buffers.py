@@ -102,6 +102,7 @@ class Pack(Rule):
     """
 
     kind = RewriteKind.PACK
+    deferred = True
     records = (PackArgs,)
 
     def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:

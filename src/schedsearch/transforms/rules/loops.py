@@ -134,6 +134,7 @@ class Reorder(Rule):
     """
 
     kind = RewriteKind.REORDER
+    deferred = True
     records = (NoArgs,)
 
     def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
@@ -236,6 +237,7 @@ class Hoist(Rule):
     """
 
     kind = RewriteKind.HOIST
+    deferred = True
     records = (HoistArgs,)
 
     def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
@@ -273,6 +275,7 @@ class Sink(Rule):
     """
 
     kind = RewriteKind.SINK
+    deferred = True
     records = (SinkArgs,)
 
     def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
