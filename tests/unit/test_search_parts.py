@@ -89,3 +89,26 @@ def test_two_part_searches_are_reproducible_whatever_the_completion_order(mode: 
     assert runs[0][2] != runs[1][2]  # completion order really differed
     assert any(part is ExpansionPart.DEFERRED for _, part in runs[0][1])
     assert runs[0][:2] == runs[1][:2] == runs[2][:2]
+
+
+@pytest.mark.parametrize("flag,expected", [((), True), (("--no-defer-costly",), False), (("--defer-costly",), True)])
+def test_the_run_command_and_tune_pass_defer_costly_on(monkeypatch, tmp_path, flag, expected) -> None:
+    from click.testing import CliRunner
+
+    from schedsearch.api import _settings
+    from schedsearch.app.searching import SearchSettings
+    from schedsearch.cli import commands_run
+    from schedsearch.cli.main import cli
+
+    seen = {}
+    monkeypatch.setattr(commands_run, "run_command", lambda *a, **kw: seen.update(kw))
+    workload = tmp_path / "k.py"
+    workload.write_text("")
+    result = CliRunner().invoke(cli, ["run", str(workload), *flag])
+    assert result.exit_code == 0, result.output
+    assert seen["defer_costly"] is expected
+    settings = SearchSettings(defer_costly=expected, target="scalar")
+    assert settings.config().defer_costly is expected
+    tuned = _settings(budget=None, max_candidates=None, workers=0, max_depth=12, strategy="best-first", seed=0,
+                      cc=None, cflags=None, parallel=False, target="scalar", cost_model="rank", defer_costly=expected)
+    assert tuned.defer_costly is expected

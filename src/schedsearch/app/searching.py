@@ -107,6 +107,7 @@ class SearchSettings:
     warm_start: bool = True  # first evaluate the best schedules earlier searches of this proc found
     float_mode: str = "strict"  # core.FloatMode: "relaxed" lets candidates divide by reciprocals
     timing: str = "quiet"  # core.TimingMode: "shared" lets builds run beside a timing
+    defer_costly: bool = True  # a large parent's costly rewrites wait until it is picked again
 
     def config(self) -> SearchConfig:
         """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""
@@ -122,6 +123,7 @@ class SearchSettings:
             expand=expand_options(self.parallel, self.target),
             remeasure=self.remeasure,
             warm_start=self.warm_start,
+            defer_costly=self.defer_costly,
         )
 
 

@@ -120,6 +120,10 @@ def cli() -> None:
 @click.option("--warm-start/--no-warm-start", default=True, show_default=True,
               help="First evaluate the best schedules earlier searches found for this proc (any sizes, same "
                    "target), replayed on these sizes; those that no longer apply are skipped.")
+@click.option("--defer-costly/--no-defer-costly", default=True, show_default=True,
+              help="Expand a large node (a register tile, an unrolled nest) in two parts: its cheap rewrites "
+                   "first, and its reorders, hoists, sinks and packs - seconds of Exo each there - only when "
+                   "the search picks the node again. --no-defer-costly tries every rewrite at once.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)

@@ -43,6 +43,16 @@ Each prediction is stored with its child before it is measured; the rank correla
 the latest predictions with their measurements is recorded with the search. The model
 learns every ``ok`` measurement as it arrives and retrains without blocking this loop.
 
+A large parent (a register tile, an unrolled nest: ``expand.DEFER_FROM_STATEMENTS``) is
+expanded in two parts (``core.ExpansionPart``, ``config.defer_costly``): the first time the
+strategy picks it, its cheap rewrites; its reorders, hoists, sinks and packs (``Rule.deferred``:
+Exo checks them over the whole nest, seconds each there) wait. When its first part is
+announced it goes back into the strategy's frontier, at its own measured time, and the
+strategy picks it again only when no faster node is left to expand first - so the costly
+rewrites are spent on the nodes still worth them, and each round is expanded sooner. It is
+marked expanded once its second part's children are measured. Both points are fixed in the
+sequence of rounds, so the same seed still gives the same search.
+
 Candidates whose C an earlier search measured the same way take that measurement instead
 of being measured (``_reuse``; ``search.reuse`` says when). Reused measurements do not
 count against ``max_candidates``, which counts what this search measures

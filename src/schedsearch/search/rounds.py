@@ -206,6 +206,13 @@ def expansion_message(tally: Tally, part: ExpansionPart = ExpansionPart.ALL) -> 
     return message
 
 
+def _named(rnd: Round, parent: CandidateRecord) -> str:
+    """A parent being expanded, for the live view: its id, and which part when its second."""
+    if rnd.part.get(parent.fingerprint) is ExpansionPart.DEFERRED:
+        return f"#{parent.id} (its costly rewrites)"
+    return f"#{parent.id}"
+
+
 def activity_text(phase: Phase, cur: Round | None, nxt: Round | None) -> str:
     """What the pipeline is doing, in a few words, for the live view: ``cur`` is the round
     being measured, ``nxt`` the one being expanded."""
@@ -216,12 +223,12 @@ def activity_text(phase: Phase, cur: Round | None, nxt: Round | None) -> str:
         what = f"round {cur.number}" if cur.number else "the warm start and what was left pending"
         parts.append(f"measuring {cur.done}/{cur.total} of {what} ({len(cur.measuring)} in flight)")
     if nxt is not None and not nxt.expanded():
-        ids = ", ".join(f"#{p.id}" for p in nxt.expanding.values())
+        ids = ", ".join(_named(nxt, p) for p in nxt.expanding.values())
         parts.append(f"expanding {ids} for round {nxt.number}")
     elif nxt is not None:
         children = sum(len(e.children) for shards in nxt.parts.values() for e in shards)
         parts.append(f"round {nxt.number} expanded: {children} children wait to be measured")
     if cur is not None and not cur.expanded():
-        ids = ", ".join(f"#{p.id}" for p in cur.expanding.values())
+        ids = ", ".join(_named(cur, p) for p in cur.expanding.values())
         parts.append(f"{ids} still expanding (its children join round {cur.number} as they come)")
     return "; ".join(parts)
