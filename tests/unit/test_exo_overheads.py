@@ -3,6 +3,7 @@ results as Exo's own paths, which are kept here as the reference."""
 
 from __future__ import annotations
 
+import abc
 import collections
 import inspect
 import random
@@ -109,3 +110,76 @@ def test_a_register_tiled_nodes_children_are_the_same_with_exos_chain_map(monkey
     monkeypatch.setattr(analysis_simplify, "ChainMap", collections.ChainMap)
     assert _c_of_each(tiled, rewrites) == scoped
     assert any(c is not None for c in scoped)
+
+
+def test_ir_classes_answer_isinstance_as_abcmeta_does():
+    """Every IR node of a register-tiled SGEMM against every IR class: the plain check
+    given by ``install`` answers as ``ABCMeta``'s own ``__instancecheck__``."""
+    from asdl_adt import adt
+
+    exo_overheads.install()
+    classes = exo_overheads._ir_classes(adt._AsdlAdtBase)
+    assert len(classes) > 100
+    assert all(type(cls) is exo_overheads._PlainChecks for cls in classes[1:])
+
+    root = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 20, "N": 32, "K": 8}))
+    tile = next(r for r in propose(root, ExpandOptions(target="avx512")) if r.kind is RewriteKind.REGISTER_TILE)
+    ir = try_apply(root, tile)._loopir_proc
+    nodes, todo = [], [ir]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, adt._AsdlAdtBase) and len(nodes) < 400:
+            nodes.append(node)
+            todo.extend(getattr(node, name) for name in node.__annotations__)
+    assert len({type(n) for n in nodes}) >= 8
+    for cls in classes:
+        for node in nodes:
+            assert isinstance(node, cls) == abc.ABCMeta.__instancecheck__(cls, node)
+        for other in classes:
+            assert issubclass(other, cls) == abc.ABCMeta.__subclasscheck__(cls, other)
+
+
+def test_field_checks_still_reject_what_exo_rejects():
+    """The remembering field checks accept what they accepted before (a subclass of the
+    field's type, a list of them) and still refuse a wrong type, in a list too, after
+    having accepted right ones."""
+    from asdl_adt.validators import ValidationError
+    from exo.core.LoopIR import LoopIR, T
+    from exo.core.prelude import null_srcinfo
+
+    exo_overheads.install()
+    where = null_srcinfo()
+    one = LoopIR.Const(1, T.int, where)
+    assert LoopIR.USub(one, T.int, where).arg is one  # a Const where an expr goes
+    with pytest.raises(ValidationError):
+        LoopIR.USub("1", T.int, where)
+    with pytest.raises(ValidationError):
+        LoopIR.USub(LoopIR.Pass(where), T.int, where)  # a statement where an expr goes
+    branch = LoopIR.If(one, [LoopIR.Pass(where)], [], where)
+    assert len(branch.body) == 1
+    with pytest.raises(ValidationError):
+        LoopIR.If(one, [LoopIR.Pass(where), one], [], where)  # an expression among statements
+    with pytest.raises(ValidationError):
+        LoopIR.If(one, LoopIR.Pass(where), [], where)  # not a list
+
+
+def test_a_class_with_a_virtual_subclass_keeps_abcmeta():
+    """A virtual subclass registered with any IR class: nothing is changed, and the
+    registered class is still an instance for ``isinstance``."""
+    from asdl_adt import ADT
+
+    exo_overheads.install()
+    module = ADT("module probe { t = A(int x) | B(t y) }")
+
+    class Outside:
+        pass
+
+    module.t.register(Outside)
+    try:
+        assert exo_overheads._plain_ir_checks() is False
+        assert type(module.t) is abc.ABCMeta
+        assert isinstance(Outside(), module.t)
+    finally:
+        del module
