@@ -118,7 +118,8 @@ def test_ir_classes_answer_isinstance_as_abcmeta_does():
     from asdl_adt import adt
 
     exo_overheads.install()
-    classes = exo_overheads._ir_classes(adt._AsdlAdtBase)
+    # Exo's classes (not the probe made by the virtual-subclass test, if it ran before)
+    classes = [c for c in exo_overheads._ir_classes(adt._AsdlAdtBase) if not c.__qualname__.startswith("probe.")]
     assert len(classes) > 100
     assert all(type(cls) is exo_overheads._PlainChecks for cls in classes[1:])
 

@@ -29,7 +29,7 @@ abstract base classes, so every ``isinstance`` against one that is not the exact
 solver lookups the environment's one factory, its constant propagation a scope that
 finds a name in one dictionary lookup (``ScopedValues``), and its IR classes the plain
 ``isinstance`` of ordinary classes, with field checks that remember the exact types they
-have accepted. All three return what Exo would have got, so
+have accepted. All four return what Exo would have got, so
 every rewrite, every proc and all generated C stay the same (the rewrite tests check C
 byte for byte). If Exo's internals are not the ones these were written against, nothing is
 changed and Exo is only slower.
@@ -246,7 +246,7 @@ def _plain_ir_checks() -> bool:
 
 
 def install() -> bool:
-    """Remove both overheads from this process (once); False when Exo's internals differ
+    """Remove these overheads from this process (once); False when Exo's internals differ
     from the ones expected, in which case nothing was changed."""
     global _installed
     if _installed:
