@@ -384,3 +384,28 @@ def test_in_proposal_order_a_round_is_measured_whole_before_the_next() -> None:
     rows = {r.fingerprint: r for r in store.candidates(outcome.search_id)}
     depths = [rows[fp].depth for fp in ex.evaluated]
     assert depths[:7] == [0] + [1] * 6  # no model, no judgement: the root's round first, whole
+
+
+def test_prune_never_skips_children_already_queued() -> None:
+    """A short budget prunes the predicted-slower half of the new children only: those
+    queued before (stored as pending) keep a place at the back, however slow predicted."""
+    from schedsearch.core import FeatureVector
+    from schedsearch.search.guidance import Guidance
+
+    kids = [dataclasses.replace(fake_root(), fingerprint=f"c{i}", features=FeatureVector("t", (float(i),)))
+            for i in range(8)]
+    guide = Guidance(FakeCostModel(lambda f: f.values[0]), seed=1, prune=True)
+    stored = {"c6", "c7"}  # the two predicted slowest were queued before
+    ordering = guide.order(kids, seconds_left=None, seconds_per_candidate=None, candidates_left=3, stored=stored)
+    kept = [c.fingerprint for c in ordering.children]
+    skipped = {c.fingerprint for c in ordering.skipped}
+    assert skipped and not (skipped & stored)
+    assert len(kept) == 8 - len(skipped) and set(kept) | skipped == {c.fingerprint for c in kids}
+    # The same order without ``stored`` (the same seed: the same exploration draws) skips
+    # them too; with it they come last, after every child the cut kept.
+    again = Guidance(FakeCostModel(lambda f: f.values[0]), seed=1, prune=True)
+    plain = again.order(kids, seconds_left=None, seconds_per_candidate=None, candidates_left=3)
+    rescued = {c.fingerprint for c in plain.skipped} - skipped
+    assert rescued and rescued <= stored
+    assert set(kept[len(kept) - len(rescued):]) == rescued
+    assert [c.fingerprint for c in plain.children] == kept[:len(kept) - len(rescued)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from schedsearch.core import (
@@ -57,6 +57,7 @@ class Guidance:
         seconds_per_candidate: float | None,
         candidates_left: int | None,
         prune: bool = True,
+        stored: Collection[str] = (),
     ) -> Ordering:
         """The children to measure, in order (see ``Ordering``).
 
@@ -64,7 +65,9 @@ class Guidance:
         (or a child has no features). Pruning needs ``prune`` and
         a short budget (``ranking.budget_is_short``); it then keeps
         ``ranking.kept_after_pruning`` of the ordered children (random exploration picks
-        included, when they are early enough).
+        included, when they are early enough). Children whose fingerprint is in ``stored``
+        (queued earlier, already recorded as pending) are never skipped: beyond the cut they
+        keep their place at the back.
         """
         if not children or any(c.features is None for c in children):
             return Ordering(list(children), {}, [])
@@ -83,7 +86,9 @@ class Guidance:
         if not (self.prune and prune and short):
             return Ordering(ordered, predicted, [])
         keep = ranking.kept_after_pruning(len(ordered))
-        return Ordering(ordered[:keep], predicted, ordered[keep:])
+        tail = ordered[keep:]
+        kept = [c for c in tail if c.fingerprint in stored]
+        return Ordering(ordered[:keep] + kept, predicted, [c for c in tail if c.fingerprint not in stored])
 
     def learn(self, record: CandidateRecord) -> None:
         """Give the model an ``ok`` measurement; score the prediction it had made for it."""

@@ -602,9 +602,9 @@ class Pipeline:
         """New children and those still queued from earlier shards of the round, in measuring
         order, and the predictions (by fingerprint; none: proposal order).
 
-        Only new children are ever pruned (queued ones are stored already), so pruning is
-        left out while others are queued. Children skipped by ``prune`` leave ``seen``
-        again: another parent may propose them later.
+        Only new children are ever pruned: queued ones are stored already, and keep their
+        place in the order however slow they are predicted. Children skipped by ``prune``
+        leave ``seen`` again: another parent may propose them later.
         """
         if self.guide is None:
             return [*queued, *fresh], {}
@@ -615,7 +615,7 @@ class Pipeline:
             seconds_left=c.max_seconds - elapsed if c.max_seconds is not None else None,
             seconds_per_candidate=elapsed / evaluated if evaluated else None,
             candidates_left=c.max_candidates - evaluated if c.max_candidates is not None else None,
-            prune=not queued,
+            stored={c.fingerprint for c in queued},
         )
         for child in ordering.skipped:
             self.seen.discard(child.fingerprint)
