@@ -83,7 +83,8 @@ def child(workload, root: Candidate, step: Rewrite) -> Candidate:
 
 
 def expected_status(name: str) -> set[Status]:
-    """On a CPU without the target's instructions a candidate faults or fails to build, and
+    """On a CPU without the instruction set a candidate uses (its step's ``isa``, which is
+    AVX2 for the kernels an AVX-512 target writes in AVX2) it faults or fails to build, and
     the search records that instead of stopping."""
     return {Status.OK} if target(name).supported_by(cpu_flags()) else {Status.RUN_ERROR, Status.BUILD_ERROR}
 
@@ -111,6 +112,6 @@ def test_every_vectorize_proposal_applies_and_matches_the_reference(isa, case, t
         if step.arg("tail") == "masked":
             assert "mask" in body, step.describe()
         result = evaluate_candidate(workload, root, candidate, CONFIG, tmp_path)
-        assert result.status in expected_status(isa), (step.describe(), result.error)
+        assert result.status in expected_status(str(step.arg("isa"))), (step.describe(), result.error)
         if result.status is Status.OK:
             assert result.max_error is not None and result.max_error <= 1e-4, step.describe()
