@@ -41,9 +41,35 @@ def test_a_parents_costly_rewrites_come_in_its_second_expansion(mode: CostModelM
     for r in rows:
         if r.parent_id is None:
             continue
-        move = label_of(r.schedule).split("+")[-1]
+        move = r.schedule.steps[-1].target  # the rewrite applied to its parent (labels are sorted)
         if TREE.costly(move):  # a costly child exists only where its parent's second part was asked
             assert by_id[r.parent_id].fingerprint in seconds
+
+
+def _left_costly(r) -> bool:
+    """Whether the first part of the stored candidate ``r`` left costly rewrites for a second."""
+    parent = Candidate(schedule=r.schedule, c_source=r.c_source, fingerprint=r.fingerprint, proc_text="", depth=r.depth)
+    return TREE.expand(parent, ExpansionPart.FIRST).deferred > 0
+
+
+@pytest.mark.parametrize("mode", [CostModelMode.RANK, CostModelMode.OFF])
+def test_a_parents_costly_rewrites_come_at_the_latest_with_a_childs_expansion(mode: CostModelMode) -> None:
+    """Once one of a parent's children is expanded, the parent's second part is asked for in
+    that same round or before: costly rewrites are not put off level after level."""
+    outcome, store, ex = _search(cost_model=mode, max_candidates=80)
+    rows = store.candidates(outcome.search_id)
+    by_fp = {r.fingerprint: r for r in rows}
+    by_id = {r.id: r for r in rows}
+    flat = iter(ex.parts_asked)
+    round_of = {next(flat): n for n, call in enumerate(ex.expand_calls) for _ in call}
+    checked = 0
+    for (fp, part), n in round_of.items():
+        parent = by_id.get(by_fp[fp].parent_id) if part is ExpansionPart.FIRST else None
+        if parent is None or not _left_costly(parent):
+            continue
+        assert round_of.get((parent.fingerprint, ExpansionPart.DEFERRED), n + 1) <= n
+        checked += 1
+    assert checked >= 3
 
 
 def test_a_parent_is_marked_expanded_only_once_its_second_part_is_measured() -> None:
@@ -53,9 +79,7 @@ def test_a_parent_is_marked_expanded_only_once_its_second_part_is_measured() -> 
     expanded = {fp for fp, r in rows.items() if r.expanded}
 
     def left_costly(fp: str) -> bool:  # its first part left costly rewrites for a second one
-        r = rows[fp]
-        parent = Candidate(schedule=r.schedule, c_source=r.c_source, fingerprint=fp, proc_text="", depth=r.depth)
-        return TREE.expand(parent, ExpansionPart.FIRST).deferred > 0
+        return _left_costly(rows[fp])
 
     waiting = {fp for fp, part in ex.parts_asked if part is ExpansionPart.FIRST and left_costly(fp)} - seconds
     assert waiting and not (expanded & waiting)  # the costly part is still to come: a resume does it
