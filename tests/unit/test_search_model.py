@@ -355,9 +355,11 @@ def test_a_ranked_search_measures_a_likely_winners_children_before_the_also_rans
     deeper = [i for i, fp in enumerate(order) if rows[fp].depth >= 2]
     held = [i for i, fp in enumerate(order) if fp in slow]
     # The two winners' children (and theirs) come first; the also-rans were held back
-    # while the winners were expanded, and then queued behind their children.
+    # while the winners were expanded, and then queued behind their children - but for
+    # exploration draws (a tenth of the order), which pass the gate once a round is in.
     assert deeper and min(deeper) < min(held, default=len(order))
-    assert sum(1 for i in deeper if i < min(held, default=len(order))) >= 6
+    assert sum(1 for i in deeper if i < min(held, default=len(order))) >= 5
+    assert sum(1 for i in held if i < deeper[9]) <= 2
 
 
 def test_a_merging_search_is_reproducible_whatever_the_completion_order() -> None:

@@ -32,6 +32,7 @@ class Ordering:
     children: list[Candidate]  # to measure, in this order
     predicted: dict[str, float]  # the model's prediction by fingerprint ({} before it trained)
     skipped: list[Candidate]  # left out by ``prune``
+    explored: frozenset[str] = frozenset()  # placed by an exploration draw, not by prediction
 
 
 class Guidance:
@@ -77,18 +78,21 @@ class Guidance:
             predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
         if len(predictions) != len(children):
             return Ordering(list(children), {}, [])
-        ordered = [children[i] for i in ranking.measuring_order(predictions, self._rng)]
+        order, drawn = ranking.measuring_order_drawn(predictions, self._rng)
+        ordered = [children[i] for i in order]
+        explored = frozenset(children[i].fingerprint for i in drawn)
         predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
         short = ranking.budget_is_short(
             len(ordered), seconds_left=seconds_left, seconds_per_candidate=seconds_per_candidate,
             candidates_left=candidates_left,
         )
         if not (self.prune and prune and short):
-            return Ordering(ordered, predicted, [])
+            return Ordering(ordered, predicted, [], explored)
         keep = ranking.kept_after_pruning(len(ordered))
         tail = ordered[keep:]
         kept = [c for c in tail if c.fingerprint in stored]
-        return Ordering(ordered[:keep] + kept, predicted, [c for c in tail if c.fingerprint not in stored])
+        skipped = [c for c in tail if c.fingerprint not in stored]
+        return Ordering(ordered[:keep] + kept, predicted, skipped, explored - {c.fingerprint for c in skipped})
 
     def learn(self, record: CandidateRecord) -> None:
         """Give the model an ``ok`` measurement; score the prediction it had made for it."""

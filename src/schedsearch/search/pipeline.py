@@ -392,6 +392,7 @@ class Pipeline:
         cur.taken.update(nxt.taken)
         cur.streamed = cur.streamed or nxt.streamed
         self.next = None
+        cur.anchor = None  # the merged queue's best prediction, not a measured child's
         self._take_in(cur)
         self.ledger.record_accuracy()
         self._plan_next(cur)  # armed before anything more is placed: the ask counts from here
@@ -488,8 +489,11 @@ class Pipeline:
         assert ledger.sid is not None
         fresh, ledger.counters = take_shards(rnd, self.seen, ledger.counters)
         rest = list(rnd.queue)
-        ordered, predicted = self._measuring_order(fresh, rest)
+        ordered, predicted, rnd.explored = self._measuring_order(fresh, rest)
         rnd.keys.update(predicted)
+        queued = [predicted[c.fingerprint] for c in ordered if c.fingerprint in predicted]
+        if queued:  # later shards may lower the anchor; a merge sets it anew (``_merge``)
+            rnd.anchor = min(queued) if rnd.anchor is None else min(rnd.anchor, min(queued))
         new_fps = {c.fingerprint for c in fresh}
         stored = [c for c in ordered if c.fingerprint in new_fps]  # children skipped by prune are not
         for child in stored:  # in measuring order
@@ -627,16 +631,17 @@ class Pipeline:
                 self.store.mark_expanded(self.ledger.sid, parent_id)
 
     def _measuring_order(self, fresh: list[Candidate], queued: Sequence[Candidate] = ()
-                         ) -> tuple[list[Candidate], dict[str, float]]:
+                         ) -> tuple[list[Candidate], dict[str, float], frozenset[str]]:
         """New children and those still queued from earlier shards of the round, in measuring
-        order, and the predictions (by fingerprint; none: proposal order).
+        order, the predictions (by fingerprint; none: proposal order) and the children an
+        exploration draw placed.
 
         Only new children are ever pruned: queued ones are stored already, and keep their
         place in the order however slow they are predicted. Children skipped by ``prune``
         leave ``seen`` again: another parent may propose them later.
         """
         if self.guide is None:
-            return [*queued, *fresh], {}
+            return [*queued, *fresh], {}, frozenset()
         c = self.config
         elapsed, evaluated = self.ledger.elapsed(), self.ledger.counters.measured
         ordering = self.guide.order(
@@ -650,4 +655,4 @@ class Pipeline:
             self.seen.discard(child.fingerprint)
         if ordering.skipped:
             self.ledger.counters = self.ledger.counters.plus(pruned=len(ordering.skipped))
-        return ordering.children, ordering.predicted
+        return ordering.children, ordering.predicted, ordering.explored

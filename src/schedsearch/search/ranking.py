@@ -31,12 +31,22 @@ def measuring_order(predictions: Sequence[float], rng: random.Random, explore: f
     """Indices of the children, predicted-fastest first, with each slot taken by a random
     remaining child with probability ``explore`` (drawn from ``rng``: seeded, reproducible).
     Ties keep proposal order."""
+    return measuring_order_drawn(predictions, rng, explore)[0]
+
+
+def measuring_order_drawn(predictions: Sequence[float], rng: random.Random,
+                          explore: float = EXPLORE_SHARE) -> tuple[list[int], frozenset[int]]:
+    """``measuring_order``, and the indices the exploration draws placed (those a random
+    draw put in a slot the predictions would have given to another child)."""
     remaining = sorted(range(len(predictions)), key=lambda i: (predictions[i], i))
     order: list[int] = []
+    drawn: set[int] = set()
     while remaining:
         pick = rng.randrange(len(remaining)) if rng.random() < explore else 0
+        if pick:
+            drawn.add(remaining[pick])
         order.append(remaining.pop(pick))
-    return order
+    return order, frozenset(drawn)
 
 
 def budget_is_short(children: int, *, seconds_left: float | None, seconds_per_candidate: float | None,
