@@ -107,7 +107,7 @@ class SearchSettings:
     warm_start: bool = True  # first evaluate the best schedules earlier searches of this proc found
     float_mode: str = "strict"  # core.FloatMode: "relaxed" lets candidates divide by reciprocals
     timing: str = "quiet"  # core.TimingMode: "shared" lets builds run beside a timing
-    defer_costly: bool = True  # a large parent's costly rewrites wait until it is picked again
+    defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion
 
     def config(self) -> SearchConfig:
         """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""

@@ -48,9 +48,10 @@ expanded in two parts (``core.ExpansionPart``, ``config.defer_costly``): the fir
 strategy picks it, its cheap rewrites; its reorders, hoists, sinks and packs (``Rule.deferred``:
 Exo checks them over the whole nest, seconds each there) wait. When its first part is
 announced it goes back into the strategy's frontier, at its own measured time, and the
-strategy picks it again only when no faster node is left to expand first - so the costly
-rewrites are spent on the nodes still worth them, and each round is expanded sooner. It is
-marked expanded once its second part's children are measured. Both points are fixed in the
+strategy picks it again when no faster node is left to expand first, or it comes along with
+the first of its children to be expanded (``_with_waiting_parents``) - so the costly
+rewrites are spent on the nodes the search goes on from, and each round is expanded
+sooner. It is marked expanded once its second part's children are measured. Both points are fixed in the
 sequence of rounds, so the same seed still gives the same search.
 
 Candidates whose C an earlier search measured the same way take that measurement instead

@@ -214,7 +214,7 @@ def expansion_message(tally: Tally, part: ExpansionPart = ExpansionPart.ALL) -> 
     """What an ``expanded`` event says of a parent's expansion (or of one of its parts)."""
     message = f"{tally.new} new, {tally.duplicates} duplicate, {tally.illegal} illegal"
     if part is ExpansionPart.FIRST and tally.deferred and not tally.error:
-        message += f"; {tally.deferred} costly rewrites wait until it is picked again"
+        message += f"; {tally.deferred} costly rewrites wait until it is picked again or a child of it is expanded"
     elif part is ExpansionPart.DEFERRED:
         message += " from its costly rewrites"
     if tally.error:
