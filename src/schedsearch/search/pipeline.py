@@ -162,8 +162,12 @@ class Pipeline:
         self.split = config.defer_costly and not strategy.whole_rounds
         self.first_done: set[int] = set()  # parents whose first part has been asked for
         self.second_done: set[int] = set()  # ... and those whose second part has been asked for
+        self.first_coming: set[int] = set()  # parents whose first part is not all in yet
         # Parents whose first part left costly rewrites, not yet asked for again, by id.
         self.costly_waiting: dict[int, CandidateRecord] = {}
+        # Parents a child of which was expanded before their first part was all in (a
+        # streamed round): their second part comes with the next round once they are.
+        self.costly_owed: set[int] = set()
 
     # ------------------------------------------------------------------ for the driver
 
@@ -421,15 +425,25 @@ class Pipeline:
         and the costly rewrites - a packed panel, a reorder - were put off at every level.
         On SGEMM 512 with AVX2 (Zen 3) the packed B panel behind the register tile was 1.28x
         faster and came 25-65 s into 3-minute searches; a child's expansion comes seconds
-        after its parent's first part. Which parents come along depends on the asked ones
-        only, so the same seed still gives the same search."""
+        after its parent's first part. A parent whose first part is still coming in (a
+        streamed round) is owed: its second part comes with the first round asked once the
+        first is all in. Which parents come along depends on the asked ones only (and, for
+        an owed one, on when its streamed shards came in, as for everything in a streamed
+        round), so the same seed still gives the same search."""
         asked = {p.id for p in parents}
         out: list[CandidateRecord] = []
+        for pid in sorted(self.costly_owed - self.first_coming):
+            self.costly_owed.discard(pid)
+            if pid in self.costly_waiting and pid not in asked:  # else its first part left nothing
+                asked.add(pid)
+                out.append(self.costly_waiting[pid])
         for parent in parents:
             pid = parent.parent_id
             if pid is not None and pid in self.costly_waiting and pid not in asked:
                 asked.add(pid)
                 out.append(self.costly_waiting[pid])
+            elif pid is not None and pid in self.first_coming:
+                self.costly_owed.add(pid)
             out.append(parent)
         return out
 
@@ -460,6 +474,7 @@ class Pipeline:
             self.costly_waiting.pop(parent.id, None)
             return ExpansionPart.DEFERRED
         self.first_done.add(parent.id)
+        self.first_coming.add(parent.id)
         return ExpansionPart.FIRST
 
     def _no_room_for_another_round(self) -> bool:
@@ -508,6 +523,7 @@ class Pipeline:
                 rnd.announced.add(fp)
                 part = rnd.part.get(fp, ExpansionPart.ALL)
                 ledger.emit(EventKind.EXPANDED, parent, message=expansion_message(rnd.tally[fp], part))
+                self.first_coming.discard(parent.id)
                 if not final_part(rnd, fp):
                     # Its costly rewrites wait: back in the frontier, at its own time, it is
                     # picked again when no faster node is left to expand first - or comes
