@@ -864,7 +864,8 @@ class Job:
     longer than ``contend`` seconds cannot be the new best and gets the fewest samples.
     An expansion with ``stream`` is wanted piece by piece: nothing else is left to measure,
     so the executor may share it out in small shards and return each as it finishes. An
-    expansion tries the ``part`` of the parent's rewrites it names (``ExpansionPart``)."""
+    expansion tries the ``part`` of the parent's rewrites it names (``ExpansionPart``). An
+    executor that must hold expansions back starts those of lower ``priority`` first."""
 
     id: int
     kind: JobKind
@@ -873,6 +874,7 @@ class Job:
     contend: float | None = None
     stream: bool = False
     part: ExpansionPart = ExpansionPart.ALL
+    priority: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

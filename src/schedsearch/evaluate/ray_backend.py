@@ -7,9 +7,12 @@ rebuild what they need: Exo procs do not pickle.
 - Expansion: ``workers`` actors, each holding one ``expander_factory(workload, options)``
   per workload, so its cache of replayed schedule prefixes survives between calls. A
   parent is expanded by the actor that made it, whose cache holds its proc. Each actor
-  runs one expansion shard at a time; the rest wait here, the latest submitted first: an
-  expansion the search asks for while a streamed one is still being shared out (the next
-  round grown from the first likely winners) goes ahead of that one's remaining shards.
+  runs one expansion shard at a time; the rest wait here (``ShardQueue``), the job of the
+  fastest parent first (its ``priority``: a deeper parent must be clearly faster to go
+  ahead of a shallower one), among equals the latest submitted: an expansion the search
+  asks for while a streamed one is still being shared out (the next round grown from the
+  first likely winners) goes ahead of that one's remaining shards when its parent is
+  faster, while a parent's own remaining shards go ahead of its children's expansions.
 - Evaluation in two stages. A build task per candidate (``num_cpus=1``, retried once
   only when its worker dies under it)
   compiles it (``build_candidate``): builds run continuously on every worker core. The
@@ -39,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -60,6 +63,7 @@ from schedsearch.core import (
 )
 from schedsearch.errors import ClusterError, SchedsearchError
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
+from schedsearch.evaluate.shard_queue import ShardQueue
 
 _PROBE_TIMEOUT = 3.0
 _MACHINE_TIMEOUT = 120.0
@@ -345,8 +349,8 @@ class RayExecutor(BlockingCalls):
         # "build", "run" (detail: the runner), "remeasure".
         self._flight: dict[Any, tuple[Job, str, Any]] = {}
         self._shards: dict[int, int] = {}  # job id -> shards of its expansion back so far
-        # Expansion shards not started yet, per actor index, next first: (job, args, shards).
-        self._waiting: dict[int, deque[tuple[Job, tuple[Any, ...], int]]] = {}
+        # Expansion shards not started yet, per actor index: (job, args, shards).
+        self._waiting: dict[int, ShardQueue[tuple[Job, tuple[Any, ...], int]]] = {}
         self._runners: dict[str, Any] = {}
         self._connect(address, connect_timeout)
         import ray
@@ -459,8 +463,10 @@ class RayExecutor(BlockingCalls):
                 ref = self._remeasure_fn.remote(wref, rref, list(job.candidates), self._bench, self._cache_dir)
                 self._flight[ref] = (job, "remeasure", None)
         for index, calls in shards_for.items():
-            # The latest submitted first, each job's own shards in order.
-            self._waiting.setdefault(index, deque()).extendleft(reversed(calls))
+            # Lowest priority first; among equals the latest submitted, each job's shards in order.
+            queue = self._waiting.setdefault(index, ShardQueue())
+            for job in dict.fromkeys(job for job, _, _ in calls):
+                queue.push_job(job.priority, [call for call in calls if call[0] is job])
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -468,7 +474,7 @@ class RayExecutor(BlockingCalls):
         running = self._expanding()
         for index, calls in self._waiting.items():
             if calls and index not in running and index < len(self._actors):
-                job, args, shards = calls.popleft()
+                job, args, shards = calls.pop()
                 actor = self._actors[index]
                 self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
 

@@ -89,6 +89,7 @@ from schedsearch.core import (
 from schedsearch.search.finalists import finalist_reserve
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.ledger import Ledger
+from schedsearch.search.ranking import expansion_priority
 from schedsearch.search.reuse import reuse_message, split
 from schedsearch.search.rounds import (
     Round,
@@ -457,7 +458,8 @@ class Pipeline:
         for parent in parents:
             part = self._part_for(parent)
             rnd.part[parent.fingerprint] = part
-            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream, part=part)
+            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream, part=part,
+                      priority=expansion_priority(parent))
             rnd.expanding[job.id] = parent
             jobs.append(job)
         self.executor.submit(self.workload, self.root, jobs)

@@ -1,0 +1,92 @@
+"""Which waiting expansion shard an expander actor runs next (``evaluate.shard_queue``), and
+the priority the search gives each expansion (``ranking.expansion_priority``)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from schedsearch.core import CandidateRecord, JobKind, Schedule, SearchConfig, Status
+from schedsearch.evaluate.shard_queue import ShardQueue
+from schedsearch.search import make_strategy, run_search
+from schedsearch.search.ranking import DEPTH_HANDICAP, expansion_priority
+from schedsearch.store import InMemoryStore
+from schedsearch.testing.builders import make_timing
+from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_root, fake_workload
+
+
+def _drain(queue: ShardQueue[str]) -> list[str]:
+    out = []
+    while queue:
+        out.append(queue.pop())
+    return out
+
+
+def test_lower_priority_goes_first_and_each_jobs_shards_keep_their_order() -> None:
+    q: ShardQueue[str] = ShardQueue()
+    q.push_job(5.0, ["root/0", "root/1", "root/2"])
+    q.push_job(1.0, ["tile/0", "tile/1"])
+    q.push_job(3.0, ["other/0"])
+    assert len(q) == 6
+    assert _drain(q) == ["tile/0", "tile/1", "other/0", "root/0", "root/1", "root/2"]
+    with pytest.raises(IndexError):
+        q.pop()
+
+
+def test_among_equal_priorities_the_latest_submitted_goes_first() -> None:
+    q: ShardQueue[str] = ShardQueue()
+    q.push_job(2.0, ["a/0", "a/1"])
+    q.push_job(2.0, ["b/0", "b/1"])
+    assert q.pop() == "b/0"
+    q.push_job(2.0, ["c/0"])
+    assert _drain(q) == ["c/0", "b/1", "a/0", "a/1"]
+    q.push_job(1.0, ["d/0"])
+    q.clear()
+    assert not q and list(q) == []
+
+
+def _record(seconds: float | None, depth: int) -> CandidateRecord:
+    timing = make_timing(seconds) if seconds is not None else None
+    return CandidateRecord(id=1, search_id=1, parent_id=None if depth == 0 else 0, depth=depth, schedule=Schedule(),
+                           fingerprint="fp", status=Status.OK, timing=timing)
+
+
+def test_a_parent_goes_ahead_of_a_deeper_one_within_noise_but_not_of_a_clearly_faster_one() -> None:
+    tile = _record(3.590e-3, depth=1)
+    split_child = _record(3.560e-3, depth=2)  # 0.8% faster: within noise
+    packed_child = _record(2.890e-3, depth=2)  # 1.24x faster
+    root = _record(0.305, depth=0)
+    assert expansion_priority(tile) < expansion_priority(split_child)
+    assert expansion_priority(packed_child) < expansion_priority(tile)
+    assert expansion_priority(tile) < expansion_priority(root)
+    # The handicap is exactly one DEPTH_HANDICAP per level at equal times.
+    same = _record(3.590e-3, depth=2)
+    assert math.isclose(expansion_priority(same) - expansion_priority(tile), math.log(DEPTH_HANDICAP))
+    assert expansion_priority(_record(None, depth=1)) == math.inf
+
+
+class _Recording(FakeExecutor):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.jobs = []
+
+    def submit(self, workload, reference, jobs) -> None:
+        self.jobs += [j for j in jobs if j.kind is JobKind.EXPAND]
+        super().submit(workload, reference, jobs)
+
+
+def test_the_search_gives_each_expansion_its_parents_priority() -> None:
+    tree = FakeTree(moves=6, branching=4, failure_rate=0.0, seed=3)
+    ex = _Recording(tree)
+    store = InMemoryStore()
+    cfg = SearchConfig(max_seconds=None, max_candidates=40, seed=1)
+    outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg)
+    by_fp = {r.fingerprint: r for r in store.candidates(outcome.search_id)}
+    assert len(ex.jobs) >= 3
+    for job in ex.jobs:
+        parent = by_fp[job.candidates[0].fingerprint]
+        if parent.depth == 0 and job.priority == math.inf:
+            continue  # the root's first expansion is asked while the root is still being measured
+        assert job.priority == expansion_priority(parent)
+    assert len({job.priority for job in ex.jobs if job.priority != math.inf}) > 1
