@@ -42,9 +42,6 @@ class ShardQueue(Generic[T]):
     def __len__(self) -> int:
         return len(self._heap)
 
-    def __bool__(self) -> bool:
-        return bool(self._heap)
-
     def __iter__(self) -> Iterator[T]:
         """The waiting shards, in no particular order."""
         return (entry[3] for entry in self._heap)
