@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from schedsearch.search.ranking import measuring_order, measuring_order_drawn
+from schedsearch.search.ranking import measuring_order
 from schedsearch.search.rounds import STREAM_GATE, Round, gate_bar, likely, next_child
 from schedsearch.testing.fakes import fake_root
 
@@ -53,11 +53,11 @@ def test_exploration_draws_pass_the_gate_once_the_round_is_in() -> None:
 
 def test_the_drawn_children_are_those_placed_out_of_prediction_order() -> None:
     predictions = [0.5, -1.0, 0.0, 2.0, -0.5, 1.0] * 5
-    order, drawn = measuring_order_drawn(predictions, random.Random(7))
-    assert order == measuring_order(predictions, random.Random(7))
+    order, drawn = measuring_order(predictions, random.Random(7))
+    assert (order, drawn) == measuring_order(predictions, random.Random(7))  # same seed, same draws
     assert drawn and len(drawn) < len(order) / 2
     # Each drawn child took a slot ahead of a child predicted faster (or equal and proposed earlier).
     for slot, i in enumerate(order):
         if i in drawn:
             assert any((predictions[j], j) < (predictions[i], i) for j in order[slot + 1:])
-    assert measuring_order_drawn(predictions, random.Random(7), explore=0.0)[1] == frozenset()
+    assert measuring_order(predictions, random.Random(7), explore=0.0)[1] == frozenset()

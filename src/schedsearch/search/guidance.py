@@ -78,7 +78,7 @@ class Guidance:
             predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
         if len(predictions) != len(children):
             return Ordering(list(children), {}, [])
-        order, drawn = ranking.measuring_order_drawn(predictions, self._rng)
+        order, drawn = ranking.measuring_order(predictions, self._rng)
         ordered = [children[i] for i in order]
         explored = frozenset(children[i].fingerprint for i in drawn)
         predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}

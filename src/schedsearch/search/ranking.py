@@ -31,17 +31,12 @@ ACCURACY_WINDOW = 50
 SETTLED_AFTER = 200
 
 
-def measuring_order(predictions: Sequence[float], rng: random.Random, explore: float = EXPLORE_SHARE) -> list[int]:
+def measuring_order(predictions: Sequence[float], rng: random.Random,
+                    explore: float = EXPLORE_SHARE) -> tuple[list[int], frozenset[int]]:
     """Indices of the children, predicted-fastest first, with each slot taken by a random
-    remaining child with probability ``explore`` (drawn from ``rng``: seeded, reproducible).
-    Ties keep proposal order."""
-    return measuring_order_drawn(predictions, rng, explore)[0]
-
-
-def measuring_order_drawn(predictions: Sequence[float], rng: random.Random,
-                          explore: float = EXPLORE_SHARE) -> tuple[list[int], frozenset[int]]:
-    """``measuring_order``, and the indices the exploration draws placed (those a random
-    draw put in a slot the predictions would have given to another child)."""
+    remaining child with probability ``explore`` (drawn from ``rng``: seeded, reproducible;
+    ties keep proposal order), and the indices those draws placed (put in a slot the
+    predictions would have given to another child)."""
     remaining = sorted(range(len(predictions)), key=lambda i: (predictions[i], i))
     order: list[int] = []
     drawn: set[int] = set()
@@ -60,7 +55,7 @@ def expansion_priority(parent: CandidateRecord) -> float:
     expansion is often within noise of that parent (a loop split), and going ahead of the
     parent's remaining shards put off rewrites of the parent that no child has - on SGEMM
     512 with AVX2 (Zen 3) the register tile's streamed first part took 26 s to come in and
-    its packed B panel (1.28x) came 50-70 s into the search. A parent clearly faster than
+    its packed B panel (1.28x) came up to 75 s into the search. A parent clearly faster than
     the one still being shared out (a register tile against the root) still goes first."""
     seconds = parent.seconds
     if seconds is None or seconds <= 0:
