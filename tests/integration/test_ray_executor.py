@@ -99,24 +99,6 @@ def test_a_child_is_expanded_by_the_actor_that_made_it(ray_executor) -> None:
         assert [done[c.fingerprint].replayed for c in pair] == [0, 0]
 
 
-def test_a_free_actor_takes_an_expansion_waiting_for_a_busy_one(ray_executor) -> None:
-    """Two children of the same actor asked for together both wait for that actor (their
-    home); the other actor, free, takes one of them and replays its schedule, instead of
-    leaving it to wait."""
-    from schedsearch.transforms import load_workload, root_candidate
-
-    # sizes no other test expands: an expansion read back from the disk cache holds no procs
-    workload = load_workload(str(MATMUL), "sgemm", {"M": 32, "N": 40, "K": 16})
-    root = root_candidate(workload)
-    (expansion,) = list(ray_executor.expand(workload, [root]))
-    even = [c for c, pos in zip(expansion.children, expansion.order, strict=True) if pos % 2 == 0]
-    assert len(even) >= 2
-    done = {e.parent: e for e in ray_executor.expand(workload, even[:2])}
-    assert [done[c.fingerprint].error for c in even[:2]] == ["", ""]
-    assert sorted(done[c.fingerprint].replayed > 0 for c in even[:2]) == [False, True]
-    assert ray_executor.pending() == 0
-
-
 def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor) -> None:
     """A ``stream`` job is cut into STREAM_SHARDS_PER_ACTOR shards per actor, each sent back
     as it finishes, ``final`` on the last; together they hold the unstreamed children, and

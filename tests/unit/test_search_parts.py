@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from schedsearch.core import Candidate, CandidateRecord, CostModelMode, ExpansionPart, SearchConfig, Status, Timing
+from schedsearch.core import Candidate, CostModelMode, ExpansionPart, SearchConfig, Status
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.fakes import FakeCostModel, FakeExecutor, FakeTree, fake_root, fake_workload, label_of, oracle
@@ -46,10 +46,10 @@ def test_a_parents_costly_rewrites_come_in_its_second_expansion(mode: CostModelM
             assert by_id[r.parent_id].fingerprint in seconds
 
 
-def _left_costly(r, tree: FakeTree = TREE) -> bool:
+def _left_costly(r) -> bool:
     """Whether the first part of the stored candidate ``r`` left costly rewrites for a second."""
     parent = Candidate(schedule=r.schedule, c_source=r.c_source, fingerprint=r.fingerprint, proc_text="", depth=r.depth)
-    return tree.expand(parent, ExpansionPart.FIRST).deferred > 0
+    return TREE.expand(parent, ExpansionPart.FIRST).deferred > 0
 
 
 @pytest.mark.parametrize("mode", [CostModelMode.RANK, CostModelMode.OFF])
@@ -98,55 +98,6 @@ def test_a_parents_costly_rewrites_come_after_a_childs_expansion_in_streamed_rou
     assert len(owed) >= 5
     for parent, _ in owed:
         assert (parent.fingerprint, ExpansionPart.DEFERRED) in round_of
-
-
-def test_the_fastest_waiting_parent_comes_with_the_next_round_when_within_noise_of_the_asked() -> None:
-    """A parent whose costly rewrites wait, the fastest such and within LEADING_MARGIN of the
-    fastest parent asked for, has its second part asked in that round - also when a node a
-    little faster than it (not its child) was asked. In proposal order (the rule does not
-    depend on the mode) this tree has such rounds; with the oracle model the asked children
-    are always clearly faster."""
-    from schedsearch.search.ranking import LEADING_MARGIN
-
-    tree = dataclasses.replace(TREE, seed=5)
-    outcome, store, ex = _search(tree, cost_model=CostModelMode.OFF, max_candidates=80)
-    by_fp = {r.fingerprint: r for r in store.candidates(outcome.search_id)}
-    flat = iter(ex.parts_asked)
-    rounds = [[next(flat) for _ in call] for call in ex.expand_calls]
-    waiting: list[str] = []  # first part in an earlier round left costly rewrites; second not asked
-    behind_a_faster_one = 0
-    for asked in rounds:
-        firsts = [by_fp[fp] for fp, part in asked if part is ExpansionPart.FIRST]
-        seconds = {fp for fp, part in asked if part is ExpansionPart.DEFERRED}
-        timed = [by_fp[fp] for fp in waiting if by_fp[fp].seconds is not None]
-        if timed:
-            lead = min(timed, key=lambda r: r.seconds)
-            bar = min((r.seconds for r in firsts), default=None)
-            if bar is None or lead.seconds <= LEADING_MARGIN * bar:
-                assert lead.fingerprint in seconds
-                behind_a_faster_one += bar is not None and lead.seconds > bar and not any(
-                    r.parent_id == lead.id for r in firsts)
-        waiting = [fp for fp in waiting if fp not in seconds]
-        waiting += [r.fingerprint for r in firsts if _left_costly(r, tree)]
-    assert behind_a_faster_one >= 2  # where neither the strategy nor the child rule asked it
-
-
-def _timed(rid: int, seconds: float | None) -> CandidateRecord:
-    timing = None if seconds is None else Timing(seconds, seconds, seconds, seconds)
-    return CandidateRecord(id=rid, search_id=1, parent_id=None, depth=1, schedule=fake_root().schedule,
-                           fingerprint=str(rid), status=Status.OK, timing=timing)
-
-
-def test_leading_costly_is_the_fastest_waiting_within_the_margin_of_the_asked() -> None:
-    from schedsearch.search.ranking import LEADING_MARGIN, leading_costly
-
-    waiting = [_timed(1, 5.2e-3), _timed(2, 6.2e-3), _timed(3, None)]
-    assert leading_costly(waiting, [_timed(4, 4.8e-3)]) == waiting[0]  # 1.08x: within the margin
-    assert leading_costly(waiting, [_timed(4, 5.2e-3 / (LEADING_MARGIN + 0.01)), _timed(5, 9e-3)]) is None
-    assert leading_costly(waiting, []) == waiting[0]
-    assert leading_costly([_timed(3, None)], [_timed(4, 1e-3)]) is None
-    tied = leading_costly([_timed(6, 5e-3), _timed(7, 5e-3)], [_timed(4, 5e-3)])
-    assert tied is not None and tied.id == 6  # ties: the earliest waiting
 
 
 def test_a_parent_is_marked_expanded_only_once_its_second_part_is_measured() -> None:

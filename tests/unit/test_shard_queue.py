@@ -8,7 +8,7 @@ import math
 import pytest
 
 from schedsearch.core import CandidateRecord, JobKind, Schedule, SearchConfig, Status
-from schedsearch.evaluate.shard_queue import ShardQueue, queue_to_take
+from schedsearch.evaluate.shard_queue import ShardQueue
 from schedsearch.search import make_strategy, run_search
 from schedsearch.search.ranking import DEPTH_HANDICAP, expansion_priority
 from schedsearch.store import InMemoryStore
@@ -44,24 +44,6 @@ def test_among_equal_priorities_the_latest_submitted_goes_first() -> None:
     q.push_job(1.0, ["d/0"])
     q.clear()
     assert not q and list(q) == []
-
-
-def test_a_free_actor_takes_a_more_urgent_shard_from_a_busy_ones_queue() -> None:
-    root: ShardQueue[str] = ShardQueue()
-    root.push_job(math.inf, ["root/7", "root/8"])
-    tiles: ShardQueue[str] = ShardQueue()
-    tiles.push_job(-5.3, ["split/0"])
-    tiles.push_job(-5.2, ["tile deferred/0"])
-    queues = {0: root, 1: tiles}
-    assert queue_to_take(0, queues) == 1  # actor 0's own queue holds only the root's shards
-    assert queue_to_take(1, queues) == 1
-    assert queues[queue_to_take(0, queues)].pop() == "split/0"
-    same: ShardQueue[str] = ShardQueue()
-    same.push_job(-5.2, ["own/0"])
-    assert queue_to_take(2, {**queues, 2: same}) == 2  # among equals its own (no replay)
-    assert queue_to_take(2, {**queues, 2: ShardQueue()}) == 1  # an empty queue takes from another
-    assert queue_to_take(0, {0: ShardQueue(), 1: ShardQueue()}) is None
-    assert queue_to_take(3, {0: root}) == 0  # an actor with no queue of its own yet
 
 
 def _record(seconds: float | None, depth: int) -> CandidateRecord:

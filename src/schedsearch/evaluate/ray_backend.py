@@ -7,8 +7,7 @@ rebuild what they need: Exo procs do not pickle.
 - Expansion: ``workers`` actors, each holding one ``expander_factory(workload, options)``
   per workload, so its cache of replayed schedule prefixes survives between calls. A
   parent is expanded by the actor that made it, whose cache holds its proc. Each actor
-  runs one expansion shard at a time; the rest wait here (``ShardQueue``), a free actor
-  taking a more urgent shard from a busy one's queue (``queue_to_take``), the job of the
+  runs one expansion shard at a time; the rest wait here (``ShardQueue``), the job of the
   fastest parent first (its ``priority``: a deeper parent must be clearly faster to go
   ahead of a shallower one), among equals the latest submitted: an expansion the search
   asks for while a streamed one is still being shared out (the next round grown from the
@@ -64,7 +63,7 @@ from schedsearch.core import (
 )
 from schedsearch.errors import ClusterError, SchedsearchError
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
-from schedsearch.evaluate.shard_queue import ShardQueue, queue_to_take
+from schedsearch.evaluate.shard_queue import ShardQueue
 
 _PROBE_TIMEOUT = 3.0
 _MACHINE_TIMEOUT = 120.0
@@ -471,17 +470,13 @@ class RayExecutor(BlockingCalls):
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Start the next waiting shard on every actor that has no expansion running: its
-        own, or a more urgent one waiting for a busy actor (``shard_queue.queue_to_take``)."""
+        """Start the next waiting shard on every actor that has no expansion running."""
         running = self._expanding()
-        for index, actor in enumerate(self._actors):
-            if index in running:
-                continue
-            source = queue_to_take(index, self._waiting)
-            if source is None:
-                return  # nothing waits anywhere
-            job, args, shards = self._waiting[source].pop()
-            self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
+        for index, calls in self._waiting.items():
+            if calls and index not in running and index < len(self._actors):
+                job, args, shards = calls.pop()
+                actor = self._actors[index]
+                self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
 
     def _expanding(self) -> set[int]:
         """Indices of the actors running an expansion shard now."""

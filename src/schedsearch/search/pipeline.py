@@ -49,8 +49,7 @@ strategy picks it, its cheap rewrites; its reorders, hoists, sinks and packs (``
 Exo checks them over the whole nest, seconds each there) wait. When its first part is
 announced it goes back into the strategy's frontier, at its own measured time, and the
 strategy picks it again when no faster node is left to expand first, or it comes along with
-the first of its children to be expanded, or with the next round while it is the fastest
-node waiting and within noise of the fastest asked (``_with_waiting_parents``) - so the costly
+the first of its children to be expanded (``_with_waiting_parents``) - so the costly
 rewrites are spent on the nodes the search goes on from, and each round is expanded
 sooner. It is marked expanded once its second part's children are measured. Both points are fixed in the
 sequence of rounds, so the same seed still gives the same search.
@@ -90,7 +89,7 @@ from schedsearch.core import (
 from schedsearch.search.finalists import finalist_reserve
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.ledger import Ledger
-from schedsearch.search.ranking import expansion_priority, leading_costly
+from schedsearch.search.ranking import expansion_priority
 from schedsearch.search.reuse import reuse_message, split
 from schedsearch.search.rounds import (
     Round,
@@ -429,20 +428,11 @@ class Pipeline:
         faster and came 25-65 s into 3-minute searches; a child's expansion comes seconds
         after its parent's first part. A parent whose first part is still coming in (a
         streamed round) is owed: its second part comes with the first round asked once the
-        first is all in. And the fastest node whose costly rewrites wait comes along with
-        every round asked while it is within ``ranking.LEADING_MARGIN`` of the fastest asked
-        parent: a sibling's children a little faster than it must not put its costly part
-        off. Which parents come along depends on the asked ones and on the parts announced
-        before the ask only (and, for an owed one, on when its streamed shards came in, as
-        for everything in a streamed round), so the same seed still gives the same search."""
+        first is all in. Which parents come along depends on the asked ones only (and, for
+        an owed one, on when its streamed shards came in, as for everything in a streamed
+        round), so the same seed still gives the same search."""
         asked = {p.id for p in parents}
         out: list[CandidateRecord] = []
-        # The fastest waiting node comes along too when it is within noise of the fastest
-        # asked one, child or not (``ranking.leading_costly``).
-        lead = leading_costly(list(self.costly_waiting.values()), parents)
-        if lead is not None and lead.id not in asked:
-            asked.add(lead.id)
-            out.append(lead)
         for pid in sorted(self.costly_owed - self.first_coming):
             self.costly_owed.discard(pid)
             if pid in self.costly_waiting and pid not in asked:  # else its first part left nothing

@@ -24,10 +24,6 @@ PRUNE_SHARE = 0.5
 #: ahead of the shallower one's shards still waiting (``expansion_priority``): about the
 #: run-to-run timing noise, within which two parents' times do not tell them apart.
 DEPTH_HANDICAP = 1.05
-#: How much slower than the fastest parent just asked for a parent whose costly rewrites
-#: still wait may be for those rewrites to come along with that round (``leading_costly``):
-#: about twice the run-to-run timing noise near the best (quiet timing).
-LEADING_MARGIN = 1.10
 #: Measurements the recorded rank correlation looks back over.
 ACCURACY_WINDOW = 50
 #: Measurements of the workload after which every further prediction is also scored
@@ -65,25 +61,6 @@ def expansion_priority(parent: CandidateRecord) -> float:
     if seconds is None or seconds <= 0:
         return math.inf
     return math.log(seconds) + parent.depth * math.log(DEPTH_HANDICAP)
-
-
-def leading_costly(waiting: Sequence[CandidateRecord], asked: Sequence[CandidateRecord],
-                   margin: float = LEADING_MARGIN) -> CandidateRecord | None:
-    """The fastest of the ``waiting`` parents (their costly rewrites not yet asked for),
-    when it is within ``margin`` of the fastest ``asked`` parent (or no asked parent is
-    timed); else None. Ties go to the earliest waiting. Why: a node's costly part came with
-    the first expansion of one of its children, and a sibling node's children that are a
-    little faster can be picked first, level after level: on SGEMM 512 with AVX2 (Zen 3)
-    the fastest register tile's packed B panel (1.28x) waited 35-45 s behind the other
-    tile's loop splits, which were within 8% of it."""
-    timed = [p for p in waiting if p.seconds is not None and p.seconds > 0]
-    if not timed:
-        return None
-    lead = min(timed, key=lambda p: p.seconds or 0.0)
-    bars = [p.seconds for p in asked if p.seconds is not None and p.seconds > 0]
-    if bars and (lead.seconds or 0.0) > margin * min(bars):
-        return None
-    return lead
 
 
 def budget_is_short(children: int, *, seconds_left: float | None, seconds_per_candidate: float | None,
