@@ -139,12 +139,15 @@ def kept(db: Path) -> dict | None:
 def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float, workers: int, db: Path,
            extra: tuple[str, ...] = ("--no-warm-start",), timing: str = "quiet") -> dict:
     """One ``schedsearch run``; returns its --json output plus the tree. By default without
-    a warm start, so that what is compared is the cost model alone (``extra``: more options)."""
+    a warm start, so that what is compared is the cost model alone (``extra``: more options).
+    Its events go beside the database (``--events``: ``NAME.events.jsonl``), so a kept run
+    can be read afterwards round by round."""
     env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="sched-eff-cache-"))
     mode = "off" if setting == "off" else "rank"
     try:
         r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
-                "--cost-model", mode, "--timing", timing, "--db", str(db), "--json", *extra, env=env)
+                "--cost-model", mode, "--timing", timing, "--db", str(db), "--json",
+                "--events", str(db.with_suffix(".events.jsonl")), *extra, env=env)
         if r.returncode != 0:
             raise SystemExit(f"schedsearch run {' '.join(kernel_args)} failed ({r.returncode}): {r.stderr[-2000:]}")
         out = _json(r, "run")
@@ -408,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timing", choices=("quiet", "shared"), default="quiet", help="as schedsearch run --timing")
     p.add_argument("--skip-throughput", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
-    p.add_argument("--keep", type=Path, default=None, help="keep every run's database in this folder")
+    p.add_argument("--keep", type=Path, default=None,
+                   help="keep every run's database and its events (NAME.events.jsonl) in this folder")
     p.add_argument("--resume", action="store_true",
                    help="with --keep: take the runs whose database there holds a completed search from it")
     args = p.parse_args(argv)
@@ -440,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                     out = kept(db) if args.resume else None
                     if out is None:
                         db.unlink(missing_ok=True)
+                        db.with_suffix(".events.jsonl").unlink(missing_ok=True)  # a run cut short's
                         if setting == "rank-warm":
                             shutil.copyfile(warm_db, db)
                         if setting == "rank-oracle":

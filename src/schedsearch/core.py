@@ -270,6 +270,7 @@ class DType(StrEnum):
 class EventKind(StrEnum):
     STARTED = "started"
     BASELINE = "baseline"
+    ASKED = "asked"  # a round's parents sent to be expanded (the message names each and its part)
     EXPANDED = "expanded"
     EVALUATED = "evaluated"
     NEW_BEST = "new_best"

@@ -24,9 +24,30 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     work = tmp_path_factory.mktemp("cli")
     db = work / "s.db"
     r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--workers", "0",
-                "--max-candidates", "14", "--budget", "240", "--db", str(db), "--json", cwd=work)
+                "--max-candidates", "14", "--budget", "240", "--db", str(db), "--json",
+                "--events", str(work / "events.jsonl"), cwd=work)
     assert r.returncode == 0, r.stderr
     return db, json.loads(r.stdout)
+
+
+@pytest.mark.slow
+def test_run_appends_every_event_to_the_events_file(searched: tuple[Path, dict]) -> None:
+    db, out = searched
+    lines = [json.loads(line) for line in (db.parent / "events.jsonl").read_text().splitlines()]
+    kinds = [e["kind"] for e in lines]
+    assert kinds[0] == "started" and kinds[-1] == "finished" and "tick" not in kinds
+    assert {"asked", "baseline", "expanded", "evaluated", "finalists"} <= set(kinds)
+    assert all(e["search_id"] == out["search_id"] for e in lines)
+    assert [e["elapsed"] for e in lines] == sorted(e["elapsed"] for e in lines)
+    nodes = {n["candidate_id"]: n for n in json.loads(run_cli("tree", str(out["search_id"]), "--db", str(db),
+                                                                  "--json").stdout)}
+    assert next(e for e in lines if e["kind"] == "asked")["message"].startswith("round 1: expanding #")
+    evaluated = [e["record"] for e in lines if e["kind"] == "evaluated"]
+    assert len(evaluated) == out["candidates"]["evaluated"] - 1  # the root is announced as the baseline
+    for rec in evaluated:  # each one as the tree has it
+        node = nodes[rec["id"]]
+        assert (rec["parent_id"], rec["depth"], rec["status"]) == (node["parent_id"], node["depth"], node["status"])
+        assert rec["step"] and rec["measured_at"] is not None
 
 
 @pytest.mark.slow

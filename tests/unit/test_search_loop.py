@@ -45,7 +45,12 @@ def test_search_records_everything_and_counts_consistently() -> None:
     assert c.duplicates >= len(ex.expanded)  # and one identity duplicate per expansion
     # every rewrite tried is a duplicate, illegal, or a new recorded candidate (the root aside)
     assert c.generated - c.duplicates - c.illegal == len(store.candidates(outcome.search_id)) - 1
-    kinds = [e.kind for e in events]
+    # The root's round is asked for while the baseline is measured: an ``asked`` per round.
+    asked = [e for e in events if e.kind is EventKind.ASKED]
+    assert len(asked) == len(ex.expand_calls) >= 2
+    root = next(r for r in store.candidates(outcome.search_id) if r.depth == 0)
+    assert asked[0].message == f"round 1: expanding #{root.id}"
+    kinds = [e.kind for e in events if e.kind is not EventKind.ASKED]
     assert kinds[:2] == [EventKind.STARTED, EventKind.BASELINE]
     assert kinds[-2:] == [EventKind.FINALISTS, EventKind.FINISHED]
     assert kinds.count(EventKind.EVALUATED) == 29  # the root is announced as BASELINE

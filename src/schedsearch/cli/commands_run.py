@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from schedsearch.app import (
     SearchSession,
@@ -16,12 +16,13 @@ from schedsearch.app import (
     start_search,
 )
 from schedsearch.app.compose import DEFAULT_BUDGET, DEFAULT_WORKERS
+from schedsearch.app.event_log import EventLog
 from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
 
 from schedsearch.cli.numbers_view import STEPS_LEGEND, best_text, has_step_numbers, status_text, step_lines
 from schedsearch.cli.render import ProgressView, describe, fmt_seconds
 from schedsearch.cli.wiring import db_label, print_json, stderr_console
-from schedsearch.core import CandidateRecord, SearchRecord, SearchStatus, Workload
+from schedsearch.core import CandidateRecord, SearchEvent, SearchRecord, SearchStatus, Workload
 from schedsearch.errors import ClusterError, InfrastructureError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, ending
 
@@ -39,19 +40,20 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
                 cflags: str | None, parallel: bool, target: str, cost_model: str = "rank",
                 remeasure: bool = False, warm_start: bool = True, float_mode: str = "strict",
-                timing: str = "quiet", defer_costly: bool = True) -> None:
-    """Load the workload, check the compiler, open the store, search, report."""
+                timing: str = "quiet", defer_costly: bool = True, events: TextIO | None = None) -> None:
+    """Load the workload, check the compiler, open the store, search, report (and append
+    every event to ``events`` as JSON lines when given)."""
     settings = SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                               strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                               cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
                               float_mode=float_mode, timing=timing, defer_costly=defer_costly)
     with start_search(WorkloadFile.of(file, proc, sizes), settings, db=db) as session:
-        _drive(session, db, address, as_json)
+        _drive(session, db, address, as_json, events)
 
 
 def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
                    address: str | None, db: str | None, as_json: bool, trust_db_source: bool = False,
-                   remeasure: bool = False) -> None:
+                   remeasure: bool = False, events: TextIO | None = None) -> None:
     """Continue a search from the store: same workload (stored source), same settings
     (``remeasure`` turns measurement reuse off for this run).
 
@@ -60,11 +62,13 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
     """
     with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
                        trust_db_source=trust_db_source, remeasure=remeasure) as session:
-        _drive(session, db, address, as_json)
+        _drive(session, db, address, as_json, events)
 
 
-def _drive(session: SearchSession, db: str | None, address: str | None, as_json: bool) -> None:
-    """Run the session with a live view on stderr, then report (and exit 130 if interrupted)."""
+def _drive(session: SearchSession, db: str | None, address: str | None, as_json: bool,
+           events: TextIO | None = None) -> None:
+    """Run the session with a live view on stderr (and an event log), then report (and exit
+    130 if interrupted)."""
     console = stderr_console()
     try:
         warm = session.warm_start()
@@ -73,7 +77,14 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
         with session.runner(address) as runner, \
                 ProgressView(console, session.config.max_seconds, session.workload.label,
                              session.config.max_candidates) as view:
-            run = runner.run(view, signals=(signal.SIGINT, signal.SIGTERM))
+            log = EventLog(events) if events is not None else None
+
+            def observe(event: SearchEvent) -> None:
+                if log is not None:
+                    log(event)
+                view(event)
+
+            run = runner.run(observe, signals=(signal.SIGINT, signal.SIGTERM))
     except (InfrastructureError, StoreError, ClusterError) as e:
         # The machine, not a candidate, stopped the search: say how to continue it.
         if e.search_id is None:

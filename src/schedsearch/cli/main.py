@@ -64,6 +64,10 @@ def search_options(fn: Any) -> Any:
         click.option("--remeasure", is_flag=True,
                      help="Measure every candidate, even C an earlier search measured on this machine with the "
                           "same compiler, flags and target (by default that measurement is reused)."),
+        click.option("--events", type=click.File("a", encoding="utf-8", lazy=False), default=None,
+                     metavar="FILE",
+                     help="Also append every event of the search (rounds asked, expansions, measurements, new "
+                          "bests) to FILE as JSON lines."),
         db_option,
         json_option,
     ]

@@ -94,6 +94,7 @@ from schedsearch.search.reuse import reuse_message, split
 from schedsearch.search.rounds import (
     Round,
     activity_text,
+    asked_message,
     early_ask_point,
     expansion_message,
     final_part,
@@ -463,6 +464,7 @@ class Pipeline:
             rnd.expanding[job.id] = parent
             jobs.append(job)
         self.executor.submit(self.workload, self.root, jobs)
+        self.ledger.emit(EventKind.ASKED, message=asked_message(rnd))
         return rnd
 
     def _part_for(self, parent: CandidateRecord) -> ExpansionPart:

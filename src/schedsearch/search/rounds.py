@@ -224,6 +224,12 @@ def expansion_message(tally: Tally, part: ExpansionPart = ExpansionPart.ALL) -> 
     return message
 
 
+def asked_message(rnd: Round) -> str:
+    """What an ``asked`` event says of a round just sent to be expanded: its number and each
+    parent, the second part of a large one (its costly rewrites) said so."""
+    return f"round {rnd.number}: expanding {', '.join(_named(rnd, p) for p in rnd.parents)}"
+
+
 def _named(rnd: Round, parent: CandidateRecord) -> str:
     """A parent being expanded, for the live view: its id, and which part when its second."""
     if rnd.part.get(parent.fingerprint) is ExpansionPart.DEFERRED:
