@@ -31,10 +31,17 @@ A kernel's speed here is the median of every search-time measurement of its C (i
 fingerprint) over all runs of the kernel, not the one the run happened to take: the same C
 measured 2.40 ms in one SGEMM 512 run and 2.82 ms in another (the other core builds and
 expands meanwhile), and a single lucky measurement would otherwise decide which run
-"reached" the best.
+"reached" the best. The pooled time still carries the moment each run measured at: the
+machine's speed drifts (on a shared 2-vCPU Zen 3 the same register tile measured 3.9-8.5 ms
+in 18 runs of one afternoon). So the kernels within 1.5x of the fastest pooled time (at most
+24) are then re-measured side by side, in ``--side-by-side`` separate driver processes with
+interleaved rounds (``side_by_side.py``), and judged by their median ratio to the pooled
+fastest; the report also gives the result by the pooled times alone. To report again on the
+runs of an earlier invocation, give it the same ``--keep DIR`` and ``--resume``.
 
     .venv/bin/python benchmarks/search_efficiency.py [--budget 180] [--seeds 3] [--kernels sgemm512,conv1d_mc,i8]
-        [--warm] [--throughput-budget 60] [--skip-throughput] [--out results.json] [--keep DIR]
+        [--warm] [--throughput-budget 60] [--skip-throughput] [--out results.json] [--keep DIR [--resume]]
+        [--side-by-side 5]
 
 It takes about an hour with the defaults; run it on a quiet machine and name the CPU
 (printed first) next to every number reported.
@@ -56,6 +63,9 @@ from pathlib import Path
 from typing import Any
 
 from schedsearch.search.ranking import SETTLED_AFTER, span, spearman
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from side_by_side import ROUNDS, WITHIN, SideBySide, side_by_side  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -111,6 +121,7 @@ class Run:
     # nodes whose expansion gave children: where Exo is slow (seconds per register-tiled
     # node), a search affords few, and which ones it expands decides how deep it gets
     expansions: int = 0
+    db: str = ""  # its kept database ("" when not kept)
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -187,7 +198,7 @@ def _json(r: subprocess.CompletedProcess[str], what: str) -> Any:
                          f"stdout {r.stdout[:1000]!r}; stderr {r.stderr[-2000:]!r}") from None
 
 
-def to_run(kernel: str, setting: str, seed: int, out: dict) -> Run:
+def to_run(kernel: str, setting: str, seed: int, out: dict, db: Path | None = None) -> Run:
     nodes = sorted((n for n in out["tree"] if n["measured_at"] is not None), key=lambda n: n["measured_at"])
     ok = [n["seconds"] for n in nodes if n["status"] == "ok" and n["seconds"]]
     model = out.get("cost_model") or {}
@@ -203,7 +214,8 @@ def to_run(kernel: str, setting: str, seed: int, out: dict) -> Run:
                model.get("span"), model.get("concordance"),
                spearman([n["predicted_speedup"] for n in settled], [n["speedup"] for n in settled]),
                len(settled), span([n["seconds"] for n in settled]),
-               len({n["parent_id"] for n in out["tree"] if n["parent_id"] is not None}))
+               len({n["parent_id"] for n in out["tree"] if n["parent_id"] is not None}),
+               str(db) if db is not None else "")
 
 
 def pooled_speeds(runs: list[Run]) -> dict[str, float]:
@@ -276,6 +288,18 @@ def reach(run: Run, speeds: dict[str, float], target_seconds: float) -> tuple[fl
     return None
 
 
+def pooled_reach(runs: list[Run], pooled: dict[str, float], budget: float) -> dict[str, dict]:
+    """Per setting, how many runs reached 95% of the fastest pooled time and the median
+    seconds to it (the budget for a run that never did), by the pooled times alone."""
+    line = min(pooled.values()) / NEAR_BEST
+    out: dict[str, dict] = {}
+    for setting in dict.fromkeys(r.setting for r in runs):
+        got = [reach(r, pooled, line) for r in runs if r.setting == setting]
+        out[setting] = {"reached": sum(g is not None for g in got), "runs": len(got),
+                        "median_seconds_to_95": statistics.median(g[0] if g else budget for g in got)}
+    return out
+
+
 def warm_history(budget: float, workers: int, work: Path) -> Path:
     """A database holding short searches of other workloads and sizes (cost model off)."""
     db = work / "warm.db"
@@ -318,11 +342,28 @@ def cpu_name() -> str:
     return name
 
 
-def report(runs: list[Run], budget: float) -> dict:
+def judged(runs: list[Run], rounds: int) -> tuple[dict[str, float], SideBySide | None]:
+    """Each kernel's speed for judging the runs: pooled search-time measurements, with the
+    near-best kernels' re-measured side by side (``side_by_side``) when ``rounds`` and the
+    runs' databases were kept."""
+    pooled = pooled_speeds(runs)
+    dbs = [Path(r.db) for r in runs if r.db and Path(r.db).is_file()]
+    if not rounds or not dbs:
+        return pooled, None
+    cache = Path(tempfile.mkdtemp(prefix="sched-eff-sbs-"))
+    try:
+        sbs = side_by_side(dbs, pooled, cache, rounds=rounds)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return ({**pooled, **sbs.seconds} if sbs else pooled), sbs
+
+
+def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
     summary: dict = {}
     for kernel in dict.fromkeys(r.kernel for r in runs):
         mine = [r for r in runs if r.kernel == kernel]
-        speeds = pooled_speeds(mine)
+        pooled = pooled_speeds(mine)
+        speeds, sbs = judged(mine, side_rounds)
         best = min(speeds.values(), default=None)
         if best is None:
             continue
@@ -358,11 +399,23 @@ def report(runs: list[Run], budget: float) -> dict:
         agreement = retest(mine)
         apart = spread(mine)
         near = sum(1 for t in speeds.values() if t <= target)
+        own = pooled_reach(mine, pooled, budget)
         summary[kernel] = {"best_seconds": best, "settings": rows, "retest_spearman": agreement, "retest_spread": apart,
-                           "kernels": len(speeds), "kernels_within_95": near}
-        print(f"\n{kernel}: fastest kernel {duration(best)} (median of its measurements over all runs); "
+                           "kernels": len(speeds), "kernels_within_95": near, "by_search_times": own,
+                           "side_by_side": None if sbs is None else {
+                               "kernels": sbs.kernels, "rounds": sbs.rounds, "ratio_spread": sbs.ratio_spread}}
+        how = ("median of its measurements over all runs" if sbs is None else
+               f"re-measured side by side with the {sbs.kernels} kernels within {WITHIN:g}x of the fastest by the "
+               f"runs' own times, in {sbs.rounds} driver processes")
+        print(f"\n{kernel}: fastest kernel {duration(best)} ({how}); "
               f"95% of its speed = {duration(target)}; {near} of the {len(speeds)} distinct kernels measured "
               f"({near / len(speeds):.0%}) are within it")
+        if sbs is not None:
+            varied = f"{sbs.ratio_spread:.1%}" if sbs.ratio_spread is not None else "-"
+            print(f"  side by side, a kernel's ratio to the anchor varied by a median {varied} between processes; by the "
+                  f"runs' own times alone: " + ", ".join(
+                      f"{k} reached {v['reached']}/{v['runs']}, median {v['median_seconds_to_95']:.1f} s"
+                      for k, v in own.items()))
         for setting, row in rows.items():
             rho = f"{row['median_spearman']:.2f}" if row["median_spearman"] is not None else "-"
             print(f"  {setting:10s} reached {row['reached']}/{row['runs']}, median {row['median_seconds_to_95']:6.1f} s "
@@ -413,11 +466,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
     p.add_argument("--keep", type=Path, default=None,
                    help="keep every run's database and its events (NAME.events.jsonl) in this folder")
+    p.add_argument("--side-by-side", type=int, default=ROUNDS, metavar="N",
+                   help=f"judge the near-best kernels by re-measuring them side by side in N driver processes "
+                        f"(0: by the runs' own times alone) [{ROUNDS}]")
     p.add_argument("--resume", action="store_true",
                    help="with --keep: take the runs whose database there holds a completed search from it")
     args = p.parse_args(argv)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     unknown = [k for k in kernels if k not in KERNELS]
+    if args.side_by_side < 0:
+        print("search_efficiency: --side-by-side must be 0 or more", file=sys.stderr)
+        return 2
     if unknown or args.seeds < 1:
         print(f"search_efficiency: unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(KERNELS)}"
               if unknown else "search_efficiency: --seeds must be at least 1", file=sys.stderr)
@@ -454,12 +513,12 @@ def main(argv: list[str] | None = None) -> int:
                         else:
                             out = search(KERNELS[kernel], setting, seed, args.budget, args.workers, db,
                                          timing=args.timing)
-                    run = to_run(kernel, setting, seed, out)
+                    run = to_run(kernel, setting, seed, out, db)
                     runs.append(run)
                     best = duration(run.best_seconds) if run.best_seconds else "-"
                     print(f"{kernel} seed {seed} {setting}: {run.evaluated} evaluated in {run.elapsed:.0f} s, "
                           f"{run.expansions} nodes expanded, best {best}, rank correlation {run.spearman}", flush=True)
-        summary = report(runs, args.budget)
+        summary = report(runs, args.budget, args.side_by_side)
         rate = None if args.skip_throughput else throughput(args.throughput_budget, args.workers, work)
     if rate:
         print(f"\nthroughput: SGEMM 256, {rate['workers']} workers: {rate['per_second']:.2f} evaluated/s "
