@@ -285,6 +285,21 @@ def test_finalists_are_remeasured_and_the_winner_comes_from_that() -> None:
     assert fin.best.fingerprint == fingerprint_of("m2")
     assert events[-1].best.seconds == pytest.approx(0.55e-3)  # FINISHED shows the side-by-side time
     assert events[-1].best.speedup == pytest.approx(2.0)
+    # The side-by-side numbers overturned the search's own order, and the event says so: m1
+    # was 0.83x m2 by the search's times and is 1.45x side by side (75% moved).
+    ids = {r.fingerprint: r.id for r in store.candidates(outcome.search_id)}
+    m1, m2 = ids[fingerprint_of("m1")], ids[fingerprint_of("m2")]
+    assert f"#{m2} is the fastest side by side, #{m1} was by the search's own times" in fin.message
+    assert "moved by up to 75%" in fin.message
+
+
+def test_finalists_that_agree_with_the_search_get_no_drift_note() -> None:
+    tree = FakeTree(moves=4, branching=3, failure_rate=0.0,
+                    times={"": 1e-3, "m1": 0.5e-3, "m2": 0.6e-3, "m3": 0.9e-3},
+                    remeasure_times={"": 1.02e-3, "m1": 0.51e-3, "m2": 0.62e-3, "m3": 0.9e-3})
+    _, _, events = search(config(max_depth=1, finalists=2), FakeExecutor(tree))
+    (fin,) = [e for e in events if e.kind is EventKind.FINALISTS]
+    assert fin.message == "re-measured 3 side by side"
 
 
 def test_the_root_wins_when_nothing_beats_it_side_by_side() -> None:

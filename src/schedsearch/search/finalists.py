@@ -33,6 +33,10 @@ from schedsearch.search.frontier import rank_key
 from schedsearch.search.ledger import TOP_N, Ledger
 from schedsearch.search.outcome import SearchOutcome
 
+#: A finalist whose time relative to the winner moved this much between the search's own
+#: measurement and the side-by-side one is reported (``drift_note``): beyond the few percent
+#: that timing noise moves it on a quiet machine.
+DRIFT_NOTE = 0.05
 #: How far past the time budget a running re-measurement of the finalists may go.
 FINALIST_GRACE_SECONDS = 3.0
 
@@ -146,10 +150,36 @@ def _finalists(
     winner = timed[0]
     # From here on events show the side-by-side times: they decide the winner.
     ledger.top = timed[:TOP_N]
-    ledger.emit(EventKind.FINALISTS, winner, message=f"re-measured {len(contenders)} side by side",
-                top=tuple(timed))
+    message = f"re-measured {len(contenders)} side by side" + drift_note(top, timed)
+    ledger.emit(EventKind.FINALISTS, winner, message=message, top=tuple(timed))
     stored = ledger.store.get_candidate(winner.id)
     return stored, winner.seconds, winner.speedup, reference
+
+
+def drift_note(searched: Sequence[CandidateRecord], timed: Sequence[CandidateRecord]) -> str:
+    """What the side-by-side times of the finalists (``timed``, fastest first, the root among
+    them) say about the search's own (``searched``: the finalists as the search measured
+    them): which one won when that changed, and - when it is ``DRIFT_NOTE`` or more - how
+    far a finalist's time relative to the winner moved. Why: the search measures each
+    candidate once, at its own moment, and a shared machine's speed drifts between moments
+    (on a 2-vCPU KVM guest, AMD EPYC Zen 3, the same SGEMM 512 kernel measured 3.9-8.5 ms in
+    18 searches of one afternoon); candidates the search found closer than that were ordered
+    by when they were measured as much as by what they are."""
+    before = {r.id: r.seconds for r in searched if r.seconds}
+    pairs = [(r.id, r.seconds, before[r.id]) for r in timed if r.id in before and r.seconds]
+    if len(pairs) < 2:
+        return ""
+    wid, wside, wown = pairs[0]
+    note = ""
+    leader = min(pairs, key=lambda p: p[2])[0]
+    if leader != wid:
+        note += f"; #{wid} is the fastest side by side, #{leader} was by the search's own times"
+    moved = max(abs((side / wside) / (own / wown) - 1.0) for _, side, own in pairs[1:])
+    if moved >= DRIFT_NOTE:
+        note += (f"; a finalist's time relative to the winner moved by up to {moved:.0%} from the search's own: "
+                 f"candidates closer than that were ordered by the moment they were measured (this machine's speed "
+                 f"drifts)")
+    return note
 
 
 def _remeasured(
