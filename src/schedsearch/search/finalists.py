@@ -172,7 +172,7 @@ def drift_note(searched: Sequence[CandidateRecord], timed: Sequence[CandidateRec
     wid, wside, wown = pairs[0]
     note = ""
     leader = min(pairs, key=lambda p: p[2])[0]
-    if leader != wid:
+    if leader != wid and timed[0].id == wid:  # (the root may win side by side: then no finalist did)
         note += f"; #{wid} is the fastest side by side, #{leader} was by the search's own times"
     moved = max(abs((side / wside) / (own / wown) - 1.0) for _, side, own in pairs[1:])
     if moved >= DRIFT_NOTE:
