@@ -342,11 +342,10 @@ def cpu_name() -> str:
     return name
 
 
-def judged(runs: list[Run], rounds: int) -> tuple[dict[str, float], SideBySide | None]:
-    """Each kernel's speed for judging the runs: pooled search-time measurements, with the
-    near-best kernels' re-measured side by side (``side_by_side``) when ``rounds`` and the
-    runs' databases were kept."""
-    pooled = pooled_speeds(runs)
+def judged(runs: list[Run], pooled: dict[str, float], rounds: int) -> tuple[dict[str, float], SideBySide | None]:
+    """Each kernel's speed for judging the runs: the pooled search-time measurements
+    (``pooled_speeds``), with the near-best kernels' re-measured side by side
+    (``side_by_side``) when ``rounds`` and the runs' databases were kept."""
     dbs = [Path(r.db) for r in runs if r.db and Path(r.db).is_file()]
     if not rounds or not dbs:
         return pooled, None
@@ -363,7 +362,7 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
     for kernel in dict.fromkeys(r.kernel for r in runs):
         mine = [r for r in runs if r.kernel == kernel]
         pooled = pooled_speeds(mine)
-        speeds, sbs = judged(mine, side_rounds)
+        speeds, sbs = judged(mine, pooled, side_rounds)
         best = min(speeds.values(), default=None)
         if best is None:
             continue
