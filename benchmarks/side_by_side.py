@@ -5,7 +5,7 @@ Why: each search measures a kernel once, at one moment, and on a shared machine 
 can measure very differently from one moment to the next. On a 2-vCPU KVM guest (AMD EPYC,
 Zen 3) the same 6x16 register tile of SGEMM 512 measured 3.9-8.5 ms in 18 searches of one
 afternoon, while the samples of each single measurement lay within a few percent of each
-other; separate driver processes timing that C on the idle machine measured 4.2-5.9 ms in
+other; separate driver processes timing that C on the idle machine measured 4.1-5.9 ms in
 clusters lasting seconds. A benchmark that judges "found a kernel within 95% of the best" by
 such numbers is judging the moment more than the search. In one driver process with
 interleaved rounds (``schedsearch.evaluate.remeasure``) every kernel sees the same moments,
