@@ -1,6 +1,8 @@
 """Opening an older database upgrades it in place, after a backup: schema version 1
 (tests/data/db/schema_v1.db, a small simulated search written by the first schedsearch
-schema) and version 3 (schema_v3.db: the same database as the version 3 schedsearch left it)."""
+schema), version 3 (schema_v3.db: the same database as the version 3 schedsearch left it)
+and version 4 (schema_v4.db: that one opened by the version 4 schedsearch, which then ran a
+second search of two candidates, its root measured and one measurement reused from search 1)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from schedsearch.core import Measurement, ReuseScope, Status
+from schedsearch.core import Measurement, Paired, ReuseScope, Status
 from schedsearch.store import SCHEMA_VERSION, SqlStore
 from schedsearch.testing.fakes import FakeExecutor, fake_root, fake_workload
 
 V1 = Path(__file__).resolve().parents[1] / "data" / "db" / "schema_v1.db"
 V3 = V1.with_name("schema_v3.db")
+V4 = V1.with_name("schema_v4.db")
 
 
 def _version(path: Path) -> int:
@@ -52,6 +55,7 @@ def test_a_version_1_database_opens_upgraded_with_a_backup(old_db: Path) -> None
             assert 0 <= r.measured_at < 600
             assert r.features is None and r.predicted is None
             assert r.reused_search_id is None and r.reused_candidate_id is None
+            assert r.paired is None
         assert store.progress(1)[-1].elapsed == pytest.approx(
             store.get_candidate(store.progress(1)[-1].candidate_id).measured_at)
         # It takes new searches with the new columns.
@@ -69,7 +73,7 @@ def test_a_version_1_database_opens_upgraded_with_a_backup(old_db: Path) -> None
 
 
 def test_the_fixtures_themselves_are_never_changed() -> None:
-    assert (_version(V1), _version(V3)) == (1, 3)
+    assert (_version(V1), _version(V3), _version(V4)) == (1, 3, 4)
 
 
 def _indexes(path: Path) -> set[str]:
@@ -104,11 +108,47 @@ def test_a_version_3_database_opens_upgraded_with_a_backup(tmp_path: Path) -> No
         assert (rec.reused_search_id, rec.reused_candidate_id) == (1, source.id)
     finally:
         store.close()
-    assert _version(path) == SCHEMA_VERSION == 4
+    assert _version(path) == SCHEMA_VERSION
     assert "ix_candidates_fingerprint" in _indexes(path)
     backup = path.with_name("v3.db.v3.bak")
     assert _dump(backup) == before and _version(backup) == 3
     # The upgraded tables are the ones a new database gets.
+    fresh = tmp_path / "fresh.db"
+    SqlStore(f"sqlite:///{fresh}").close()
+    assert _columns(path) == _columns(fresh) and _indexes(path) == _indexes(fresh)
+
+
+def test_a_version_4_database_opens_upgraded_with_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    shutil.copyfile(V4, path)
+    before = _dump(path)
+    store = SqlStore(f"sqlite:///{path}", create=False)
+    try:
+        assert [s.id for s in store.list_searches()] == [1, 2]
+        first, second = store.candidates(1), store.candidates(2)
+        assert len(first) == 16 and len(second) == 2
+        # Every row is kept as it was, the version 4 columns included; none was timed beside a yardstick.
+        assert all(r.paired is None for r in first + second)
+        reused = second[1]
+        assert (reused.reused_search_id, reused.reused_candidate_id) == (1, first[1].id)
+        assert reused.timing == first[1].timing and reused.status is Status.OK
+        assert store.get_search(2).best_candidate_id == reused.id
+        # A new search records the yardstick a measurement was timed beside.
+        search = store.get_search(1)
+        sid = store.create_search(search.workload, search.config, search.machine)
+        new_root = fake_root()
+        store.add_candidate(sid, new_root)
+        yardstick = Paired(first[0].fingerprint, first[0].timing, seconds=0.002)  # type: ignore[arg-type]
+        m = Measurement(new_root.fingerprint, Status.OK, first[1].timing, paired=yardstick)
+        rec = store.record_measurement(sid, m, None, None)
+        assert rec.paired == yardstick and store.get_candidate(rec.id).paired == yardstick
+    finally:
+        store.close()
+    assert _version(path) == SCHEMA_VERSION == 5
+    with sqlite3.connect(path) as raw:  # old rows hold SQL NULL (measured alone), not JSON 'null'
+        assert raw.execute("SELECT count(*) FROM candidates WHERE paired IS NULL").fetchone()[0] == 18
+    backup = path.with_name("v4.db.v4.bak")
+    assert _dump(backup) == before and _version(backup) == 4
     fresh = tmp_path / "fresh.db"
     SqlStore(f"sqlite:///{fresh}").close()
     assert _columns(path) == _columns(fresh) and _indexes(path) == _indexes(fresh)

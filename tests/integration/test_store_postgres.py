@@ -10,6 +10,7 @@ fail, they do not skip.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import itertools
 import os
@@ -24,6 +25,7 @@ import psycopg
 import pytest
 from sqlalchemy import make_url
 
+from schedsearch.core import Paired
 from schedsearch.errors import StoreError
 from schedsearch.store import SCHEMA_VERSION, SqlStore, open_store
 from tests.integration.test_store_concurrent_create import PROCESSES as RACERS
@@ -35,6 +37,7 @@ from schedsearch.testing.store_contract import (
     make_config,
     make_machine,
     make_measurement,
+    make_timing,
     make_workload,
 )
 
@@ -161,6 +164,30 @@ def test_reopen_keeps_everything(pg_url: str) -> None:
     again = open_store(pg_url, create=False)
     assert (again.get_search(sid), again.candidates(sid), again.progress(sid)) == before
     again.close()
+    assert _sql(pg_url, "SELECT version FROM schema_info") == [(SCHEMA_VERSION,)]
+
+
+def test_a_version_4_database_is_upgraded(pg_url: str) -> None:
+    """The 4 -> 5 step's ALTER TABLE on PostgreSQL: a current database taken back to
+    version 4 (the ``paired`` column dropped) upgrades in place and keeps its rows."""
+    store = open_store(pg_url)
+    sid = store.create_search(make_workload(), make_config(), make_machine())
+    root = make_candidate("root")
+    store.add_candidate(sid, root)
+    store.record_measurement(sid, make_measurement(root, 0.125), 7.5, 1.0)
+    before = store.candidates(sid)
+    store.close()
+    _sql(pg_url, "ALTER TABLE candidates DROP COLUMN paired")
+    _sql(pg_url, "UPDATE schema_info SET version = 4")
+    again = open_store(pg_url, create=False)
+    try:
+        assert again.candidates(sid) == before and before[0].paired is None
+        yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.5), seconds=0.25)
+        m = dataclasses.replace(make_measurement(root, 0.0625), paired=yardstick)
+        assert again.record_measurement(sid, m, None, None).paired == yardstick
+        assert again.get_candidate(before[0].id).paired == yardstick
+    finally:
+        again.close()
     assert _sql(pg_url, "SELECT version FROM schema_info") == [(SCHEMA_VERSION,)]
 
 

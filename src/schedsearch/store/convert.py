@@ -11,6 +11,7 @@ from schedsearch.core import (
     FeatureVector,
     MachineInfo,
     ModelAccuracy,
+    Paired,
     Schedule,
     SearchConfig,
     SearchRecord,
@@ -104,6 +105,11 @@ def timing_columns(timing: Timing | None) -> dict[str, Any]:
     }
 
 
+def paired_column(paired: Paired | None) -> dict[str, Any] | None:
+    """The ``paired`` column's value: the yardstick as JSON, or NULL for a lone measurement."""
+    return paired.to_json() if paired is not None else None
+
+
 def candidate_record(row: CandidateRow) -> CandidateRecord:
     try:
         return _candidate_record(row)
@@ -147,6 +153,7 @@ def _candidate_record(row: CandidateRow) -> CandidateRecord:
         predicted=row.predicted,
         reused_search_id=row.reused_search_id,
         reused_candidate_id=row.reused_candidate_id,
+        paired=Paired.from_json(row.paired) if row.paired is not None else None,
     )
 
 

@@ -121,6 +121,7 @@ class InMemoryStore:
             measured_unix=time.time(),
             reused_search_id=measurement.reused_search_id,
             reused_candidate_id=measurement.reused_candidate_id,
+            paired=measurement.paired,
         )
         self._candidates[cid] = record
         return record

@@ -2,8 +2,8 @@
 
 Times are unix seconds in double precision columns (they round-trip exactly through both
 SQLite and PostgreSQL). Records with a nested shape that queries never filter on (sizes,
-argument specs, configs, machines, counters, timing samples) are JSON columns; everything
-the CLI sorts or filters by is a plain column with an index.
+argument specs, configs, machines, counters, timing samples, paired yardsticks) are JSON
+columns; everything the CLI sorts or filters by is a plain column with an index.
 """
 
 from __future__ import annotations
@@ -136,3 +136,7 @@ class CandidateRow(Base):
     # No foreign keys: plain integers are all a column added by ALTER TABLE can portably be.
     reused_search_id: Mapped[int | None]
     reused_candidate_id: Mapped[int | None]
+    # Schema version 5: the yardstick timed beside the candidate (Paired.to_json()); NULL when
+    # it was measured alone, as every older row was. ``none_as_null``: a later lone measurement
+    # writes SQL NULL over a pair, not the JSON text 'null', so "IS NULL" means "alone".
+    paired: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))

@@ -24,6 +24,10 @@ revision machinery; a step that rebuilds tables would be the time to bring Alemb
 - 3 -> 4: candidates get ``reused_search_id`` and ``reused_candidate_id``, naming the earlier
   measurement of the same C a candidate's was taken from (NULL: measured by its own
   search, as every older row was), and an index on ``fingerprint`` to find those.
+- 4 -> 5: candidates get ``paired``, the yardstick kernel timed beside the candidate in
+  the same run (``core.Paired`` as JSON: its fingerprint, its timing as measured and its
+  time on the search's one scale); when set, the row's own timing is on that scale. Older
+  rows get NULL: measured alone.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from schedsearch.errors import StoreError
 from schedsearch.store.models import Base, SchemaInfoRow
 
 #: Version of the tables this build reads and writes.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _v1_to_v2(conn: Connection) -> None:
@@ -71,8 +75,13 @@ def _v3_to_v4(conn: Connection) -> None:
         conn.execute(text(statement))
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    # JSON is a type name both SQLite and PostgreSQL accept, as the 1 -> 2 step's columns are.
+    conn.execute(text("ALTER TABLE candidates ADD COLUMN paired JSON"))
+
+
 #: ``MIGRATIONS[v]`` upgrades a database of version ``v`` to ``v + 1``.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 #: Execution option read by the SQLite "begin" listener: how to BEGIN (e.g. "IMMEDIATE").
 SQLITE_BEGIN_OPTION = "schedsearch_sqlite_begin"

@@ -190,6 +190,7 @@ class SqlStore:
             row.measured_at = measurement.measured_at
             row.reused_search_id = measurement.reused_search_id
             row.reused_candidate_id = measurement.reused_candidate_id
+            row.paired = convert.paired_column(measurement.paired)
             s.flush()
             return convert.candidate_record(row)
 

@@ -31,6 +31,7 @@ from schedsearch.core import (
     FeatureVector,
     MachineInfo,
     ModelAccuracy,
+    Paired,
     Rewrite,
     RewriteKind,
     SearchStatus,
@@ -222,6 +223,29 @@ class StoreContract(ReuseContract):
         assert rec.measured_at == 12.75  # the search's elapsed seconds, as the driver gave them
         assert rec.created_at == recs["root"].created_at
         assert store.get_candidate(rec.id) == rec
+
+    def test_paired_measurement_round_trips(self, store: Any) -> None:
+        sid, _ = _tree(store)
+        yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.002), seconds=0.0025)
+        m = dataclasses.replace(make_measurement(make_candidate("root"), 0.005), paired=yardstick)
+        rec = store.record_measurement(sid, m, None, None)
+        assert rec.paired == yardstick and rec.paired.factor == pytest.approx(1.25)
+        assert rec.timing == m.timing  # stored as given: the driver already put it on the search's scale
+        assert store.get_candidate(rec.id) == rec
+        assert store.candidate_by_fingerprint(sid, rec.fingerprint) == rec
+        assert store.top_candidates(sid) == [rec]
+
+    def test_lone_measurement_is_unpaired(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        rec = store.record_measurement(sid, make_measurement(make_candidate("root"), 0.005), None, None)
+        assert rec.paired is None and store.get_candidate(rec.id).paired is None
+        assert all(r.paired is None for r in store.candidates(sid))  # pending ones too
+        # Measured again alone after a paired run: the pair goes with the times it scaled.
+        a = make_candidate("a", make_candidate("root"))
+        yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.002))
+        store.record_measurement(sid, dataclasses.replace(make_measurement(a, 0.5), paired=yardstick), None, None)
+        again = store.record_measurement(sid, make_measurement(a, 0.25), None, None)
+        assert again.paired is None and store.get_candidate(recs["a"].id) == again
 
     @pytest.mark.parametrize("status", [Status.BUILD_ERROR, Status.WRONG_RESULT, Status.TIMEOUT, Status.ILLEGAL])
     def test_record_measurement_failure(self, store: Any, status: Status) -> None:
