@@ -7,6 +7,8 @@ wall-time budget, every run with an empty build cache and its own database:
 
 - ``off``: children measured in proposal order;
 - ``rank``: the model learns from this search only (a cold start);
+- ``off-lone``, ``rank-lone`` (with ``--lone``): the same with every candidate timed alone
+  (``--no-yardstick``) instead of beside the search's yardstick;
 - ``rank-warm`` (with ``--warm``): the database first holds searches of *other* workloads
   and sizes (SGEMM 256, conv1d_mc with N=512) made on this machine, so the model can help
   from the first round;
@@ -154,7 +156,9 @@ def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float,
     Its events go beside the database (``--events``: ``NAME.events.jsonl``), so a kept run
     can be read afterwards round by round."""
     env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="sched-eff-cache-"))
-    mode = "off" if setting == "off" else "rank"
+    mode = "off" if setting.startswith("off") else "rank"
+    if setting.endswith("-lone"):
+        extra = (*extra, "--no-yardstick")
     try:
         r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
                 "--cost-model", mode, "--timing", timing, "--db", str(db), "--json",
@@ -440,12 +444,13 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         if apart is not None and apart["near_median"] is not None:
             print(f"  ... apart by a median {apart['median']:.1%} (p90 {apart['p90']:.1%}); within 1.3x of the "
                   f"fastest {apart['near_median']:.1%} (p90 {apart['near_p90']:.1%}, {apart['near_pairs']} pairs)")
-        for model in ("rank", "rank-warm", "rank-oracle"):
-            if "off" in rows and model in rows and rows[model]["median_seconds_to_95"] > 0:
+        for base, model in (("off", "rank"), ("off", "rank-warm"), ("off", "rank-oracle"),
+                            ("off-lone", "rank-lone"), ("off-lone", "off"), ("rank-lone", "rank")):
+            if base in rows and model in rows and rows[model]["median_seconds_to_95"] > 0:
                 ratios = ", ".join(
-                    f"{float(k):.0%} {rows['off']['levels'][k]['median_seconds'] / v['median_seconds']:.2f}x"
+                    f"{float(k):.0%} {rows[base]['levels'][k]['median_seconds'] / v['median_seconds']:.2f}x"
                     for k, v in rows[model]["levels"].items() if v["median_seconds"] > 0)
-                print(f"  time to: off / {model} = {ratios}")
+                print(f"  time to: {base} / {model} = {ratios}")
     return summary
 
 
@@ -457,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"comma-separated, of {', '.join(KERNELS)} [{','.join(DEFAULT_KERNELS)}]")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--warm", action="store_true", help="also run rank-warm (history of other workloads and sizes)")
+    p.add_argument("--lone", action="store_true",
+                   help="also run off-lone and rank-lone: every candidate timed alone (--no-yardstick)")
     p.add_argument("--oracle", type=Path, metavar="DIR",
                    help="also run rank-oracle: a perfect model's times from an earlier run's --keep DIR")
     p.add_argument("--throughput-budget", type=float, default=60.0)
@@ -486,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"search_efficiency: --oracle {args.oracle} holds no database of an earlier run (--keep DIR)",
               file=sys.stderr)
         return 2
-    settings = ["off", "rank"] + (["rank-warm"] if args.warm else []) + (["rank-oracle"] if args.oracle else [])
+    settings = (["off", "rank"] + (["off-lone", "rank-lone"] if args.lone else []) + (["rank-warm"] if args.warm else [])
+                + (["rank-oracle"] if args.oracle else []))
     runs: list[Run] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sched-eff-") as tmp:

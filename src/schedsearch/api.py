@@ -136,6 +136,7 @@ def tune(
     float_mode: str = "strict",
     timing: str = "quiet",
     defer_costly: bool = True,
+    yardstick: bool = True,
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
 ) -> TuneResult:
@@ -159,6 +160,8 @@ def tune(
     expansions run on while a kernel is timed (more candidates a second, noisier times).
     ``defer_costly=False`` tries all of a large node's rewrites at once, instead of its
     reorders, hoists, sinks and packs (seconds of Exo each there) when it is picked again.
+    ``yardstick=False`` times each candidate alone instead of beside the fastest kernel
+    so far (which keeps times comparable on a host whose speed drifts).
 
     ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
     which is then ``interrupted`` and resumable, and is raised again here); ``progress``
@@ -170,7 +173,7 @@ def tune(
     settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
-                         float_mode=float_mode, timing=timing, defer_costly=defer_costly)
+                         float_mode=float_mode, timing=timing, defer_costly=defer_costly, yardstick=yardstick)
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
@@ -341,7 +344,8 @@ def _caller_scopes() -> list[Mapping[str, Any]]:
 def _settings(*, budget: float | None, max_candidates: int | None, workers: int, max_depth: int, strategy: str,
               seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
               cost_model: str, remeasure: bool = False, warm_start: bool = True,
-              float_mode: str = "strict", timing: str = "quiet", defer_costly: bool = True) -> SearchSettings:
+              float_mode: str = "strict", timing: str = "quiet", defer_costly: bool = True,
+              yardstick: bool = True) -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS
 
@@ -362,7 +366,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
                           strategy=str(strategy), seed=seed, cc=cc, cflags=cflags, parallel=parallel,
                           target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
                           warm_start=bool(warm_start), float_mode=str(float_mode), timing=str(timing),
-                          defer_costly=bool(defer_costly))
+                          defer_costly=bool(defer_costly), yardstick=bool(yardstick))
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:

@@ -565,6 +565,35 @@ class Timing(JsonRecord):
         return self.iqr / self.median if self.median > 0 else 0.0
 
 
+    def scaled(self, factor: float) -> Timing:
+        """These statistics with every time multiplied by ``factor``."""
+        return Timing(median=self.median * factor, min=self.min * factor, q1=self.q1 * factor, q3=self.q3 * factor,
+                      samples=tuple(x * factor for x in self.samples), inner=self.inner)
+
+
+@dataclass(frozen=True, slots=True)
+class Paired(JsonRecord):
+    """The yardstick timed beside a candidate: the search's yardstick kernel, run in the
+    same driver process with interleaved rounds, so that both see the same state of the
+    machine. On a host whose speed drifts (a shared cloud machine), the candidate's time
+    relative to the yardstick's is what stays comparable from one measurement to the next.
+
+    ``seconds`` is the yardstick's time on the search's one scale; once it is set, the
+    measurement's own timing is on that scale too: its measured times multiplied by
+    ``factor`` (``seconds / timing.median``)."""
+
+    fingerprint: str  # the yardstick's C
+    timing: Timing  # the yardstick's times in this run, as measured
+    seconds: float | None = None
+
+    @property
+    def factor(self) -> float:
+        """What the candidate's measured times were multiplied by (1 until ``seconds`` is set)."""
+        if self.seconds is None or self.timing.median <= 0:
+            return 1.0
+        return self.seconds / self.timing.median
+
+
 @dataclass(frozen=True, slots=True)
 class MachineInfo(JsonRecord):
     """Where and how a measurement was taken."""
@@ -601,6 +630,7 @@ class Measurement(JsonRecord):
     # Set when this is an earlier search's measurement of the same C (``ReuseScope``), not a new one:
     reused_search_id: int | None = None
     reused_candidate_id: int | None = None
+    paired: Paired | None = None  # the yardstick timed beside it (``Paired``)
 
     @property
     def seconds(self) -> float | None:
@@ -663,6 +693,7 @@ class SearchConfig(JsonRecord):
     remeasure: bool = False  # measure every candidate, even C measured the same way by an earlier search
     warm_start: bool = True  # a new search first evaluates the best schedules of earlier searches of its proc
     defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion (ExpansionPart)
+    yardstick: bool = True  # time each candidate beside the search's yardstick (``search.yardstick``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -755,6 +786,7 @@ class CandidateRecord(JsonRecord):
     predicted: float | None = None  # the cost model's log(time / root time) before measuring
     reused_search_id: int | None = None  # the measurement is this search's ...
     reused_candidate_id: int | None = None  # ... measurement of this candidate (same C)
+    paired: Paired | None = None  # the yardstick timed beside it; ``timing`` is then on the search's scale
 
     @property
     def seconds(self) -> float | None:
@@ -876,6 +908,7 @@ class Job:
     stream: bool = False
     part: ExpansionPart = ExpansionPart.ALL
     priority: float = 0.0
+    yardstick: Candidate | None = None  # evaluate: time the candidate beside this kernel (``Paired``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,6 +85,25 @@ def test_list_show_tree(searched: tuple[Path, dict]) -> None:
     assert all(n["parent_id"] in ids for n in nodes if n["parent_id"] is not None)
     shallow = json.loads(run_cli("tree", sid, "--db", str(db), "--json", "--depth", "1").stdout)
     assert shallow and max(n["depth"] for n in shallow) <= 1
+    # Once a yardstick was chosen, candidates were timed beside it and put on its scale.
+    paired = [n for n in nodes if n["paired"] is not None]
+    assert paired and all(n["parent_id"] is not None for n in paired)
+    fps = {n["fingerprint"] for n in nodes if n["status"] == "ok"}
+    for n in paired:
+        p = n["paired"]
+        assert p["yardstick"] in fps and p["yardstick"] != roots[0]["fingerprint"]
+        assert n["seconds"] == pytest.approx(p["measured_seconds"] * p["yardstick_seconds"] / p["yardstick_measured"])
+
+
+@pytest.mark.slow
+def test_no_yardstick_times_every_candidate_alone(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--workers", "0",
+                "--no-yardstick", "--max-candidates", "8", "--budget", "120", "--no-warm-start", "--db", str(db),
+                "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    nodes = json.loads(run_cli("tree", str(json.loads(r.stdout)["search_id"]), "--db", str(db), "--json").stdout)
+    assert len(nodes) >= 8 and all(n["paired"] is None for n in nodes)
 
 
 @pytest.mark.slow

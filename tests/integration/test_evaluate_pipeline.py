@@ -403,3 +403,54 @@ def test_quiet_timing_pauses_the_node_for_the_timing_proper_only(ref: Candidate,
     assert shared.status is Status.OK and entered == [1]
     side_by_side = remeasure(SGEMM, ref, [ref, cand], FAST, cache)
     assert [m.status for m in side_by_side] == [Status.OK, Status.OK] and entered == [1, 1]
+
+
+# --------------------------------------------------------------------------- yardstick
+
+
+def _slowed(cand: Candidate, nanos: int) -> Candidate:
+    """``cand`` with a busy wait of ``nanos`` added to every call (same answer, known extra time)."""
+    body = (f"{{ struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0); do {{ clock_gettime(CLOCK_MONOTONIC, &t1); }}"
+            f" while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < {nanos}L); }}")
+    c = cand.c_source
+    head, sep, tail = c.rpartition(f"void {KERNEL_SYMBOL}( void *ctxt")  # the definition
+    open_at = tail.index("{", tail.index(")")) + 1
+    c = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n" + head + sep + tail[:open_at] + body + tail[open_at:]
+    return candidate_from_c(c)
+
+
+def test_a_candidate_is_timed_beside_its_yardstick_in_one_process(ref: Candidate, cache: Path) -> None:
+    fast = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
+    slow = _slowed(fast, 2_000_000)  # 2 ms more per call than ``fast``
+    config = dataclasses.replace(FAST, samples=5, settle=0.0)
+    m = evaluate_candidate(SGEMM, ref, slow, config, cache, yardstick=fast)
+    assert m.status is Status.OK, m.error
+    assert m.paired is not None and m.paired.fingerprint == fast.fingerprint
+    assert m.paired.seconds is None and m.paired.factor == 1.0  # the search puts it on its scale
+    # Both were timed in the same interleaved rounds: as many samples each.
+    assert len(m.paired.timing.samples) == len(m.timing.samples) == 5
+    assert m.timing.median > m.paired.timing.median + 1.5e-3
+    alone = evaluate_candidate(SGEMM, ref, slow, config, cache)
+    assert alone.paired is None
+
+
+def test_a_candidate_not_timed_in_full_leaves_its_yardstick_untimed(ref: Candidate, cache: Path) -> None:
+    fast = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
+    cut = evaluate_candidate(SGEMM, ref, fast, FAST, cache, cutoff=1e-9, yardstick=ref)
+    assert cut.status is Status.OK and len(cut.timing.samples) == 1 and cut.paired is None
+    wrong = evaluate_candidate(SGEMM, ref, hand("C[0] += 1.0f;"), FAST, cache, yardstick=fast)
+    assert wrong.status is Status.WRONG_RESULT and wrong.paired is None
+    broken = hand("syntax error")
+    no_yard = evaluate_candidate(SGEMM, ref, fast, FAST, cache, yardstick=broken)  # left out, not blamed
+    assert no_yard.status is Status.OK and no_yard.paired is None
+
+
+def test_a_paired_candidate_that_cannot_contend_gets_the_fewest_samples_and_so_does_its_yardstick(
+        ref: Candidate, cache: Path) -> None:
+    fast = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
+    config = dataclasses.replace(FAST, samples=9, settle=0.0)
+    few = evaluate_candidate(SGEMM, ref, ref, config, cache, contend=1e-9, yardstick=fast)
+    assert few.status is Status.OK and few.paired is not None
+    assert len(few.timing.samples) == len(few.paired.timing.samples) == 3
+    settled = evaluate_candidate(SGEMM, ref, ref, dataclasses.replace(config, settle=10.0), cache, yardstick=fast)
+    assert len(settled.timing.samples) == 3  # their ratio agreed at once

@@ -108,6 +108,7 @@ class SearchSettings:
     float_mode: str = "strict"  # core.FloatMode: "relaxed" lets candidates divide by reciprocals
     timing: str = "quiet"  # core.TimingMode: "shared" lets builds run beside a timing
     defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion
+    yardstick: bool = True  # time each candidate beside the fastest kernel so far
 
     def config(self) -> SearchConfig:
         """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""
@@ -124,6 +125,7 @@ class SearchSettings:
             remeasure=self.remeasure,
             warm_start=self.warm_start,
             defer_costly=self.defer_costly,
+            yardstick=self.yardstick,
         )
 
 

@@ -59,7 +59,18 @@ def _record_json(r: CandidateRecord, parent: CandidateRecord | None, best: Decla
         # an earlier search's measurement of the same C, taken instead of measuring (None: measured here)
         "reused_from": None if r.reused_candidate_id is None else {
             "search_id": r.reused_search_id, "candidate_id": r.reused_candidate_id},
+        "paired": _paired_json(r),
     }
+
+
+def _paired_json(r: CandidateRecord) -> dict[str, Any] | None:
+    """The yardstick timed beside ``r`` and what ``r`` measured before it was put on the
+    search's scale (None: timed alone)."""
+    p = r.paired
+    if p is None:
+        return None
+    return {"yardstick": p.fingerprint, "yardstick_measured": p.timing.median, "yardstick_seconds": p.seconds,
+            "measured_seconds": r.seconds / p.factor if r.seconds is not None else None}
 
 
 def list_command(db: str | None, as_json: bool) -> None:

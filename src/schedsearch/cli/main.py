@@ -128,6 +128,11 @@ def cli() -> None:
               help="Expand a large node (a register tile, an unrolled nest) in two parts: its cheap rewrites "
                    "first, and its reorders, hoists, sinks and packs - seconds of Exo each there - only when "
                    "the search picks the node again. --no-defer-costly tries every rewrite at once.")
+@click.option("--yardstick/--no-yardstick", default=True, show_default=True,
+              help="Time each candidate beside the fastest kernel so far (the yardstick), in one process with "
+                   "interleaved rounds, and put its time on one scale by its ratio to the yardstick's: on a host "
+                   "whose speed drifts (a shared cloud machine), candidates then compare by what they are, not "
+                   "by when each was measured. --no-yardstick times each candidate alone.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)

@@ -126,6 +126,7 @@ def run_kernels(
     cutoff: float | None = None,
     gate: Callable[[], AbstractContextManager[object]] | None = None,
     contend: float | None = None,
+    pair: bool = False,
 ) -> ChildResult:
     """Verify and time ``kernels`` in one driver process (interleaved rounds when several).
 
@@ -133,7 +134,9 @@ def run_kernels(
     timed by that one call (it cannot be among the fastest; timing it fully would cost
     ``samples`` more calls). ``contend`` (one kernel): a kernel whose warm call takes longer
     is timed with the fewest samples (it cannot be the new best). ``gate``: the timing proper (from the first warm-up on) runs
-    inside ``gate()``; loading, verification and one-call timings run before it."""
+    inside ``gate()``; loading, verification and one-call timings run before it. ``pair``
+    (two kernels): the second is a yardstick timed beside the first (``core.Paired``); the
+    first alone is held to the budget, ``cutoff`` and ``contend``."""
     timeout = config.run_timeout if timeout is None else timeout
     argv = [
         str(driver),
@@ -150,6 +153,7 @@ def run_kernels(
         repr(float(contend or 0.0)),
         repr(float(config.settle)),
         "1" if gate is not None else "0",
+        "1" if pair and len(kernels) == 2 else "0",
         *(str(k) for k in kernels),
     ]
     return run_child(argv, timeout=timeout, gate=gate)

@@ -49,7 +49,7 @@ from schedsearch.core import KERNEL_SYMBOL, ArgSpec, DType
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.
-HARNESS_VERSION = "6"
+HARNESS_VERSION = "7"
 
 
 def _fill_expr(dtype: DType) -> str:
@@ -272,8 +272,12 @@ static int do_dump(int argc, char **argv) {{
   return 0;
 }}
 
-/* run <seed> <reference-file> <cpu> <rtol> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <contend-s> <settle> <gate> <so>...
+/* run <seed> <reference-file> <cpu> <rtol> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <contend-s> <settle> <gate> <pair> <so>...
    Verify every kernel, then time the good ones in interleaved rounds.
+   pair = 1 (two kernels): the second is a yardstick timed beside the first, the subject.
+   The subject alone decides what the budget allows (the yardstick is the search's fast
+   kernel) and, like a lone kernel, may be timed with fewer samples (contend, settle: then
+   on its ratio to the yardstick); when the subject is not timed, neither is the yardstick.
    gate = 1: before the first warm-up, print "ready" and wait for a line on stdin (the
    caller pauses the node's other work for the timing only; verification and kernels
    timed by one call do not need it).
@@ -285,7 +289,7 @@ static int do_dump(int argc, char **argv) {{
    that relative spread ((max - min) / min) of each other. */
 #define MIN_SAMPLES 3
 static int do_run(int argc, char **argv) {{
-  if (argc < 15) {{ fprintf(stderr, "usage: run seed ref cpu rtol warmup min_sample samples budget cutoff contend settle gate so...\n"); return 2; }}
+  if (argc < 16) {{ fprintf(stderr, "usage: run seed ref cpu rtol warmup min_sample samples budget cutoff contend settle gate pair so...\n"); return 2; }}
   double start = now();
   uint64_t seed = strtoull(argv[2], NULL, 10);
   const char *ref_path = argv[3];
@@ -295,7 +299,9 @@ static int do_run(int argc, char **argv) {{
   double budget = atof(argv[9]);
   double cutoff = atof(argv[10]), contend = atof(argv[11]), settle = atof(argv[12]);
   int gate = atoi(argv[13]);
-  int n = argc - 14;
+  int n = argc - 15;
+  int pair = atoi(argv[14]) && n == 2;
+  int alone = n == 1 || pair; /* one subject: contend and settle apply to it */
   int few = 0; /* the kernel cannot be the new best: MIN_SAMPLES samples */
   if (cpu >= 0) {{
     cpu_set_t set;
@@ -312,16 +318,17 @@ static int do_run(int argc, char **argv) {{
   int live = 0;
   double per_round = 0.0;
   for (int c = 0; c < n; c++) {{
-    k[c] = load(argv[14 + c]);
+    if (pair && c == 1 && !good[0]) continue; /* no subject timed: no yardstick either */
+    k[c] = load(argv[15 + c]);
     first[c] = timed_call(k[c]);
     printf("first %d %.9g\n", c, first[c]);
     fflush(stdout);
     good[c] = verify(c, refdata, rtol);
-    if (good[c] && first[c] * 2.0 > budget / n) {{
+    if (good[c] && (!pair || c == 0) && first[c] * 2.0 > budget / (pair ? 1 : n)) {{
       printf("slow %d %.9g\n", c, first[c]);
       good[c] = 0;
     }}
-    if (good[c] && cutoff > 0.0 && first[c] > cutoff) {{
+    if (good[c] && (!pair || c == 0) && cutoff > 0.0 && first[c] > cutoff) {{
       printf("cut %d %.9g\n", c, first[c]);
       printf("sample %d %.9g\n", c, first[c]);
       good[c] = 0;
@@ -340,7 +347,7 @@ static int do_run(int argc, char **argv) {{
     double w0 = now(), t = 0.0;
     do {{ t = timed_call(k[c]); }} while (now() - w0 < warmup);
     if (t <= 0.0) t = 1e-9;
-    if (contend > 0.0 && n == 1 && t > contend) few = 1;
+    if (contend > 0.0 && alone && c == 0 && t > contend) few = 1;
     double want = min_sample / t;
     inner[c] = want < 1.0 ? 1 : (want > 1e9 ? 1000000000 : (int)ceil(want));
     per_round += inner[c] * t;
@@ -362,11 +369,15 @@ static int do_run(int argc, char **argv) {{
       acc[(size_t)c * samples + s] = total / inner[c];
     }}
     taken = s + 1;
-    if (settle > 0.0 && n == 1 && taken >= MIN_SAMPLES) {{
-      double lo = acc[taken - MIN_SAMPLES], hi = lo;
-      for (int i = taken - MIN_SAMPLES + 1; i < taken; i++) {{
-        if (acc[i] < lo) lo = acc[i];
-        if (acc[i] > hi) hi = acc[i];
+    if (settle > 0.0 && alone && taken >= MIN_SAMPLES) {{
+      /* The subject's own times, or (paired, both timed) its times over the yardstick's. */
+      int ratio = pair && good[1];
+      double lo = 0.0, hi = 0.0;
+      for (int i = taken - MIN_SAMPLES; i < taken; i++) {{
+        double x = acc[i];
+        if (ratio) x = acc[(size_t)samples + i] > 0.0 ? x / acc[(size_t)samples + i] : 0.0;
+        if (i == taken - MIN_SAMPLES || x < lo) lo = x;
+        if (i == taken - MIN_SAMPLES || x > hi) hi = x;
       }}
       if (lo > 0.0 && (hi - lo) / lo <= settle) break;
     }}

@@ -27,6 +27,7 @@ from schedsearch.core import (
     Candidate,
     MachineInfo,
     Measurement,
+    Paired,
     Status,
     TimingMode,
     Workload,
@@ -193,14 +194,18 @@ class Built:
     driver: Path
     kernel: BuildResult
     reference: BuildResult
+    yardstick: BuildResult | None = None  # the kernel to time it beside (``core.Paired``)
+    yardstick_fingerprint: str = ""
 
 
 def evaluate_candidate(
     workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path,
-    cutoff: float | None = None, contend: float | None = None,
+    cutoff: float | None = None, contend: float | None = None, yardstick: Candidate | None = None,
 ) -> Measurement:
     """Build ``candidate``, then (holding the node's benchmark lock) verify it against
-    ``reference`` and time it: ``build_candidate`` followed by ``run_candidate``.
+    ``reference`` and time it: ``build_candidate`` followed by ``run_candidate``. With a
+    ``yardstick``, the candidate is timed beside it in one process and the measurement
+    carries the yardstick's times (``Measurement.paired``).
 
     Never raises for anything the candidate does: the result's status is ``ok``,
     ``build_error`` (with the tail of the compiler's message), ``run_error`` (with the signal
@@ -211,18 +216,21 @@ def evaluate_candidate(
     itself cannot be built or run (when ``candidate`` is the reference, that is reported as
     its status instead).
     """
-    built = build_candidate(workload, reference, candidate, config, cache_dir)
+    built = build_candidate(workload, reference, candidate, config, cache_dir, yardstick)
     if isinstance(built, Measurement):
         return built
     return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff, contend)
 
 
 def build_candidate(
-    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
+    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path,
+    yardstick: Candidate | None = None,
 ) -> Built | Measurement:
-    """Compile ``candidate`` (and the reference and driver, usually cache hits): a ``Built``
-    for the benchmark runner, or the ``build_error`` Measurement. Runs no kernel, so any
-    number of builds may run beside a benchmark. Raises as ``evaluate_candidate`` does."""
+    """Compile ``candidate`` (and the reference, the driver and the ``yardstick``, usually
+    cache hits): a ``Built`` for the benchmark runner, or the ``build_error`` Measurement.
+    Runs no kernel, so any number of builds may run beside a benchmark. A yardstick that
+    does not build is left out (the candidate is timed alone). Raises as
+    ``evaluate_candidate`` does."""
     with _infrastructure_errors(cache_dir), working(cache_dir):
         driver, cand, ref = _build_both(workload, reference, candidate, config, Path(cache_dir))
         if not cand.ok:
@@ -230,7 +238,12 @@ def build_candidate(
                                build_seconds=cand.seconds, machine=machine_info(config))
         if not ref.ok:
             raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
-        return Built(candidate.fingerprint, driver, cand, ref)
+        yard = None
+        if yardstick is not None and yardstick.fingerprint != candidate.fingerprint:
+            yard = build_kernel(yardstick.c_source, config, Path(cache_dir), openmp=yardstick.uses_openmp)
+            if not yard.ok or yardstick.uses_openmp != candidate.uses_openmp:
+                yard = None  # a yardstick is only worth its time run the same way as the candidate
+        return Built(candidate.fingerprint, driver, cand, ref, yard, yardstick.fingerprint if yard else "")
 
 
 def run_candidate(
@@ -240,7 +253,8 @@ def run_candidate(
     """Verify a built candidate against the reference and time it, holding the node's
     benchmark lock (one timing at a time per node); one whose verification call takes more
     than ``cutoff`` seconds is timed by that call alone, one whose warm call takes more than
-    ``contend`` seconds with the fewest samples. Raises as ``evaluate_candidate`` does."""
+    ``contend`` seconds with the fewest samples; beside ``built.yardstick`` when it has one.
+    Raises as ``evaluate_candidate`` does."""
     with _infrastructure_errors(cache_dir):
         return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff, contend)
 
@@ -267,9 +281,15 @@ def _run(
                 )
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
-        res = run_kernels(built.driver, ref_file, [cand.path], config, pin=not candidate.uses_openmp, cutoff=cutoff,
-                          contend=contend, gate=_quiet_gate(config, cache_dir))
-    return _measurement_from_report(workload, candidate, 0, res, 1, config, cand.seconds, machine)
+        kernels = [cand.path] + ([built.yardstick.path] if built.yardstick and built.yardstick.path else [])
+        res = run_kernels(built.driver, ref_file, kernels, config, pin=not candidate.uses_openmp, cutoff=cutoff,
+                          contend=contend, gate=_quiet_gate(config, cache_dir), pair=len(kernels) == 2)
+    m = _measurement_from_report(workload, candidate, 0, res, len(kernels), config, cand.seconds, machine)
+    if len(kernels) == 2 and m.status is Status.OK:
+        yard = parse_report(res.stdout, 2)[1]
+        if yard.samples:
+            m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, timing_from_samples(yard.samples, yard.inner)))
+    return m
 
 
 def remeasure(

@@ -133,10 +133,12 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
 
 
 def _build_task(
-    workload: Workload, reference: Candidate, candidate: Candidate, bench: BenchConfig, cache_dir: Path | None
+    workload: Workload, reference: Candidate, candidate: Candidate, bench: BenchConfig, cache_dir: Path | None,
+    yardstick: Candidate | None = None,
 ) -> tuple[Any, str]:
     """Runs in a Ray worker: a ``Built`` (or the build_error Measurement, or the
-    infrastructure error) and the id of the node whose cache holds the kernel."""
+    infrastructure error) and the id of the node whose cache holds the kernel (and the
+    yardstick it is to be timed beside, built on the same node)."""
     import ray
 
     from schedsearch.evaluate import default_cache_dir
@@ -144,7 +146,7 @@ def _build_task(
 
     node = ray.get_runtime_context().get_node_id()
     try:
-        return build_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir()), node
+        return build_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir(), yardstick), node
     except SchedsearchError as e:
         return e, node
 
@@ -457,7 +459,7 @@ class RayExecutor(BlockingCalls):
                     args = (wref, job.candidates[0], shard, shards, lead, job.part)
                     shards_for.setdefault(index, []).append((job, args, shards))
             elif job.kind is JobKind.EVALUATE:
-                ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir)
+                ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir, job.yardstick)
                 self._flight[ref] = (job, "build", (wref, rref))
             else:
                 ref = self._remeasure_fn.remote(wref, rref, list(job.candidates), self._bench, self._cache_dir)

@@ -1,8 +1,10 @@
 """``Ledger``: the books of one run of a search, and the one place it records and reports.
 
 The driver (``loop``) is the store's only writer, and this is where it writes a
-measurement: to the store (with its GFLOP/s and speedup over the baseline), the counters,
-the strategy, the cost model and the list of the fastest candidates (``top``). The ledger
+measurement: put on the search's scale by the yardstick timed beside it (``yardstick``), to
+the store (with its GFLOP/s and speedup over the baseline), the counters, the strategy, the
+cost model and the list of the fastest candidates (``top``), whose best may become the
+next yardstick. The ledger
 also keeps the run's clock (``elapsed`` counts the earlier runs of a resumed search too)
 and its phase, and sends the observer its events, each with the ``top`` list and a few
 words on what the pipeline is doing; ``tick`` sends one when nothing was said for
@@ -33,6 +35,7 @@ from schedsearch.core import (
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.reuse import origin_text
+from schedsearch.search.yardstick import Yardsticks
 
 
 class ObserverError(Exception):
@@ -67,6 +70,7 @@ class Ledger:
         guide: Guidance | None,
         *,
         activity: Callable[[], str],
+        yardstick: bool = False,
     ) -> None:
         self.workload, self.root, self.strategy, self.store = workload, root, strategy, store
         self.on_event, self.clock, self.guide = on_event, clock, guide
@@ -79,6 +83,8 @@ class Ledger:
         self.root_record: CandidateRecord | None = None
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
+        # With ``yardstick``, candidates are timed beside one and put on its scale.
+        self.yardsticks = Yardsticks(root.fingerprint) if yardstick else None
         self.phase = Phase.STARTING
         self.last_event = clock()
 
@@ -113,6 +119,8 @@ class Ledger:
         ``new_best`` one when it is the new best)."""
         assert self.sid is not None
         m = dataclasses.replace(m, measured_at=self.elapsed())
+        if self.yardsticks is not None:
+            m = self.yardsticks.place(m)
         seconds = m.seconds if m.status is Status.OK else None
         gflops = speedup = None
         if seconds is not None and seconds > 0:
@@ -137,12 +145,16 @@ class Ledger:
         return record
 
     def offer(self, record: CandidateRecord) -> bool:
-        """Keep ``record`` in the top list if it is ok and fast; True when it is the new best."""
+        """Keep ``record`` in the top list if it is ok and fast; True when it is the new best
+        (which then becomes the yardstick if it is enough faster than the last one)."""
         if record.status is not Status.OK or record.seconds is None:
             return False
         previous = self.top[0].id if self.top else None
         self.top = sorted([r for r in self.top if r.id != record.id] + [record], key=rank_key)[:TOP_N]
-        return self.top[0].id == record.id and previous != record.id
+        improved = self.top[0].id == record.id and previous != record.id
+        if improved and self.yardsticks is not None:
+            self.yardsticks.consider(record, self.candidate(record), self.baseline)
+        return improved
 
     def record_accuracy(self) -> None:
         """Store how well the cost model's latest predictions ranked their measurements."""

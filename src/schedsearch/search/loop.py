@@ -158,7 +158,8 @@ class _Run:
             if cost_model is not None else None
         )
         self.job_ids = itertools.count(1)
-        self.ledger = Ledger(workload, root, strategy, store, on_event, clock, guide, activity=self._activity)
+        self.ledger = Ledger(workload, root, strategy, store, on_event, clock, guide, activity=self._activity,
+                             yardstick=config.yardstick)
         self.pipeline = Pipeline(workload, root, strategy, executor, store, config, self.ledger, guide, stop,
                                  self.job_ids)
 

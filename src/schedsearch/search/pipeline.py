@@ -555,7 +555,9 @@ class Pipeline:
             if child is None:
                 break
             rnd.take_place(child.fingerprint)
-            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=self._contend())
+            yardsticks = self.ledger.yardsticks
+            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=self._contend(),
+                      yardstick=yardsticks.current if yardsticks is not None else None)
             rnd.measuring[job.id] = child
             jobs.append(job)
         if jobs:

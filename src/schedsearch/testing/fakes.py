@@ -35,6 +35,7 @@ from schedsearch.core import (
     JobResult,
     MachineInfo,
     Measurement,
+    Paired,
     Rewrite,
     RewriteKind,
     Schedule,
@@ -237,6 +238,9 @@ class FakeExecutor:
     ``overlapped`` counts expansions submitted while evaluations were in flight.
     An expansion job with ``stream`` comes back in ``stream_shards`` results (children
     dealt out in turn, ``final`` on the last), each after its share of ``expand_seconds``.
+    With ``drift``, the machine's speed changes: the n-th evaluation's times are the tree's
+    times multiplied by ``drift(n)``, and so are those of the yardstick it is timed beside
+    (``Job.yardstick``; ``yardsticks`` records which, per candidate).
     """
 
     def __init__(
@@ -251,6 +255,7 @@ class FakeExecutor:
         fail_remeasure: bool = False,
         remeasure_seconds: float = 0.0,
         stream_shards: int = 1,
+        drift: Callable[[int], float] | None = None,
     ) -> None:
         self.tree = tree or FakeTree()
         self.stream_shards = max(1, stream_shards)
@@ -261,6 +266,8 @@ class FakeExecutor:
         self.on_evaluate = on_evaluate
         self.fail_remeasure = fail_remeasure
         self.remeasure_seconds = remeasure_seconds
+        self.drift = drift
+        self.yardsticks: dict[str, str | None] = {}  # fingerprint -> the yardstick its evaluation job named
         self.asked_after: list[int] = []  # per expand_calls entry: evaluations finished before it
         self._rng = random.Random(shuffle_seed) if shuffle_seed is not None else None
         self._machine = MachineInfo(cpu_model="fake cpu", cores=2, hostname="fake", compiler="fakecc")
@@ -353,10 +360,23 @@ class FakeExecutor:
             self.evaluated.append(candidate.fingerprint)
             self.cutoffs[candidate.fingerprint] = job.cutoff
             self.contends[candidate.fingerprint] = job.contend
+            self.yardsticks[candidate.fingerprint] = job.yardstick.fingerprint if job.yardstick else None
             if self.on_evaluate is not None:
                 self.on_evaluate(candidate)
-            return [JobResult(job, measurements=(self.tree.measure(candidate, machine=self._machine),))]
+            return [JobResult(job, measurements=(self._drifted(candidate, job.yardstick),))]
         return [JobResult(job, measurements=tuple(self._remeasure(job.candidates)))]
+
+    def _drifted(self, candidate: Candidate, yardstick: Candidate | None) -> Measurement:
+        """The tree's measurement at this moment's speed (``drift``), beside ``yardstick``."""
+        m = self.tree.measure(candidate, machine=self._machine)
+        if self.drift is None or m.timing is None:
+            return m
+        factor = self.drift(len(self.evaluated))
+        m = dataclasses.replace(m, timing=m.timing.scaled(factor))
+        if yardstick is None:
+            return m
+        y = self.tree.measure(yardstick, machine=self._machine).timing
+        return m if y is None else dataclasses.replace(m, paired=Paired(yardstick.fingerprint, y.scaled(factor)))
 
     def _expansion_result(self, job: Job) -> JobResult:
         """The whole expansion, or its next shard (the job stays in flight until the last)."""

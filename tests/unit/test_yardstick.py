@@ -1,0 +1,103 @@
+"""The yardstick: candidates timed beside a fast kernel and put on one scale (no exo, cc or ray)."""
+
+from __future__ import annotations
+
+import pytest
+
+from schedsearch.core import CandidateRecord, Measurement, Paired, Schedule, SearchConfig, Status, Timing
+from schedsearch.search import make_strategy, run_search
+from schedsearch.search.yardstick import STEP, Yardsticks
+from schedsearch.store import InMemoryStore
+from schedsearch.testing.fakes import (
+    FakeExecutor,
+    FakeTree,
+    fake_candidate,
+    fake_root,
+    fake_workload,
+    label_of,
+)
+
+
+def timing(t: float) -> Timing:
+    return Timing(median=t, min=t * 0.9, q1=t * 0.95, q3=t * 1.05, samples=(t * 0.9, t, t * 1.05))
+
+
+def record(fp: str, seconds: float | None, status: Status = Status.OK) -> CandidateRecord:
+    return CandidateRecord(id=1, search_id=1, parent_id=None, depth=1, schedule=Schedule(), fingerprint=fp,
+                           status=status, timing=timing(seconds) if seconds is not None else None)
+
+
+def test_a_measurement_beside_a_yardstick_is_put_on_its_scale() -> None:
+    ys = Yardsticks("root")
+    fast = fake_candidate("m1")
+    assert ys.consider(record(fast.fingerprint, 2e-3), fast, baseline=10e-3)
+    # The machine ran at half speed: the yardstick took 4 ms instead of its 2 ms.
+    m = Measurement("x", Status.OK, timing(6e-3), paired=Paired(fast.fingerprint, timing(4e-3)))
+    placed = ys.place(m)
+    assert placed.seconds == pytest.approx(3e-3)
+    assert placed.timing.samples == pytest.approx((2.7e-3, 3e-3, 3.15e-3))
+    assert placed.paired.seconds == 2e-3 and placed.paired.factor == pytest.approx(0.5)
+    # What was measured can be recovered: measured = placed / factor.
+    assert placed.seconds / placed.paired.factor == pytest.approx(6e-3)
+    assert ys.place(placed) == placed  # placed once only
+
+
+def test_measurements_alone_or_beside_an_unknown_kernel_stay_as_measured() -> None:
+    ys = Yardsticks("root")
+    alone = Measurement("x", Status.OK, timing(6e-3))
+    assert ys.place(alone) == alone
+    stranger = Measurement("x", Status.OK, timing(6e-3), paired=Paired("elsewhere", timing(4e-3)))
+    assert ys.place(stranger) == stranger
+
+
+def test_the_yardstick_changes_only_for_a_kernel_step_times_faster_and_never_to_the_root() -> None:
+    ys = Yardsticks("root")
+    root, a, b, c = fake_root(), fake_candidate("m1"), fake_candidate("m2"), fake_candidate("m3")
+    assert not ys.consider(record("root", 1e-3), root, baseline=1e-3)  # too slow to time beside everything
+    assert not ys.consider(record(a.fingerprint, 1e-3 / STEP * 1.01), a, baseline=1e-3)
+    assert not ys.consider(record(a.fingerprint, None, Status.WRONG_RESULT), a, baseline=1e-3)
+    assert not ys.consider(record(a.fingerprint, 0.5e-3), a, baseline=None)  # no baseline: no bar yet
+    assert ys.consider(record(a.fingerprint, 0.5e-3), a, baseline=1e-3)
+    assert ys.current == a and ys.seconds == 0.5e-3
+    assert not ys.consider(record(b.fingerprint, 0.4e-3), b, baseline=1e-3)  # not STEP times faster
+    assert ys.consider(record(c.fingerprint, 0.3e-3), c, baseline=1e-3)
+    assert ys.current == c and set(ys.scales) == {a.fingerprint, c.fingerprint}
+
+
+def _search(drift, yardstick: bool):
+    tree = FakeTree(failure_rate=0.0, moves=8, branching=4)
+    ex = FakeExecutor(tree, drift=drift)
+    cfg = SearchConfig(max_seconds=None, max_candidates=60, yardstick=yardstick)
+    store = InMemoryStore()
+    outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), ex, store, cfg)
+    rows = [r for r in store.candidates(outcome.search_id) if r.status is Status.OK]
+    return tree, ex, rows
+
+
+def _slow_then_fast(n: int) -> float:
+    """A host whose speed swings by 1.6x every few measurements."""
+    return 1.6 if (n // 3) % 2 else 1.0
+
+
+def test_on_a_drifting_host_times_beside_the_yardstick_keep_the_true_order() -> None:
+    tree, ex, rows = _search(_slow_then_fast, yardstick=True)
+    paired = [r for r in rows if r.paired is not None]
+    assert len(paired) >= 20 and all(ex.yardsticks[r.fingerprint] == r.paired.fingerprint for r in paired)
+    # Every paired time is the true time times one constant: the drift cancelled out.
+    ratios = [r.seconds / tree.seconds(label_of(r.schedule)) for r in paired]
+    assert max(ratios) / min(ratios) == pytest.approx(1.0)
+    # Measured alone, the same search's times carry the drift.
+    tree, ex, rows = _search(_slow_then_fast, yardstick=False)
+    assert all(r.paired is None for r in rows) and set(ex.yardsticks.values()) == {None}
+    ratios = [r.seconds / tree.seconds(label_of(r.schedule)) for r in rows]
+    assert max(ratios) / min(ratios) == pytest.approx(1.6)
+
+
+def test_the_yardstick_follows_the_best_and_is_never_the_root() -> None:
+    _, ex, rows = _search(lambda n: 1.0, yardstick=True)
+    named = [fp for fp in ex.yardsticks.values() if fp is not None]
+    assert named and fake_root().fingerprint not in named
+    best = min(rows, key=lambda r: r.seconds)
+    yard_times = {r.fingerprint: r.seconds for r in rows if r.fingerprint in set(named)}
+    # Each yardstick was the best when it was chosen: the last is within STEP of the best found.
+    assert min(yard_times.values()) <= best.seconds * STEP
