@@ -288,7 +288,8 @@ def _run(
     if len(kernels) == 2 and m.status is Status.OK:
         yard = parse_report(res.stdout, 2)[1]
         if yard.samples:
-            m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, timing_from_samples(yard.samples, yard.inner)))
+            timing = timing_from_samples(yard.samples, yard.inner)
+            m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, timing))
     return m
 
 
