@@ -183,7 +183,8 @@ def test_a_neon_register_tile_runs_under_qemu_and_matches_the_reference(referenc
     # The driver's own verification, as a search runs it, against the host's reference file.
     (tmp_path / "ref").write_bytes(b"".join(ref.io.outputs[a.name] for a in workload.args if a.output))
     argv = [QEMU, str(exe), "run", str(HOST.seed), str(tmp_path / "ref"), "-1", repr(TOLERANCE[dtype]), "0", "0", "1",
-            "30", "0", "0", "0", "0", "linked"]  # ... samples, budget, no cutoff or contend, no settling, no gate
+            "30", "0", "0", "0", "0", "0", "linked"]  # ... samples, budget, no cutoff or contend, no settling,
+    # no gate, no yardstick
     res = _run(argv, "qemu")
     verdict = parse_report(res.stdout, 1)[0].verdict
     assert verdict is not None and verdict.ok, res.stdout

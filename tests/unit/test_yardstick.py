@@ -101,3 +101,20 @@ def test_the_yardstick_follows_the_best_and_is_never_the_root() -> None:
     yard_times = {r.fingerprint: r.seconds for r in rows if r.fingerprint in set(named)}
     # Each yardstick was the best when it was chosen: the last is within STEP of the best found.
     assert min(yard_times.values()) <= best.seconds * STEP
+
+
+def test_a_resumed_search_keeps_timing_on_the_same_scale() -> None:
+    tree = FakeTree(failure_rate=0.0, moves=8, branching=4)
+    store = InMemoryStore()
+    cfg = SearchConfig(max_seconds=None, max_candidates=30)
+    first = FakeExecutor(tree, drift=lambda n: 1.0)
+    one = run_search(fake_workload(), fake_root(), make_strategy(cfg), first, store, cfg)
+    # The second run's machine is 1.6x slower throughout: the yardstick sees it too.
+    second = FakeExecutor(tree, drift=lambda n: 1.6)
+    more = SearchConfig(max_seconds=None, max_candidates=60)
+    run_search(fake_workload(), fake_root(), make_strategy(more), second, store, more, search_id=one.search_id)
+    later = [r for r in store.candidates(one.search_id) if r.fingerprint in second.yardsticks]
+    assert len(later) >= 20 and all(second.yardsticks[r.fingerprint] is not None for r in later)
+    ratios = [r.seconds / tree.seconds(label_of(r.schedule)) for r in store.candidates(one.search_id)
+              if r.paired is not None]
+    assert max(ratios) / min(ratios) == pytest.approx(1.0)
