@@ -580,18 +580,30 @@ class Paired(JsonRecord):
 
     ``seconds`` is the yardstick's time on the search's one scale; once it is set, the
     measurement's own timing is on that scale too: its measured times multiplied by
-    ``factor`` (``seconds / timing.median``)."""
+    ``factor`` (``seconds / timing.median``).
+
+    A candidate that cannot be the new best (its warm call slower than the run's ``contend``
+    bound) is timed with the fewest samples and its yardstick is *spared*: not run at all,
+    which halves what timing an also-ran costs. It comes back with ``timing`` None; the
+    search then puts it on its scale with the factor of its latest pairing with the same
+    yardstick, and records that pairing's ``timing`` with ``borrowed`` set."""
 
     fingerprint: str  # the yardstick's C
-    timing: Timing  # the yardstick's times in this run, as measured
+    timing: Timing | None  # the yardstick's times in this run, as measured (None: spared)
     seconds: float | None = None
+    borrowed: bool = False  # ``timing`` is the latest pairing's: the yardstick was spared here
 
     @property
     def factor(self) -> float:
         """What the candidate's measured times were multiplied by (1 until ``seconds`` is set)."""
-        if self.seconds is None or self.timing.median <= 0:
+        if self.seconds is None or self.timing is None or self.timing.median <= 0:
             return 1.0
         return self.seconds / self.timing.median
+
+    @property
+    def spared(self) -> bool:
+        """The yardstick was not run beside the candidate (placed or not yet)."""
+        return self.timing is None or self.borrowed
 
 
 @dataclass(frozen=True, slots=True)

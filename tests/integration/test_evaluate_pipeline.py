@@ -20,6 +20,7 @@ from schedsearch.core import (
     BenchConfig,
     Candidate,
     DType,
+    Paired,
     Schedule,
     Status,
     Workload,
@@ -445,12 +446,17 @@ def test_a_candidate_not_timed_in_full_leaves_its_yardstick_untimed(ref: Candida
     assert no_yard.status is Status.OK and no_yard.paired is None
 
 
-def test_a_paired_candidate_that_cannot_contend_gets_the_fewest_samples_and_so_does_its_yardstick(
+def test_a_paired_candidate_that_cannot_contend_gets_the_fewest_samples_and_its_yardstick_is_spared(
         ref: Candidate, cache: Path) -> None:
     fast = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
     config = dataclasses.replace(FAST, samples=9, settle=0.0)
     few = evaluate_candidate(SGEMM, ref, ref, config, cache, contend=1e-9, yardstick=fast)
-    assert few.status is Status.OK and few.paired is not None
-    assert len(few.timing.samples) == len(few.paired.timing.samples) == 3
+    assert few.status is Status.OK and len(few.timing.samples) == 3
+    # Not run beside it: the search scales it by its latest pairing with ``fast``.
+    assert few.paired == Paired(fast.fingerprint, None) and few.paired.spared
+    # One that may contend is still timed beside it, in full.
+    full = evaluate_candidate(SGEMM, ref, ref, config, cache, contend=1e3, yardstick=fast)
+    assert full.paired is not None and not full.paired.spared
+    assert len(full.timing.samples) == len(full.paired.timing.samples) == 9
     settled = evaluate_candidate(SGEMM, ref, ref, dataclasses.replace(config, settle=10.0), cache, yardstick=fast)
     assert len(settled.timing.samples) == 3  # their ratio agreed at once

@@ -50,6 +50,26 @@ def test_measurements_alone_or_beside_an_unknown_kernel_stay_as_measured() -> No
     assert ys.place(stranger) == stranger
 
 
+def test_an_also_ran_whose_yardstick_was_spared_borrows_the_latest_pairings_factor() -> None:
+    ys = Yardsticks("root")
+    fast = fake_candidate("m1")
+    assert ys.consider(record(fast.fingerprint, 2e-3), fast, baseline=10e-3)
+    spared = Measurement("slow", Status.OK, timing(12e-3), paired=Paired(fast.fingerprint, None))
+    # Before any pairing with this yardstick there is no factor to borrow: timed alone.
+    assert ys.place(spared) == Measurement("slow", Status.OK, timing(12e-3))
+    ys.place(Measurement("x", Status.OK, timing(6e-3), paired=Paired(fast.fingerprint, timing(4e-3))))  # factor 0.5
+    latest = ys.place(Measurement("y", Status.OK, timing(5e-3), paired=Paired(fast.fingerprint, timing(2.5e-3))))
+    placed = ys.place(spared)
+    assert latest.paired is not None and placed.paired == Paired(fast.fingerprint, timing(2.5e-3), 2e-3, borrowed=True)
+    assert placed.paired.spared and not latest.paired.spared
+    assert placed.seconds == pytest.approx(12e-3 * 0.8)  # the latest pairing's factor, not the first's
+    assert placed.seconds / placed.paired.factor == pytest.approx(12e-3)  # what was measured
+    assert ys.place(placed) == placed
+    # Spared beside a kernel that was never this search's yardstick: nothing to borrow.
+    stranger = Measurement("z", Status.OK, timing(7e-3), paired=Paired("elsewhere", None))
+    assert ys.place(stranger).paired is None and ys.place(stranger).seconds == 7e-3
+
+
 def test_the_yardstick_changes_only_for_a_kernel_step_times_faster_and_never_to_the_root() -> None:
     ys = Yardsticks("root")
     root, a, b, c = fake_root(), fake_candidate("m1"), fake_candidate("m2"), fake_candidate("m3")

@@ -69,7 +69,8 @@ def _paired_json(r: CandidateRecord) -> dict[str, Any] | None:
     p = r.paired
     if p is None:
         return None
-    return {"yardstick": p.fingerprint, "yardstick_measured": p.timing.median, "yardstick_seconds": p.seconds,
+    return {"yardstick": p.fingerprint, "yardstick_measured": p.timing.median if p.timing is not None else None,
+            "yardstick_seconds": p.seconds, "borrowed": p.borrowed,
             "measured_seconds": r.seconds / p.factor if r.seconds is not None else None}
 
 

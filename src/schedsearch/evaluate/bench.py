@@ -48,6 +48,7 @@ class KernelReport:
     slow: bool = False  # one call is too long to time within the budget
     inner: int = 1
     samples: tuple[float, ...] = ()
+    spared: bool = False  # a yardstick not run: its subject cannot be the new best
 
 
 def parse_report(stdout: str, count: int) -> list[KernelReport]:
@@ -69,6 +70,8 @@ def parse_report(stdout: str, count: int) -> list[KernelReport]:
             )
         elif tag == "slow":
             fields[i]["slow"] = True
+        elif tag == "spared":
+            fields[i]["spared"] = True
         elif tag == "inner":
             fields[i]["inner"] = int(parts[2])
         elif tag == "sample":

@@ -49,7 +49,7 @@ from schedsearch.core import KERNEL_SYMBOL, ArgSpec, DType
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.
-HARNESS_VERSION = "7"
+HARNESS_VERSION = "8"
 
 
 def _fill_expr(dtype: DType) -> str:
@@ -284,7 +284,8 @@ static int do_dump(int argc, char **argv) {{
    cutoff-s > 0: a kernel whose verification call takes longer is timed by that call alone
    ("cut"): it cannot be among the fastest, and timing it properly would cost many calls.
    contend-s > 0 (one kernel only): a kernel whose warm call takes longer cannot be the new
-   best; it gets MIN_SAMPLES samples, enough to rank it among the slower ones.
+   best; it gets MIN_SAMPLES samples, enough to rank it among the slower ones. Paired, its
+   yardstick is then spared (not loaded, verified nor timed: "spared 1").
    settle > 0 (one kernel only): stop sampling once the last MIN_SAMPLES samples lie within
    that relative spread ((max - min) / min) of each other. */
 #define MIN_SAMPLES 3
@@ -319,6 +320,13 @@ static int do_run(int argc, char **argv) {{
   double per_round = 0.0;
   for (int c = 0; c < n; c++) {{
     if (pair && c == 1 && !good[0]) continue; /* no subject timed: no yardstick either */
+    if (pair && c == 1 && few) {{
+      /* The subject cannot be the new best: its few samples need no yardstick beside them
+         (the caller scales them by the latest pairing's factor). */
+      printf("spared 1 %.9g\n", contend);
+      fflush(stdout);
+      continue;
+    }}
     k[c] = load(argv[15 + c]);
     first[c] = timed_call(k[c]);
     printf("first %d %.9g\n", c, first[c]);

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from schedsearch.core import Candidate, CandidateRecord, Measurement, Status
+from schedsearch.core import Candidate, CandidateRecord, Measurement, Paired, Status
 
 #: A new best becomes the yardstick when it is this many times faster than the current one.
 #: Each change of yardstick carries that one pairing's error into every later time, so the
@@ -36,18 +36,31 @@ class Yardsticks:
         self.current: Candidate | None = None
         self.seconds: float | None = None  # the current yardstick's time on the scale
         self.scales: dict[str, float] = {}  # yardstick fingerprint -> its time on the scale
+        self.latest: dict[str, Paired] = {}  # yardstick fingerprint -> its latest pairing, placed
 
     def place(self, m: Measurement) -> Measurement:
         """``m`` on the search's scale: its timing rescaled by the yardstick timed beside it.
         Measurements taken alone, or beside a kernel that was never this search's yardstick
-        (an earlier search's measurement), or already placed, are returned as they are."""
+        (an earlier search's measurement), or already placed, are returned as they are.
+
+        An also-ran whose yardstick was spared (``Paired.spared``) is rescaled by the factor
+        of the latest pairing with that yardstick: its time only has to rank it among the
+        slower kernels, and the machine's drift since that pairing is what the factor still
+        corrects. Before any pairing with it, it stays as measured (timed alone)."""
         p = m.paired
-        if m.timing is None or p is None or p.seconds is not None or p.timing.median <= 0:
+        if m.timing is None or p is None or p.seconds is not None:
             return m
         scale = self.scales.get(p.fingerprint)
-        if scale is None:
+        if p.timing is None:  # spared
+            latest = self.latest.get(p.fingerprint) if scale is not None else None
+            if latest is None:
+                return dataclasses.replace(m, paired=None)
+            paired = dataclasses.replace(latest, borrowed=True)
+            return dataclasses.replace(m, timing=m.timing.scaled(paired.factor), paired=paired)
+        if scale is None or p.timing.median <= 0:
             return m
         paired = dataclasses.replace(p, seconds=scale)
+        self.latest[p.fingerprint] = paired
         return dataclasses.replace(m, timing=m.timing.scaled(paired.factor), paired=paired)
 
     def consider(self, record: CandidateRecord, candidate: Candidate, baseline: float | None) -> bool:

@@ -234,6 +234,11 @@ class StoreContract(ReuseContract):
         assert store.get_candidate(rec.id) == rec
         assert store.candidate_by_fingerprint(sid, rec.fingerprint) == rec
         assert store.top_candidates(sid) == [rec]
+        # An also-ran whose yardstick was spared keeps the pairing it borrowed the factor of.
+        borrowed = dataclasses.replace(yardstick, borrowed=True)
+        a = make_candidate("a", make_candidate("root"))
+        rec = store.record_measurement(sid, dataclasses.replace(make_measurement(a, 0.05), paired=borrowed), None, None)
+        assert rec.paired == borrowed and rec.paired.spared and store.get_candidate(rec.id) == rec
 
     def test_lone_measurement_is_unpaired(self, store: Any) -> None:
         sid, recs = _tree(store)
