@@ -580,30 +580,36 @@ class Paired(JsonRecord):
 
     ``seconds`` is the yardstick's time on the search's one scale; once it is set, the
     measurement's own timing is on that scale too: its measured times multiplied by
-    ``factor`` (``seconds / timing.median``).
+    ``factor``. That is ``scaled_by`` when the search kept it - the yardstick's scale times
+    the median over the rounds of the candidate's time over the yardstick's in the same
+    round, over the candidate's median (``search.yardstick``) - and for rows stored before
+    it was kept ``seconds / timing.median``.
 
     A candidate that cannot be the new best (its warm call slower than the run's ``contend``
     bound) is timed with the fewest samples and its yardstick is *spared*: not run at all,
-    which halves what timing an also-ran costs. It comes back with ``timing`` None; the
-    search then puts it on its scale with the factor of its latest pairing with the same
-    yardstick, and records that pairing's ``timing`` with ``borrowed`` set."""
+    which halves what timing an also-ran costs. Its ``timing`` is None, and the search puts
+    it on its scale with the median factor of its latest pairings with the same yardstick."""
 
     fingerprint: str  # the yardstick's C
     timing: Timing | None  # the yardstick's times in this run, as measured (None: spared)
     seconds: float | None = None
-    borrowed: bool = False  # ``timing`` is the latest pairing's: the yardstick was spared here
+    scaled_by: float | None = None
 
     @property
     def factor(self) -> float:
         """What the candidate's measured times were multiplied by (1 until ``seconds`` is set)."""
-        if self.seconds is None or self.timing is None or self.timing.median <= 0:
+        if self.seconds is None:
+            return 1.0
+        if self.scaled_by is not None:
+            return self.scaled_by
+        if self.timing is None or self.timing.median <= 0:
             return 1.0
         return self.seconds / self.timing.median
 
     @property
     def spared(self) -> bool:
-        """The yardstick was not run beside the candidate (placed or not yet)."""
-        return self.timing is None or self.borrowed
+        """The yardstick was not run beside the candidate."""
+        return self.timing is None
 
 
 @dataclass(frozen=True, slots=True)

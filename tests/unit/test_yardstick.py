@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from schedsearch.core import CandidateRecord, Measurement, Paired, Schedule, SearchConfig, Status, Timing
 from schedsearch.search import make_strategy, run_search
-from schedsearch.search.yardstick import STEP, Yardsticks
+from schedsearch.search.yardstick import BORROW_WINDOW, STEP, Yardsticks
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.fakes import (
     FakeExecutor,
@@ -20,6 +22,10 @@ from schedsearch.testing.fakes import (
 
 def timing(t: float) -> Timing:
     return Timing(median=t, min=t * 0.9, q1=t * 0.95, q3=t * 1.05, samples=(t * 0.9, t, t * 1.05))
+
+
+def sampled(xs: tuple[float, ...]) -> Timing:
+    return Timing(median=statistics.median(xs), min=min(xs), q1=min(xs), q3=max(xs), samples=xs)
 
 
 def record(fp: str, seconds: float | None, status: Status = Status.OK) -> CandidateRecord:
@@ -50,23 +56,46 @@ def test_measurements_alone_or_beside_an_unknown_kernel_stay_as_measured() -> No
     assert ys.place(stranger) == stranger
 
 
-def test_an_also_ran_whose_yardstick_was_spared_borrows_the_latest_pairings_factor() -> None:
+def test_a_disturbance_in_some_rounds_does_not_move_the_time_on_the_scale() -> None:
+    # A run seen in a search: the yardstick (2.45 ms) and the candidate were slowed in
+    # different rounds. The ratio of the medians said 0.70 (a 1.70 ms false best); round by
+    # round the two took the same time.
+    ys = Yardsticks("root")
+    fast = fake_candidate("m1")
+    assert ys.consider(record(fast.fingerprint, 2.45e-3), fast, baseline=0.3)
+    cand = (2.53e-3, 2.73e-3, 2.56e-3, 5.02e-3, 4.21e-3, 5.53e-3, 2.93e-3)
+    yard = (2.53e-3, 2.45e-3, 4.20e-3, 7.14e-3, 8.71e-3, 5.49e-3, 2.58e-3)
+    m = Measurement("x", Status.OK, sampled(cand), paired=Paired(fast.fingerprint, sampled(yard)))
+    placed = ys.place(m)
+    assert placed.seconds == pytest.approx(2.45e-3 * statistics.median(c / y for c, y in zip(cand, yard)))
+    assert placed.seconds == pytest.approx(2.45e-3, rel=0.02)
+    assert placed.seconds / placed.paired.factor == pytest.approx(m.seconds)  # what was measured
+    # Not timed round for round (another count of samples): the ratio of the medians.
+    odd = Measurement("y", Status.OK, sampled(cand[:3]), paired=Paired(fast.fingerprint, sampled(yard)))
+    assert ys.place(odd).seconds == pytest.approx(2.45e-3 * statistics.median(cand[:3]) / statistics.median(yard))
+
+
+def test_an_also_ran_whose_yardstick_was_spared_borrows_the_median_of_the_latest_factors() -> None:
     ys = Yardsticks("root")
     fast = fake_candidate("m1")
     assert ys.consider(record(fast.fingerprint, 2e-3), fast, baseline=10e-3)
     spared = Measurement("slow", Status.OK, timing(12e-3), paired=Paired(fast.fingerprint, None))
     # Before any pairing with this yardstick there is no factor to borrow: timed alone.
     assert ys.place(spared) == Measurement("slow", Status.OK, timing(12e-3))
-    ys.place(Measurement("x", Status.OK, timing(6e-3), paired=Paired(fast.fingerprint, timing(4e-3))))  # factor 0.5
-    latest = ys.place(Measurement("y", Status.OK, timing(5e-3), paired=Paired(fast.fingerprint, timing(2.5e-3))))
+    # Pairings with factors 0.5, 0.8, 0.5 and - the machine 25% slower for one run - 0.4.
+    for i, yard in enumerate((4e-3, 2.5e-3, 4e-3, 5e-3)):
+        ys.place(Measurement(f"x{i}", Status.OK, timing(6e-3), paired=Paired(fast.fingerprint, timing(yard))))
     placed = ys.place(spared)
-    assert latest.paired is not None and placed.paired == Paired(fast.fingerprint, timing(2.5e-3), 2e-3, borrowed=True)
-    assert placed.paired.spared and not latest.paired.spared
-    assert placed.seconds == pytest.approx(12e-3 * 0.8)  # the latest pairing's factor, not the first's
+    assert placed.paired == Paired(fast.fingerprint, None, 2e-3, scaled_by=pytest.approx(0.5)) and placed.paired.spared
+    assert placed.seconds == pytest.approx(6e-3)  # the median factor, not the last one (4.8 ms)
     assert placed.seconds / placed.paired.factor == pytest.approx(12e-3)  # what was measured
     assert ys.place(placed) == placed
+    # The window follows a drifting host: after BORROW_WINDOW pairings at 0.25, that is the factor.
+    for i in range(BORROW_WINDOW):
+        ys.place(Measurement(f"z{i}", Status.OK, timing(6e-3), paired=Paired(fast.fingerprint, timing(8e-3))))
+    assert ys.place(spared).seconds == pytest.approx(3e-3)
     # Spared beside a kernel that was never this search's yardstick: nothing to borrow.
-    stranger = Measurement("z", Status.OK, timing(7e-3), paired=Paired("elsewhere", None))
+    stranger = Measurement("s", Status.OK, timing(7e-3), paired=Paired("elsewhere", None))
     assert ys.place(stranger).paired is None and ys.place(stranger).seconds == 7e-3
 
 

@@ -70,7 +70,7 @@ def _paired_json(r: CandidateRecord) -> dict[str, Any] | None:
     if p is None:
         return None
     return {"yardstick": p.fingerprint, "yardstick_measured": p.timing.median if p.timing is not None else None,
-            "yardstick_seconds": p.seconds, "borrowed": p.borrowed,
+            "yardstick_seconds": p.seconds, "spared": p.spared, "factor": p.factor,
             "measured_seconds": r.seconds / p.factor if r.seconds is not None else None}
 
 

@@ -234,11 +234,15 @@ class StoreContract(ReuseContract):
         assert store.get_candidate(rec.id) == rec
         assert store.candidate_by_fingerprint(sid, rec.fingerprint) == rec
         assert store.top_candidates(sid) == [rec]
-        # An also-ran whose yardstick was spared keeps the pairing it borrowed the factor of.
-        borrowed = dataclasses.replace(yardstick, borrowed=True)
-        a = make_candidate("a", make_candidate("root"))
-        rec = store.record_measurement(sid, dataclasses.replace(make_measurement(a, 0.05), paired=borrowed), None, None)
-        assert rec.paired == borrowed and rec.paired.spared and store.get_candidate(rec.id) == rec
+        # Placed round by round, and an also-ran whose yardstick was spared: the factor is kept.
+        a, b = make_candidate("a", make_candidate("root")), make_candidate("b", make_candidate("root"))
+        rounds = dataclasses.replace(yardstick, scaled_by=1.1)
+        rec = store.record_measurement(sid, dataclasses.replace(make_measurement(a, 0.05), paired=rounds), None, None)
+        assert rec.paired == rounds and rec.paired.factor == 1.1 and store.get_candidate(rec.id) == rec
+        spared = Paired(yardstick.fingerprint, None, seconds=0.0025, scaled_by=0.9)
+        rec = store.record_measurement(sid, dataclasses.replace(make_measurement(b, 0.05), paired=spared), None, None)
+        assert rec.paired == spared and rec.paired.spared and rec.paired.factor == 0.9
+        assert store.get_candidate(rec.id) == rec
 
     def test_lone_measurement_is_unpaired(self, store: Any) -> None:
         sid, recs = _tree(store)
