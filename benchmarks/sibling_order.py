@@ -18,7 +18,13 @@ model has no regret; one that reads nothing has the random pick's. With ``--cold
 parent is ordered by the analytic estimate alone: the model before it has learned anything,
 as in a search's first round without history.
 
-    .venv/bin/python benchmarks/sibling_order.py DB [DB ...] [--least 6] [--cold]
+``--kind-prior W`` adds a rewrite-level prior learned from the search itself: each child's
+score is its prediction plus ``W`` times the mean log gain (child over parent time) of its
+last rewrite's kind over the search's measurements made before the children were, shrunk
+towards none by ``KIND_SHRINK`` pseudo-observations. A large ``W`` orders the siblings by
+kind first and by the model within a kind.
+
+    .venv/bin/python benchmarks/sibling_order.py DB [DB ...] [--least 6] [--cold] [--kind-prior W]
 
 It fits one small model per parent: a minute for a benchmark's 18 databases.
 """
@@ -51,6 +57,23 @@ class Scores:
     rho: list[float]
 
 
+#: Pseudo-observations of no gain each rewrite kind's prior starts from (``--kind-prior``).
+KIND_SHRINK = 2.0
+
+
+def kind_prior(before: Sequence[CandidateRecord], by_id: dict[int, CandidateRecord]) -> dict[str, float]:
+    """Rewrite kind -> the mean log time ratio of a child over its measured parent, over
+    ``before`` (children of the root left out: their parent is the unscheduled proc, whose
+    rewrites are of another order), shrunk by ``KIND_SHRINK`` pseudo-observations of 0."""
+    gains: dict[str, list[float]] = {}
+    for r in before:
+        parent = by_id.get(r.parent_id) if r.parent_id is not None else None
+        if parent is None or parent.depth == 0 or not r.schedule.steps or parent.timing is None:
+            continue
+        gains.setdefault(r.schedule.steps[-1].kind.value, []).append(math.log(r.timing.median / parent.timing.median))
+    return {kind: sum(g) / (len(g) + KIND_SHRINK) for kind, g in gains.items()}
+
+
 def _measured(records: Sequence[CandidateRecord]) -> list[CandidateRecord]:
     return [r for r in records if r.status is Status.OK and r.timing is not None and r.reused_search_id is None]
 
@@ -70,9 +93,10 @@ def pooled(dbs: Sequence[Path]) -> dict[tuple[str, str], float]:
 
 
 def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[str, Scores],
-          cold: bool = False) -> None:
+          cold: bool = False, prior_weight: float = 0.0) -> None:
     """Add the parents of every search in ``db`` to ``out`` (by workload label); with
-    ``cold``, ordered by the analytic estimate alone (nothing learned)."""
+    ``cold``, ordered by the analytic estimate alone (nothing learned); with
+    ``prior_weight``, by the prediction plus that weight times the kind prior (``kind_prior``)."""
     store = open_store(str(db), create=False, read_only=True)
     try:
         for search in store.list_searches():
@@ -82,7 +106,9 @@ def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[s
             if root is None or root.timing is None:
                 continue
             rows = []
-            for r in _measured(store.candidates(search.id)):
+            measured = _measured(store.candidates(search.id))
+            by_id = {r.id: r for r in measured}
+            for r in measured:
                 if r.depth == 0:
                     continue
                 vector = feature_vector(r.c_source, r.schedule, workload, expander.caches, expander.root_work)
@@ -97,12 +123,17 @@ def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[s
                 if len(kids) < least:
                     continue
                 made = min(k[0].created_at for k in kids)
+                before = [r for r, _, _ in rows if r.measured_unix is not None and r.measured_unix < made]
                 train = [] if cold else [TrainingSample(v, y) for r, v, y in rows
                                          if r.measured_unix is not None and r.measured_unix < made]
                 model = LearnedCostModel(train, background=False, estimate=work_estimate)
                 predicted = model.predict([v for _, v, _ in kids])
                 if len(predicted) != len(kids):
                     continue
+                if prior_weight:
+                    prior = kind_prior(before, by_id)
+                    predicted = [p + prior_weight * prior.get(r.schedule.steps[-1].kind.value, 0.0)
+                                 for p, (r, _, _) in zip(predicted, kids, strict=True)]
                 true = [math.log(truth[(workload.key, r.fingerprint)]) for r, _, _ in kids]
                 best = min(true)
                 # Ties keep fingerprint order, never the stored order (a ranked search
@@ -129,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--least", type=int, default=6, help="children a parent needs to be scored [6]")
     p.add_argument("--cold", action="store_true",
                    help="order by the analytic estimate alone, as a first round without history does")
+    p.add_argument("--kind-prior", type=float, default=0.0, metavar="W",
+                   help="add W times each child's rewrite kind's mean gain in the search so far [0: none]")
     args = p.parse_args(argv)
     missing = [str(db) for db in args.dbs if not db.is_file()]
     if missing:
@@ -137,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     truth = pooled(args.dbs)
     out: dict[str, Scores] = {}
     for db in args.dbs:
-        score(db, truth, args.least, out, args.cold)
+        score(db, truth, args.least, out, args.cold, args.kind_prior)
     for label, s in out.items():
         if not s.top1:
             continue
