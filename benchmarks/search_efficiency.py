@@ -17,6 +17,11 @@ wall-time budget, every run with an empty build cache and its own database:
   (``oracle_search.py``): what a perfect model would do in the same search and pipeline,
   the ceiling for any cost model on this machine.
 
+Each search's times are on the scale of its first yardstick (``search.yardstick``), so two
+searches' times may differ by one factor; before anything is pooled, each run's times are
+divided by its scale over the run that measured the most kernels (the median ratio over the
+kernels both measured, ``scale_offsets``), printed per run.
+
 Reported per kernel: the fastest kernel any run found, and per setting the time (seconds of
 the search's own elapsed time, from ``tree --json``'s ``measured_at``) and the number of
 evaluations until a run first measured a kernel within 95% of that one's speed (median over
@@ -60,6 +65,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -222,6 +228,38 @@ def to_run(kernel: str, setting: str, seed: int, out: dict, db: Path | None = No
                str(db) if db is not None else "")
 
 
+#: Kernels two runs must share for one's scale to be set against the other's (``on_one_scale``).
+SHARED_FOR_SCALE = 20
+
+
+def scale_offsets(runs: list[Run]) -> dict[tuple[str, int], float]:
+    """(setting, seed) -> the run's scale over the reference run's: the median, over the
+    kernels both measured, of its time over the reference's. Each search puts its times on
+    the scale of its first yardstick, measured once (``search.yardstick``); a yardstick
+    measured while the host ran slow puts every later time of that search as much above
+    the others' (conv1d_mc on Zen 4: one search 17.6% above the rest), which would count
+    as that search never reaching a line a few percent from the best. The reference is the
+    run that measured the most kernels; a run sharing fewer than ``SHARED_FOR_SCALE`` with
+    it keeps its own scale (1)."""
+    if not runs:
+        return {}
+    own = [{fp: sec for _, sec, fp in r.measured if sec} for r in runs]
+    ref = max(range(len(runs)), key=lambda i: len(own[i]))
+    out: dict[tuple[str, int], float] = {}
+    for run, times in zip(runs, own, strict=True):
+        shared = set(times) & set(own[ref])
+        out[(run.setting, run.seed)] = (statistics.median(times[fp] / own[ref][fp] for fp in shared)
+                                        if len(shared) >= SHARED_FOR_SCALE else 1.0)
+    return out
+
+
+def on_one_scale(runs: list[Run], offsets: dict[tuple[str, int], float]) -> list[Run]:
+    """``runs`` with each one's times divided by its scale offset (``scale_offsets``)."""
+    return [dataclasses.replace(r, measured=tuple((at, sec / offsets[(r.setting, r.seed)] if sec else sec, fp)
+                                                  for at, sec, fp in r.measured))
+            for r in runs]
+
+
 def pooled_speeds(runs: list[Run]) -> dict[str, float]:
     """Fingerprint -> median of every measurement of that C over ``runs``."""
     seen: dict[str, list[float]] = {}
@@ -364,7 +402,8 @@ def judged(runs: list[Run], pooled: dict[str, float], rounds: int) -> tuple[dict
 def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
     summary: dict = {}
     for kernel in dict.fromkeys(r.kernel for r in runs):
-        mine = [r for r in runs if r.kernel == kernel]
+        offsets = scale_offsets([r for r in runs if r.kernel == kernel])
+        mine = on_one_scale([r for r in runs if r.kernel == kernel], offsets)
         pooled = pooled_speeds(mine)
         speeds, sbs = judged(mine, pooled, side_rounds)
         best = min(speeds.values(), default=None)
@@ -405,6 +444,7 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         own = pooled_reach(mine, pooled, budget)
         summary[kernel] = {"best_seconds": best, "settings": rows, "retest_spearman": agreement, "retest_spread": apart,
                            "kernels": len(speeds), "kernels_within_95": near, "by_search_times": own,
+                           "scale_offsets": {f"{k[0]}-{k[1]}": v for k, v in offsets.items()},
                            "side_by_side": None if sbs is None else {
                                "kernels": sbs.kernels, "rounds": sbs.rounds, "ratio_spread": sbs.ratio_spread}}
         how = ("median of its measurements over all runs" if sbs is None else
@@ -413,6 +453,8 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         print(f"\n{kernel}: fastest kernel {duration(best)} ({how}); "
               f"95% of its speed = {duration(target)}; {near} of the {len(speeds)} distinct kernels measured "
               f"({near / len(speeds):.0%}) are within it")
+        print("  each run's scale over the reference run's (its times were divided by it): " + ", ".join(
+            f"{k[0]}-{k[1]} {v:.3f}" for k, v in offsets.items()))
         if sbs is not None:
             varied = f"{sbs.ratio_spread:.1%}" if sbs.ratio_spread is not None else "-"
             print(f"  side by side, a kernel's ratio to the anchor varied by a median {varied} between processes; by the "
