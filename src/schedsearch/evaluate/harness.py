@@ -322,7 +322,7 @@ static int do_run(int argc, char **argv) {{
     if (pair && c == 1 && !good[0]) continue; /* no subject timed: no yardstick either */
     if (pair && c == 1 && few) {{
       /* The subject cannot be the new best: its few samples need no yardstick beside them
-         (the caller scales them by the latest pairing's factor). */
+         (the caller scales them by the median factor of its latest pairings). */
       printf("spared 1 %.9g\n", contend);
       fflush(stdout);
       continue;

@@ -290,7 +290,7 @@ def _run(
         if yard.samples:
             timing = timing_from_samples(yard.samples, yard.inner)
             m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, timing))
-        elif yard.spared:  # an also-ran: the search scales it by its latest pairing (``Paired``)
+        elif yard.spared:  # an also-ran: the search scales it by its latest pairings (``Paired``)
             m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, None))
     return m
 
