@@ -11,7 +11,15 @@ from schedsearch.core import EventKind, Phase, SearchConfig, SearchEvent, Search
 from schedsearch.errors import SearchError
 from schedsearch.search import loop, make_strategy, rounds, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeClock, FakeExecutor, FakeTree, fake_root, fake_workload, fingerprint_of
+from schedsearch.testing.fakes import (
+    FakeClock,
+    FakeExecutor,
+    FakeTree,
+    fake_root,
+    fake_workload,
+    fingerprint_of,
+    label_of,
+)
 
 
 def config(**kw) -> SearchConfig:
@@ -300,6 +308,39 @@ def test_finalists_that_agree_with_the_search_get_no_drift_note() -> None:
     _, _, events = search(config(max_depth=1, finalists=2), FakeExecutor(tree))
     (fin,) = [e for e in events if e.kind is EventKind.FINALISTS]
     assert fin.message == "re-measured 3 side by side"
+
+
+def _deep_best(remeasure_times: dict[str, float]):
+    """A search whose fastest candidate, m1+m2+m2 (3 steps), descends from m1 and m1+m2, both
+    measured within 1.2x of it, and whose side-by-side times are ``remeasure_times``."""
+    times = {"": 1e-3, "m1": 0.52e-3, "m2": 0.9e-3, "m1+m1": 0.95e-3, "m1+m2": 0.55e-3, "m2+m2": 0.95e-3,
+             "m1+m2+m2": 0.48e-3, "m1+m1+m2": 0.9e-3, "m1+m1+m1": 0.9e-3, "m2+m2+m2": 0.9e-3}
+    tree = FakeTree(moves=3, branching=2, failure_rate=0.0, times=times, remeasure_times=remeasure_times)
+    ex = FakeExecutor(tree)
+    outcome, store, events = search(config(max_depth=3, finalists=1), ex)
+    labels = {r.id: label_of(r.schedule) for r in store.candidates(outcome.search_id)}
+    (fin,) = [e for e in events if e.kind is EventKind.FINALISTS]
+    return outcome, ex, fin, labels
+
+
+def test_the_shorter_schedule_wins_a_tie_side_by_side() -> None:
+    # Side by side the deep best is 0.5% faster than its 1-step ancestor: a tie.
+    outcome, ex, fin, labels = _deep_best({"": 1e-3, "m1": 0.5025e-3, "m1+m2": 0.51e-3, "m1+m2+m2": 0.5e-3})
+    # Its near ancestors were re-measured with it (m1+m2's slower siblings were not).
+    assert ex.remeasured == [[fingerprint_of(x) for x in ("", "m1+m2+m2", "m1", "m1+m2")]]
+    assert labels[outcome.best.id] == "m1"
+    assert outcome.best_seconds == pytest.approx(0.5025e-3)
+    assert fin.best.id == outcome.best.id and fin.top[0].id == outcome.best.id
+    ids = {v: k for k, v in labels.items()}
+    assert (f"#{ids['m1']} (1 step) ties the fastest, #{ids['m1+m2+m2']} (3 steps), within noise side by side "
+            f"(+0.5%): the shorter schedule wins") in fin.message
+
+
+def test_a_deeper_schedule_wins_when_it_is_faster_beyond_noise() -> None:
+    outcome, _, fin, labels = _deep_best({"": 1e-3, "m1": 0.53e-3, "m1+m2": 0.5e-3, "m1+m2+m2": 0.49e-3})
+    # m1+m2 is 2% slower than the fastest and their ranges (+-1%) only touch: no tie.
+    assert labels[outcome.best.id] == "m1+m2+m2"
+    assert "shorter schedule" not in fin.message
 
 
 def test_the_root_wins_when_nothing_beats_it_side_by_side() -> None:

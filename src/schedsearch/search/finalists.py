@@ -1,8 +1,14 @@
 """The end of a run of a search: its finalists re-measured side by side, and its outcome.
 
-Before a winner is declared, the fastest candidates (``config.finalists`` of them) and the
-root are re-measured side by side in one job (``JobKind.REMEASURE``); the winner, its
-time and its speedup come from those numbers. The time budget is wall time and includes
+Before a winner is declared, the fastest candidates (``config.finalists`` of them), the
+ancestors of the fastest that the search measured near it, and the root are re-measured
+side by side in one job (``JobKind.REMEASURE``); the winner, its time and its speedup come
+from those numbers. Of the contenders that side by side cannot be told from the fastest
+(``ties_fastest``), the one with the fewest steps wins: the steps it lacks bought nothing
+measurable. Why: on Zen 4 the SGEMM 512 searches' six-step bests ran at the speed of the
+register tile each had found first, within 0.1-2%, side by side; the steps after it had
+been measured faster only by the moment they were timed at, and a schedule carrying five
+steps that do nothing is neither readable nor as likely to replay. The time budget is wall time and includes
 the finalists: the search stops early enough for the re-measurement (``finalist_reserve``,
 estimated from the contenders' own run times), and a re-measurement still running at the
 budget's end (plus ``FINALIST_GRACE_SECONDS``) is abandoned for the search's own numbers,
@@ -14,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from schedsearch.core import (
     FINALIST_RESERVE_SHARE,
@@ -28,7 +34,9 @@ from schedsearch.core import (
     SearchConfig,
     SearchStatus,
     Status,
+    Store,
 )
+from schedsearch.numbers import within_noise
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.ledger import TOP_N, Ledger
 from schedsearch.search.outcome import SearchOutcome
@@ -39,6 +47,15 @@ from schedsearch.search.outcome import SearchOutcome
 DRIFT_NOTE = 0.05
 #: How far past the time budget a running re-measurement of the finalists may go.
 FINALIST_GRACE_SECONDS = 3.0
+#: A contender at most this much slower than the fastest side by side ties it (and so do
+#: those whose ranges overlap its range): side by side, a kernel's ratio to another varies
+#: by 1-4% from one driver process to the next on the machines measured.
+TIE_SHARE = 0.01
+#: Ancestors of the search's fastest candidate join the finalists when the search measured
+#: them within this factor of it (slower ones cannot tie it) ...
+ANCESTOR_WITHIN = 1.2
+#: ... at most this many of them, the nearest to the root first.
+ANCESTORS = 8
 
 
 def finalist_reserve(config: SearchConfig, top: Sequence[CandidateRecord], root: CandidateRecord | None) -> float:
@@ -48,7 +65,9 @@ def finalist_reserve(config: SearchConfig, top: Sequence[CandidateRecord], root:
     if c.max_seconds is None or c.finalists <= 0 or not top:
         return 0.0
     contenders = [*top[: c.finalists], *([root] if root else [])]
-    estimate = 1.0 + 1.5 * sum(r.run_seconds for r in contenders)
+    # The ancestors that may join them (``near_ancestors``), at about the fastest one's cost.
+    ancestors = min(top[0].depth - 1, ANCESTORS) if top[0].depth > 1 else 0
+    estimate = 1.0 + 1.5 * (sum(r.run_seconds for r in contenders) + ancestors * top[0].run_seconds)
     return min(estimate, FINALIST_RESERVE_SHARE * c.max_seconds)
 
 
@@ -118,6 +137,7 @@ def _finalists(
     if not top:
         return fallback
     contenders = [ledger.root_record, *top]
+    contenders += near_ancestors(ledger.store, top[0], {r.id for r in contenders})
     ledger.phase = Phase.REMEASURING
     ledger.emit(EventKind.TICK, message=f"re-measuring {len(contenders)} side by side")
     job = Job(next(job_ids), JobKind.REMEASURE, tuple(ledger.candidate(r) for r in contenders))
@@ -147,13 +167,51 @@ def _finalists(
     if not timed:
         ledger.emit(EventKind.FINALISTS, message="no finalist re-measured ok; keeping the search's best")
         return fallback
-    winner = timed[0]
+    message = f"re-measured {len(contenders)} side by side" + drift_note(top, timed)
+    fastest = timed[0]
+    winner = min((r for r in timed if ties_fastest(fastest, r)), key=lambda r: (r.depth, rank_key(r)))
+    timed.remove(winner)
+    timed.insert(0, winner)
     # From here on events show the side-by-side times: they decide the winner.
     ledger.top = timed[:TOP_N]
-    message = f"re-measured {len(contenders)} side by side" + drift_note(top, timed)
+    if winner is not fastest:
+        message += (f"; #{winner.id} ({_steps(winner.depth)}) ties the fastest, #{fastest.id} "
+                    f"({_steps(fastest.depth)}), within noise side by side "
+                    f"({winner.seconds / fastest.seconds - 1:+.1%}): the shorter schedule wins")
     ledger.emit(EventKind.FINALISTS, winner, message=message, top=tuple(timed))
     stored = ledger.store.get_candidate(winner.id)
     return stored, winner.seconds, winner.speedup, reference
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
+def ties_fastest(fastest: CandidateRecord, other: CandidateRecord) -> bool:
+    """Whether ``other``'s side-by-side time cannot be told from the ``fastest`` one's: at
+    most ``TIE_SHARE`` slower, or their ranges (median +- half the interquartile range)
+    overlap."""
+    if fastest.seconds is None or other.seconds is None:
+        return False
+    return other.seconds <= fastest.seconds * (1 + TIE_SHARE) or bool(within_noise(fastest.timing, other.timing))
+
+
+def near_ancestors(store: Store, best: CandidateRecord, skip: Collection[int]) -> list[CandidateRecord]:
+    """The ancestors of ``best`` (the root excluded) the search measured ``ok`` within
+    ``ANCESTOR_WITHIN`` of it, nearest to the root first, at most ``ANCESTORS``, none of
+    ``skip`` (ids): the shorter schedules that may do as well."""
+    path: list[CandidateRecord] = []
+    parent = best.parent_id
+    while parent is not None:
+        record = store.get_candidate(parent)
+        path.append(record)
+        parent = record.parent_id
+    near = [
+        r for r in reversed(path)
+        if r.parent_id is not None and r.id not in skip and r.status is Status.OK and r.seconds is not None
+        and best.seconds is not None and r.seconds <= best.seconds * ANCESTOR_WITHIN
+    ]
+    return near[:ANCESTORS]
 
 
 def drift_note(searched: Sequence[CandidateRecord], timed: Sequence[CandidateRecord]) -> str:
