@@ -137,6 +137,7 @@ def tune(
     timing: str = "quiet",
     defer_costly: bool = True,
     yardstick: bool = True,
+    confirm_best: bool = True,
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
 ) -> TuneResult:
@@ -162,6 +163,8 @@ def tune(
     reorders, hoists, sinks and packs (seconds of Exo each there) when it is picked again.
     ``yardstick=False`` times each candidate alone instead of beside the fastest kernel
     so far (which keeps times comparable on a host whose speed drifts).
+    ``confirm_best=False`` takes a candidate's first measurement as it is, instead of
+    measuring a near new best twice and counting the slower time.
 
     ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
     which is then ``interrupted`` and resumable, and is raised again here); ``progress``
@@ -173,7 +176,8 @@ def tune(
     settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
-                         float_mode=float_mode, timing=timing, defer_costly=defer_costly, yardstick=yardstick)
+                         float_mode=float_mode, timing=timing, defer_costly=defer_costly, yardstick=yardstick,
+                         confirm_best=confirm_best)
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
@@ -345,7 +349,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
               seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
               cost_model: str, remeasure: bool = False, warm_start: bool = True,
               float_mode: str = "strict", timing: str = "quiet", defer_costly: bool = True,
-              yardstick: bool = True) -> SearchSettings:
+              yardstick: bool = True, confirm_best: bool = True) -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS
 
@@ -366,7 +370,8 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
                           strategy=str(strategy), seed=seed, cc=cc, cflags=cflags, parallel=parallel,
                           target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
                           warm_start=bool(warm_start), float_mode=str(float_mode), timing=str(timing),
-                          defer_costly=bool(defer_costly), yardstick=bool(yardstick))
+                          defer_costly=bool(defer_costly), yardstick=bool(yardstick),
+                          confirm_best=bool(confirm_best))
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:

@@ -98,13 +98,22 @@ def test_list_show_tree(searched: tuple[Path, dict]) -> None:
 
 @pytest.mark.slow
 def test_no_yardstick_times_every_candidate_alone(tmp_path: Path) -> None:
+    from schedsearch.store import open_store
+
     db = tmp_path / "t.db"
     r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--workers", "0",
-                "--no-yardstick", "--max-candidates", "8", "--budget", "120", "--no-warm-start", "--db", str(db),
-                "--json", cwd=tmp_path)
+                "--no-yardstick", "--no-confirm-best", "--max-candidates", "8", "--budget", "120", "--no-warm-start",
+                "--db", str(db), "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    nodes = json.loads(run_cli("tree", str(json.loads(r.stdout)["search_id"]), "--db", str(db), "--json").stdout)
+    sid = json.loads(r.stdout)["search_id"]
+    nodes = json.loads(run_cli("tree", str(sid), "--db", str(db), "--json").stdout)
     assert len(nodes) >= 8 and all(n["paired"] is None for n in nodes)
+    store = open_store(str(db), create=False, read_only=True)
+    try:
+        config = store.get_search(sid).config
+    finally:
+        store.close()
+    assert config.yardstick is False and config.confirm_best is False
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ TREE = FakeTree(moves=9, branching=6, failure_rate=0.0, features=True, seed=2)
 
 
 def _search(mode: CostModelMode, model=None, *, tree: FakeTree = TREE, seed: int = 0, clock=None, **kw):
-    cfg = SearchConfig(max_seconds=kw.pop("max_seconds", None), max_candidates=kw.pop("max_candidates", 40),
+    cfg = SearchConfig(confirm_best=False, max_seconds=kw.pop("max_seconds", None), max_candidates=kw.pop("max_candidates", 40),
                        cost_model=mode, seed=seed, **kw)
     ex = FakeExecutor(tree, clock=clock, eval_seconds=0.5 if clock else 0.0)
     store = InMemoryStore()
@@ -276,7 +276,7 @@ def test_spearman() -> None:
 
 
 def _ranked(shuffle_seed: int | None, **kw):
-    cfg = SearchConfig(max_seconds=None, max_candidates=kw.pop("max_candidates", 60), cost_model=CostModelMode.RANK,
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=kw.pop("max_candidates", 60), cost_model=CostModelMode.RANK,
                        seed=5, **kw)
     ex = FakeExecutor(TREE, shuffle_seed=shuffle_seed)
     store = InMemoryStore()
@@ -309,7 +309,7 @@ def test_a_round_in_proposal_order_whose_ask_finds_no_parent_asks_again_after_it
 def test_early_asks_keep_a_search_reproducible_whatever_the_completion_order(mode: CostModelMode) -> None:
     runs = []
     for shuffle in (1, 2):
-        cfg = SearchConfig(max_seconds=None, max_candidates=60, cost_model=mode, seed=5)
+        cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=60, cost_model=mode, seed=5)
         ex = FakeExecutor(TREE, shuffle_seed=shuffle)
         store = InMemoryStore()
         model = FakeCostModel(oracle(TREE)) if mode is CostModelMode.RANK else None
@@ -343,7 +343,7 @@ def _tree_with_also_rans() -> FakeTree:
 @pytest.mark.parametrize("shuffle", [None, 1, 2])
 def test_a_ranked_search_measures_a_likely_winners_children_before_the_also_rans_it_held_back(shuffle) -> None:
     tree = _tree_with_also_rans()
-    cfg = SearchConfig(max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK, seed=5, expand_batch=1)
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK, seed=5, expand_batch=1)
     ex = FakeExecutor(tree, shuffle_seed=shuffle)
     store = InMemoryStore()
     outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg,
@@ -366,7 +366,7 @@ def test_a_merging_search_is_reproducible_whatever_the_completion_order() -> Non
     tree = _tree_with_also_rans()
     runs = []
     for shuffle in (1, 2, 3):
-        cfg = SearchConfig(max_seconds=None, max_candidates=50, cost_model=CostModelMode.RANK, seed=5)
+        cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=50, cost_model=CostModelMode.RANK, seed=5)
         ex = FakeExecutor(tree, shuffle_seed=shuffle)
         store = InMemoryStore()
         outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg,
@@ -379,7 +379,7 @@ def test_a_merging_search_is_reproducible_whatever_the_completion_order() -> Non
 
 def test_in_proposal_order_a_round_is_measured_whole_before_the_next() -> None:
     tree = _tree_with_also_rans()
-    cfg = SearchConfig(max_seconds=None, max_candidates=20, cost_model=CostModelMode.OFF, seed=5, expand_batch=1)
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=20, cost_model=CostModelMode.OFF, seed=5, expand_batch=1)
     ex = FakeExecutor(tree)
     store = InMemoryStore()
     outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg)

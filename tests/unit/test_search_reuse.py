@@ -43,7 +43,7 @@ STATUSES = _root_children_statuses()
 def config(**kw) -> SearchConfig:
     kw.setdefault("max_seconds", None)
     kw.setdefault("max_candidates", 20)
-    return SearchConfig(**kw)
+    return SearchConfig(confirm_best=False, **kw)
 
 
 def tree(**kw) -> FakeTree:

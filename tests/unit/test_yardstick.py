@@ -116,7 +116,7 @@ def test_the_yardstick_changes_only_for_a_kernel_step_times_faster_and_never_to_
 def _search(drift, yardstick: bool):
     tree = FakeTree(failure_rate=0.0, moves=8, branching=4)
     ex = FakeExecutor(tree, drift=drift)
-    cfg = SearchConfig(max_seconds=None, max_candidates=60, yardstick=yardstick)
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=60, yardstick=yardstick)
     store = InMemoryStore()
     outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), ex, store, cfg)
     rows = [r for r in store.candidates(outcome.search_id) if r.status is Status.OK]
@@ -155,12 +155,12 @@ def test_the_yardstick_follows_the_best_and_is_never_the_root() -> None:
 def test_a_resumed_search_keeps_timing_on_the_same_scale() -> None:
     tree = FakeTree(failure_rate=0.0, moves=8, branching=4)
     store = InMemoryStore()
-    cfg = SearchConfig(max_seconds=None, max_candidates=30)
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=30)
     first = FakeExecutor(tree, drift=lambda n: 1.0)
     one = run_search(fake_workload(), fake_root(), make_strategy(cfg), first, store, cfg)
     # The second run's machine is 1.6x slower throughout: the yardstick sees it too.
     second = FakeExecutor(tree, drift=lambda n: 1.6)
-    more = SearchConfig(max_seconds=None, max_candidates=60)
+    more = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=60)
     run_search(fake_workload(), fake_root(), make_strategy(more), second, store, more, search_id=one.search_id)
     later = [r for r in store.candidates(one.search_id) if r.fingerprint in second.yardsticks]
     assert len(later) >= 20 and all(second.yardsticks[r.fingerprint] is not None for r in later)

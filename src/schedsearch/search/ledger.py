@@ -113,14 +113,16 @@ class Ledger:
         if self.clock() - self.last_event >= TICK_SECONDS:
             self.emit(EventKind.TICK)
 
-    def record(self, m: Measurement, *, announce: bool, tell: bool = True) -> CandidateRecord:
+    def place(self, m: Measurement) -> Measurement:
+        """``m`` on the search's scale (``Yardsticks.place``; as it is without a yardstick)."""
+        return self.yardsticks.place(m) if self.yardsticks is not None else m
+
+    def record(self, m: Measurement, *, announce: bool, tell: bool = True, note: str = "") -> CandidateRecord:
         """Record one measurement: in the store, the counters, the strategy (``tell``), the
-        cost model and the top list; ``announce``: with an ``evaluated`` event (and a
-        ``new_best`` one when it is the new best)."""
+        cost model and the top list; ``announce``: with an ``evaluated`` event (``note``
+        added to its message) and a ``new_best`` one when it is the new best."""
         assert self.sid is not None
-        m = dataclasses.replace(m, measured_at=self.elapsed())
-        if self.yardsticks is not None:
-            m = self.yardsticks.place(m)
+        m = self.place(dataclasses.replace(m, measured_at=self.elapsed()))
         seconds = m.seconds if m.status is Status.OK else None
         gflops = speedup = None
         if seconds is not None and seconds > 0:
@@ -139,7 +141,7 @@ class Ledger:
             self.guide.learn(record)
         improved = self.offer(record)
         if announce:
-            self.emit(EventKind.EVALUATED, record, message=origin_text(record))
+            self.emit(EventKind.EVALUATED, record, message="; ".join(t for t in (origin_text(record), note) if t))
             if improved:
                 self.emit(EventKind.NEW_BEST, record, message=f"candidate {record.id}, depth {record.depth}")
         return record
