@@ -157,6 +157,29 @@ def test_very_slow_kernel_stops_early_as_timeout(ref: Candidate, cache: Path) ->
     assert m.run_seconds < cfg.run_timeout  # it did not wait for the kill
 
 
+def test_one_preempted_warm_up_call_does_not_decide_the_calls_per_sample(ref: Candidate, cache: Path) -> None:
+    # The third call (the second warm-up call) sleeps longer than the whole warm-up: it is
+    # the last warm-up call. Timed by it, a sample would be one call; the fastest warm-up
+    # call is the kernel's own time (~0.1 ms), and a sample is many calls.
+    cfg = BenchConfig(warmup_seconds=0.02, min_sample_seconds=0.005, samples=3, run_timeout=20.0)
+    hiccup = hand(
+        f"""
+    static int calls = 0;
+    if (++calls == 3) {{
+      struct timespec ts = {{0, 60000000}};
+      nanosleep(&ts, 0);
+    }}
+    for (int i = 0; i < {N}; i++)
+      for (int j = 0; j < {N}; j++)
+        for (int k = 0; k < {N}; k++)
+          C[i * {N} + j] += A[i * {N} + k] * B[k * {N} + j];
+    """
+    ).c_source.replace("#include <stdint.h>", "#define _POSIX_C_SOURCE 199309L\n#include <time.h>")
+    m = evaluate_candidate(SGEMM, ref, candidate_from_c(hiccup), cfg, cache)
+    assert m.status is Status.OK, m.error
+    assert m.timing.inner >= 5 and m.timing.median < 0.01
+
+
 def test_kernel_that_skips_its_work_is_wrong_result(ref: Candidate, cache: Path) -> None:
     m = evaluate_candidate(SGEMM, ref, hand("(void)A; (void)B; (void)C;"), FAST, cache)
     assert m.status is Status.WRONG_RESULT
