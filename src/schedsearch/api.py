@@ -164,7 +164,7 @@ def tune(
     ``yardstick=False`` times each candidate alone instead of beside the fastest kernel
     so far (which keeps times comparable on a host whose speed drifts).
     ``confirm_best=False`` takes a candidate's first measurement as it is, instead of
-    measuring a near new best twice and counting the slower time.
+    measuring a new best twice and counting the slower time.
 
     ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
     which is then ``interrupted`` and resumable, and is raised again here); ``progress``

@@ -109,7 +109,7 @@ class SearchSettings:
     timing: str = "quiet"  # core.TimingMode: "shared" lets builds run beside a timing
     defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion
     yardstick: bool = True  # time each candidate beside the fastest kernel so far
-    confirm_best: bool = True  # a near new best is measured twice; the slower time counts
+    confirm_best: bool = True  # a new best is measured twice; the slower time counts
 
     def config(self) -> SearchConfig:
         """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""

@@ -134,9 +134,9 @@ def cli() -> None:
                    "whose speed drifts (a shared cloud machine), candidates then compare by what they are, not "
                    "by when each was measured. --no-yardstick times each candidate alone.")
 @click.option("--confirm-best/--no-confirm-best", default=True, show_default=True,
-              help="Measure a candidate twice, in two processes, when it would be the new best by less than "
-                   "1.5x, and count the slower time: the fastest of hundreds of near-equal kernels is mostly "
-                   "the luckiest measurement. --no-confirm-best takes every first measurement as it is.")
+              help="Measure a candidate twice, in two processes, when it would be the new best, and count "
+                   "the slower time: the fastest of hundreds of near-equal kernels is mostly the luckiest "
+                   "measurement. --no-confirm-best takes every first measurement as it is.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)
