@@ -136,22 +136,25 @@ def test_endless_loop_is_timeout_within_limit(ref: Candidate, cache: Path) -> No
     assert cfg.run_timeout <= m.run_seconds < cfg.run_timeout + 10
 
 
+def sleepy_matmul(prelude: str) -> Candidate:
+    """The plain matmul, with ``prelude`` (C that may call ``nanosleep``) before it."""
+    loops = "\n".join((
+        f"    for (int i = 0; i < {N}; i++)",
+        f"      for (int j = 0; j < {N}; j++)",
+        f"        for (int k = 0; k < {N}; k++)",
+        f"          C[i * {N} + j] += A[i * {N} + k] * B[k * {N} + j];",
+    ))
+    c = hand(f"    {prelude}\n{loops}").c_source
+    return candidate_from_c(c.replace("#include <stdint.h>", "#define _POSIX_C_SOURCE 199309L\n#include <time.h>"))
+
+
 def test_very_slow_kernel_stops_early_as_timeout(ref: Candidate, cache: Path) -> None:
     # 1.2 s per call: right answer, but timing it needs more than the 4 s limit allows
     # (the driver may spend half of it timing, and wants at least two calls).
     cfg = BenchConfig(run_timeout=4.0, samples=3)
     evaluate_candidate(SGEMM, ref, ref, cfg, cache)
-    slow = hand(
-        f"""
-    struct timespec ts = {{1, 200000000}};
-    nanosleep(&ts, 0);
-    for (int i = 0; i < {N}; i++)
-      for (int j = 0; j < {N}; j++)
-        for (int k = 0; k < {N}; k++)
-          C[i * {N} + j] += A[i * {N} + k] * B[k * {N} + j];
-    """
-    ).c_source.replace("#include <stdint.h>", "#define _POSIX_C_SOURCE 199309L\n#include <time.h>")
-    m = evaluate_candidate(SGEMM, ref, candidate_from_c(slow), cfg, cache)
+    slow = sleepy_matmul("struct timespec ts = {1, 200000000};\n    nanosleep(&ts, 0);")
+    m = evaluate_candidate(SGEMM, ref, slow, cfg, cache)
     # "too slow" comes only from the driver's own early stop, never from the kill.
     assert m.status is Status.TIMEOUT and "too slow" in m.error, m.error
     assert m.run_seconds < cfg.run_timeout  # it did not wait for the kill
@@ -162,20 +165,9 @@ def test_one_preempted_warm_up_call_does_not_decide_the_calls_per_sample(ref: Ca
     # the last warm-up call. Timed by it, a sample would be one call; the fastest warm-up
     # call is the kernel's own time (~0.1 ms), and a sample is many calls.
     cfg = BenchConfig(warmup_seconds=0.02, min_sample_seconds=0.005, samples=3, run_timeout=20.0)
-    hiccup = hand(
-        f"""
-    static int calls = 0;
-    if (++calls == 3) {{
-      struct timespec ts = {{0, 60000000}};
-      nanosleep(&ts, 0);
-    }}
-    for (int i = 0; i < {N}; i++)
-      for (int j = 0; j < {N}; j++)
-        for (int k = 0; k < {N}; k++)
-          C[i * {N} + j] += A[i * {N} + k] * B[k * {N} + j];
-    """
-    ).c_source.replace("#include <stdint.h>", "#define _POSIX_C_SOURCE 199309L\n#include <time.h>")
-    m = evaluate_candidate(SGEMM, ref, candidate_from_c(hiccup), cfg, cache)
+    hiccup = sleepy_matmul("static int calls = 0;\n"
+                           "    if (++calls == 3) { struct timespec ts = {0, 60000000}; nanosleep(&ts, 0); }")
+    m = evaluate_candidate(SGEMM, ref, hiccup, cfg, cache)
     assert m.status is Status.OK, m.error
     assert m.timing.inner >= 5 and m.timing.median < 0.01
 
