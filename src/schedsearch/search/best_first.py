@@ -28,12 +28,12 @@ TIE_SHARE = 0.02
 TIE_WINDOW = 16
 
 
-def tied(best: CandidateRecord, other: CandidateRecord) -> bool:
-    """Whether ``other``'s time cannot be told from ``best``'s: within ``TIE_SHARE`` of it,
+def tied(best: CandidateRecord, other: CandidateRecord, share: float = TIE_SHARE) -> bool:
+    """Whether ``other``'s time cannot be told from ``best``'s: at most ``share`` slower,
     or their ranges (median +- half the interquartile range) overlap."""
     if best.seconds is None or other.seconds is None:
         return False
-    return other.seconds <= best.seconds * (1 + TIE_SHARE) or bool(within_noise(best.timing, other.timing))
+    return other.seconds <= best.seconds * (1 + share) or bool(within_noise(best.timing, other.timing))
 
 
 class BestFirst(FrontierStrategy):

@@ -4,14 +4,15 @@ Before a winner is declared, the fastest candidates (``config.finalists`` of the
 ancestors of the fastest that the search measured near it, and the root are re-measured
 side by side in one job (``JobKind.REMEASURE``); the winner, its time and its speedup come
 from those numbers. Of the contenders that side by side cannot be told from the fastest
-(``ties_fastest``), the one with the fewest steps wins: the steps it lacks bought nothing
-measurable. Why: on Zen 4 the SGEMM 512 searches' six-step bests ran at the speed of the
-register tile each had found first, within 0.1-2%, side by side; the steps after it had
-been measured faster only by the moment they were timed at, and a schedule carrying five
-steps that do nothing is neither readable nor as likely to replay. The time budget is wall time and includes
-the finalists: the search stops early enough for the re-measurement (``finalist_reserve``,
-estimated from the contenders' own run times), and a re-measurement still running at the
-budget's end (plus ``FINALIST_GRACE_SECONDS``) is abandoned for the search's own numbers,
+(``best_first.tied`` with ``TIE_SHARE``), the one with the fewest steps wins: the steps it
+lacks bought nothing measurable. Why: on Zen 4 the SGEMM 512 searches' six-step bests ran
+at the speed of the register tile each had found first, within 0.1-2%, side by side; the
+steps after it had been measured faster only by the moment they were timed at, and a
+schedule carrying five steps that do nothing is neither readable nor as likely to replay.
+
+The time budget is wall time and includes the finalists: the search stops early enough
+for the re-measurement (``finalist_reserve``, estimated from the contenders' own run
+times), and a re-measurement still running at the budget's end (plus ``FINALIST_GRACE_SECONDS``) is abandoned for the search's own numbers,
 as is one that fails or is stopped. An interrupted search re-measures nothing.
 """
 
@@ -36,7 +37,7 @@ from schedsearch.core import (
     Status,
     Store,
 )
-from schedsearch.numbers import within_noise
+from schedsearch.search.best_first import tied
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.ledger import TOP_N, Ledger
 from schedsearch.search.outcome import SearchOutcome
@@ -169,7 +170,7 @@ def _finalists(
         return fallback
     message = f"re-measured {len(contenders)} side by side" + drift_note(top, timed)
     fastest = timed[0]
-    winner = min((r for r in timed if ties_fastest(fastest, r)), key=lambda r: (r.depth, rank_key(r)))
+    winner = min((r for r in timed if tied(fastest, r, TIE_SHARE)), key=lambda r: (r.depth, rank_key(r)))
     timed.remove(winner)
     timed.insert(0, winner)
     # From here on events show the side-by-side times: they decide the winner.
@@ -185,15 +186,6 @@ def _finalists(
 
 def _steps(n: int) -> str:
     return f"{n} step" if n == 1 else f"{n} steps"
-
-
-def ties_fastest(fastest: CandidateRecord, other: CandidateRecord) -> bool:
-    """Whether ``other``'s side-by-side time cannot be told from the ``fastest`` one's: at
-    most ``TIE_SHARE`` slower, or their ranges (median +- half the interquartile range)
-    overlap."""
-    if fastest.seconds is None or other.seconds is None:
-        return False
-    return other.seconds <= fastest.seconds * (1 + TIE_SHARE) or bool(within_noise(fastest.timing, other.timing))
 
 
 def near_ancestors(store: Store, best: CandidateRecord, skip: Collection[int]) -> list[CandidateRecord]:
