@@ -12,8 +12,9 @@ schedule carrying five steps that do nothing is neither readable nor as likely t
 
 The time budget is wall time and includes the finalists: the search stops early enough
 for the re-measurement (``finalist_reserve``, estimated from the contenders' own run
-times), and a re-measurement still running at the budget's end (plus ``FINALIST_GRACE_SECONDS``) is abandoned for the search's own numbers,
-as is one that fails or is stopped. An interrupted search re-measures nothing.
+times), and a re-measurement still running at the budget's end (plus
+``FINALIST_GRACE_SECONDS``) is abandoned for the search's own numbers, as is one that
+fails or is stopped. An interrupted search re-measures nothing.
 """
 
 from __future__ import annotations

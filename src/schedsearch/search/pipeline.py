@@ -204,6 +204,7 @@ class Pipeline:
             with contextlib.suppress(Exception):  # already failing or finishing: best effort
                 self.executor.cancel()
         self.current = self.next = None
+        self.confirming.clear()
 
     def keep_expanded(self) -> None:
         """Record the children of the expansions that came in for a round that never got
@@ -567,13 +568,18 @@ class Pipeline:
             if child is None:
                 break
             rnd.take_place(child.fingerprint)
-            yardsticks = self.ledger.yardsticks
-            job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=self._contend(),
-                      yardstick=yardsticks.current if yardsticks is not None else None)
+            job = self._evaluation(child, contend=self._contend())
             rnd.measuring[job.id] = child
             jobs.append(job)
         if jobs:
             self.executor.submit(self.workload, self.root, jobs)
+
+    def _evaluation(self, child: Candidate, contend: float | None = None) -> Job:
+        """A job measuring ``child`` beside the current yardstick, with the cutoff of the
+        best so far (and ``contend``: see ``_contend``)."""
+        yardsticks = self.ledger.yardsticks
+        return Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=contend,
+                   yardstick=yardsticks.current if yardsticks is not None else None)
 
     def _merging(self, rnd: Round | None) -> bool:
         """Whether ``rnd`` takes the next round in (``_merge``): it is measured in the cost
@@ -641,9 +647,7 @@ class Pipeline:
     def _confirm(self, rnd: Round, child: Candidate, first: Measurement) -> None:
         """Measure ``child`` again (``first``: its first measurement, placed); the round
         waits for it as for any child being measured."""
-        yardsticks = self.ledger.yardsticks
-        job = Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(),
-                  yardstick=yardsticks.current if yardsticks is not None else None)
+        job = self._evaluation(child)  # timed in full: it is measured as a new best
         rnd.measuring[job.id] = child
         self.confirming[job.id] = first
         self.executor.submit(self.workload, self.root, [job])
