@@ -25,6 +25,7 @@ towards none by ``KIND_SHRINK`` pseudo-observations. A large ``W`` orders the si
 kind first and by the model within a kind.
 
     .venv/bin/python benchmarks/sibling_order.py DB [DB ...] [--least 6] [--cold] [--kind-prior W]
+        [--notes CACHE_DIR]
 
 It fits one small model per parent: a minute for a benchmark's 18 databases.
 """
@@ -39,12 +40,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from schedsearch.core import CandidateRecord, Status, TrainingSample
+from schedsearch.core import BenchConfig, CandidateRecord, Schedule, Status, TrainingSample
+from schedsearch.evaluate.build import kernel_notes
 from schedsearch.model import LearnedCostModel
 from schedsearch.search.ranking import spearman
 from schedsearch.store import open_store
 from schedsearch.transforms import Expander
-from schedsearch.transforms.features import feature_vector, work_estimate
+from schedsearch.transforms.features import candidate_features, feature_vector, work_estimate
 
 
 @dataclass
@@ -93,10 +95,17 @@ def pooled(dbs: Sequence[Path]) -> dict[tuple[str, str], float]:
 
 
 def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[str, Scores],
-          cold: bool = False, prior_weight: float = 0.0) -> None:
+          cold: bool = False, prior_weight: float = 0.0, notes_cache: Path | None = None) -> None:
     """Add the parents of every search in ``db`` to ``out`` (by workload label); with
     ``cold``, ordered by the analytic estimate alone (nothing learned); with
-    ``prior_weight``, by the prediction plus that weight times the kind prior (``kind_prior``)."""
+    ``prior_weight``, by the prediction plus that weight times the kind prior (``kind_prior``);
+    with ``notes_cache``, the features read gcc's notes on each kernel, built (with this
+    machine's compiler and default flags) into that cache folder."""
+    config = BenchConfig()
+
+    def notes_of(c_source: str) -> str | None:
+        return kernel_notes(c_source, config, notes_cache) if notes_cache is not None else None
+
     store = open_store(str(db), create=False, read_only=True)
     try:
         for search in store.list_searches():
@@ -106,12 +115,16 @@ def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[s
             if root is None or root.timing is None:
                 continue
             rows = []
+            root_notes = notes_of(root.c_source)
+            root_vector_work = None if root_notes is None else candidate_features(
+                root.c_source, Schedule(), workload, expander.caches, notes=root_notes).log2_vector_work
             measured = _measured(store.candidates(search.id))
             by_id = {r.id: r for r in measured}
             for r in measured:
                 if r.depth == 0:
                     continue
-                vector = feature_vector(r.c_source, r.schedule, workload, expander.caches, expander.root_work)
+                vector = feature_vector(r.c_source, r.schedule, workload, expander.caches, expander.root_work,
+                                        notes_of(r.c_source), root_vector_work)
                 rows.append((r, vector, math.log(r.timing.median / root.timing.median)))
             label = f"{workload.proc}[{','.join(f'{k}={v}' for k, v in workload.sizes)}]"
             scores = out.setdefault(label, Scores([], [], [], []))
@@ -162,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="order by the analytic estimate alone, as a first round without history does")
     p.add_argument("--kind-prior", type=float, default=0.0, metavar="W",
                    help="add W times each child's rewrite kind's mean gain in the search so far [0: none]")
+    p.add_argument("--notes", type=Path, metavar="CACHE_DIR",
+                   help="features with gcc's notes on each kernel, built into this cache folder")
     args = p.parse_args(argv)
     missing = [str(db) for db in args.dbs if not db.is_file()]
     if missing:
@@ -170,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     truth = pooled(args.dbs)
     out: dict[str, Scores] = {}
     for db in args.dbs:
-        score(db, truth, args.least, out, args.cold, args.kind_prior)
+        score(db, truth, args.least, out, args.cold, args.kind_prior, args.notes)
     for label, s in out.items():
         if not s.top1:
             continue

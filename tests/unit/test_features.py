@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -249,3 +250,65 @@ def test_machine_caches_reads_sys_and_falls_back(tmp_path) -> None:
     assert caches == CacheSizes(l1=48 * 1024, l2=2048 * 1024, l3=CacheSizes().l3)
     assert machine_caches(str(tmp_path / "missing")) == CacheSizes()
     assert dataclasses.is_dataclass(caches)
+
+
+I8_ROOT = I8_HEADER + """for (int_fast32_t i = 0; i < 16; i++) {
+  for (int_fast32_t j = 0; j < 16; j++) {
+    for (int_fast32_t k = 0; k < 16; k++) {
+      int32_t a;
+      int32_t b;
+      a = (int32_t)(A[i * 16 + k]);
+      b = (int32_t)(B[k * 16 + j]);
+      C[i * 16 + j] += a * b;
+    }
+  }
+}
+}
+"""
+# gcc 12's notes on I8_ROOT (``-fopt-info-vec-loop-optimized``): the j loop (line 3) is
+# vectorized over 16-byte vectors once the k loop (line 4) is unrolled.
+I8_ROOT_NOTES = """k.c:4:32: optimized: loop with 16 iterations completely unrolled (header execution count 63136016)
+k.c:3:30: optimized: loop vectorized using 16 byte vectors
+k.c:3:30: optimized:  loop versioned for vectorization because of possible aliasing
+k.c:1:6: optimized: loop turned into non-loop; it never loops
+"""
+
+
+def test_the_compiler_notes_divide_the_work_of_the_loops_it_vectorized_by_their_lanes() -> None:
+    workload = fake_workload(n=16)
+    plain = candidate_features(I8_ROOT, Schedule(), workload)
+    noted = candidate_features(I8_ROOT, Schedule(), workload, notes=I8_ROOT_NOTES)
+    assert plain.compiler_notes == 0 and plain.log2_vector_work == 0
+    assert noted.compiler_notes == 1
+    # 16^3 iterations of 6 operations (two loads; a load, multiply, add and store), 4 int32
+    # lanes a vector
+    assert noted.log2_vector_work == pytest.approx(math.log2(4096 * 6 / 4))
+    assert noted.compiler_vectorized_share == 1.0 and noted.compiler_vector_bytes == 4
+    assert noted.compiler_unrolled_share == pytest.approx(1 / 3)
+    # The same C, the j loop left scalar: 4x the work of the vectorized root.
+    scalar = candidate_features(I8_ROOT, Schedule(), workload, notes="", root_vector_work=noted.log2_vector_work)
+    assert scalar.compiler_vectorized_share == 0
+    assert scalar.log2_vector_work_over_root == pytest.approx(2)
+    assert work_estimate(scalar.vector()) == pytest.approx(2)  # the notes' estimate, not the statement count
+    assert work_estimate(plain.vector()) == 0
+
+
+def test_straight_line_vector_code_counts_for_the_loops_unrolled_completely() -> None:
+    slp = I8_ROOT_NOTES.replace("k.c:3:30: optimized: loop vectorized using 16 byte vectors\n", "") + \
+        "k.c:1:6: optimized: basic block part vectorized using 64 byte vectors\n"
+    f = candidate_features(I8_ROOT, Schedule(), fake_workload(n=16), notes=slp)
+    assert f.log2_vector_work == pytest.approx(math.log2(4096 * 6 / 16))  # 16 int32 lanes
+    assert f.compiler_vector_bytes == 0  # no loop was vectorized
+
+
+def test_the_vector_work_counts_operations_so_a_register_tile_beats_plain_vectorized_c() -> None:
+    """gcc vectorizes NAIVE's statement 16 wide; the tile keeps C in registers and issues
+    one instruction a statement. Counted in statements both would look alike."""
+    workload = fake_workload(n=64)
+    naive = candidate_features(NAIVE, Schedule(), workload, notes="")
+    vectorized = candidate_features(NAIVE, Schedule(), workload, notes="k.c:4:5: optimized: loop vectorized using "
+                                    "64 byte vectors\n", root_vector_work=naive.log2_vector_work)
+    assert naive.log2_vector_work == pytest.approx(math.log2(64**3 * 6))  # 3 loads, multiply, add, store
+    assert vectorized.log2_vector_work_over_root == pytest.approx(-4)
+    tiled = candidate_features(TILED, Schedule(), workload, notes="", root_vector_work=naive.log2_vector_work)
+    assert tiled.log2_vector_work_over_root < vectorized.log2_vector_work_over_root

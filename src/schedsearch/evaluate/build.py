@@ -20,6 +20,11 @@ timed side by side) never call into each other, and ``-Wl,-z,defs`` turns an und
 function into a build error instead of a failure at load time. The driver is built once per workload
 signature (see ``harness``).
 
+gcc also writes its optimization notes on the kernel's loops - which it vectorized and with
+what vectors, which it unrolled completely (``-fopt-info-vec-loop-optimized``) - beside the
+shared object, as ``<k>.notes``: the cost model reads what the compiler made of a candidate
+(``kernel_notes``) from the build it needs anyway.
+
 Kernels written in x86 intrinsics include ``<immintrin.h>``, whose parsing alone takes gcc
 about 0.35 s — most of such a kernel's build. It is precompiled once per compiler, flags and
 CPU into the cache and passed with ``-include``; gcc quietly parses the real header instead
@@ -50,6 +55,9 @@ _SHARED_FLAGS = ("-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wl,-z,defs")
 _PCH_TEXT = "#include <immintrin.h>\n"
 _PCH_TRIGGER = "#include <immintrin.h>"
 _DRIVER_FLAGS = ("-O2",)
+#: gcc's notes on the loops it vectorized or unrolled, written to a file in the build folder.
+_NOTES_FILE = "notes.txt"
+_NOTES_FLAG = f"-fopt-info-vec-loop-optimized={_NOTES_FILE}"
 _ERROR_TAIL_LINES = 25
 _ERROR_TAIL_CHARS = 3000
 
@@ -112,8 +120,10 @@ def _compile(
     flags: tuple[str, ...],
     extra: tuple[str, ...],
     libs: tuple[str, ...],
+    notes: Path | None = None,
 ) -> tuple[str, float]:
     """Compile ``source`` into ``target`` atomically. Returns (error text or "", seconds).
+    With ``notes``, ``extra`` holds ``_NOTES_FLAG`` and the notes gcc wrote go there.
 
     Raises InfrastructureError when the failure is the machine's, not the source's.
     """
@@ -142,6 +152,11 @@ def _compile(
             why = _tail(res.stderr or res.stdout) or f"compiler exited with status {res.returncode}"
             return why, seconds
         os.replace(src, target.with_suffix(".c"))
+        if notes is not None:
+            written = work / _NOTES_FILE
+            if not written.exists():  # nothing to say
+                written.write_text("")
+            install(written, notes)
         install(tmp_out, target)
         return "", seconds
     finally:
@@ -192,19 +207,43 @@ def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
     that cannot be started at all raises ToolchainError.
     """
     flags = kernel_flags(config, openmp)
-    key = artifact_key("kernel", c_source, config, flags + _SHARED_FLAGS)
+    extra = _SHARED_FLAGS + ((_NOTES_FLAG,) if writes_notes(config) else ())
+    key = artifact_key("kernel", c_source, config, flags + extra)
     path = _artifact_path(cache_dir, key, ".so")
     if verified(path):
         return BuildResult(key, path, cached=True)
-    extra = _SHARED_FLAGS
     if _PCH_TRIGGER in c_source:
         header = precompiled_immintrin(config, flags, cache_dir)
         if header is not None:
             extra += ("-include", str(header))
-    error, seconds = _compile(config, c_source, path, flags, extra, ("-lm",))
+    notes = path.with_suffix(".notes") if _NOTES_FLAG in extra else None
+    error, seconds = _compile(config, c_source, path, flags, extra, ("-lm",), notes)
     if error:
         return BuildResult(key, None, error=error, seconds=seconds)
     return BuildResult(key, path, seconds=seconds)
+
+
+def writes_notes(config: BenchConfig) -> bool:
+    """Whether the compiler is gcc, which writes optimization notes (``-fopt-info``)."""
+    return "gcc" in machine_info(config).compiler_version.lower()
+
+
+def kernel_notes(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False) -> str | None:
+    """gcc's notes on the loops of the kernel ``c_source`` (``-fopt-info-vec-loop-optimized``
+    lines), built now if the cache has no build of it: the build a measurement then finds
+    ready. None when the compiler is not gcc or the kernel does not build."""
+    if not writes_notes(config):
+        return None
+    result = build_kernel(c_source, config, cache_dir, openmp)
+    if result.path is None:
+        return None
+    notes = result.path.with_suffix(".notes")
+    if not verified(notes):
+        return None
+    try:
+        return notes.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def build_driver(args: tuple[ArgSpec, ...], config: BenchConfig, cache_dir: Path) -> Path:

@@ -18,6 +18,7 @@ verified like any new candidate.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -27,8 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from schedsearch.core import Candidate, Expansion, ExpansionPart, sha256_text
-from schedsearch.errors import InfrastructureError
+from schedsearch.core import BenchConfig, Candidate, Expansion, ExpansionPart, sha256_text
+from schedsearch.errors import InfrastructureError, SchedsearchError
+from schedsearch.evaluate.build import artifact_key, kernel_flags, kernel_notes, writes_notes
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 
 #: Bump when the stored form changes.
@@ -87,6 +89,31 @@ def remembering(expander: Any, cache_dir: Path | None) -> Any:
     except InfrastructureError:
         return expander  # the builds say what is wrong with the folder, and stop the search
     return RememberingExpander(expander, cache_dir)
+
+
+def noting(expander: Any, bench: BenchConfig, cache_dir: Path) -> Any:
+    """``expander`` reading gcc's notes on each child's kernel into its features
+    (``use_notes``): each child is built as it is made, into the build cache its
+    measurement then takes it from. As it is when it cannot (a fake in a test) or the
+    compiler writes no notes."""
+    use = getattr(expander, "use_notes", None)
+    if use is None:
+        return expander
+    try:
+        if not writes_notes(bench):
+            return expander
+        version = artifact_key("notes", "", bench, kernel_flags(bench, False))
+    except SchedsearchError:
+        return expander  # the builds say what is wrong with the compiler
+    use(functools.partial(_notes, config=bench, cache_dir=Path(cache_dir)), version)
+    return expander
+
+
+def _notes(c_source: str, openmp: bool, *, config: BenchConfig, cache_dir: Path) -> str | None:
+    try:
+        return kernel_notes(c_source, config, cache_dir, openmp)
+    except SchedsearchError:
+        return None  # a machine fault: the build of this child for its measurement says so
 
 
 def _read(path: Path, parent: Candidate) -> Expansion | None:

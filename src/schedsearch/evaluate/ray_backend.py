@@ -192,7 +192,7 @@ class _ExpanderHost:
     """Ray actor body: one expander per workload, kept for its replay cache."""
 
     def __init__(self, factory: Callable[[Workload, ExpandOptions], Any], options: ExpandOptions,
-                 cache_dir: Path | None = None) -> None:
+                 cache_dir: Path | None = None, bench: BenchConfig | None = None) -> None:
         from schedsearch.evaluate import default_cache_dir
         from schedsearch.evaluate.process import run_in_background
 
@@ -200,6 +200,7 @@ class _ExpanderHost:
         self._options = options
         self._expanders: dict[str, Any] = {}
         self._cache_dir = cache_dir or default_cache_dir()
+        self._bench = bench
         run_in_background()  # Exo must not take the CPU from a kernel being timed
 
     def expand(self, workload: Workload, parent: Candidate, shard: int = 0, shards: int = 1,
@@ -210,10 +211,12 @@ class _ExpanderHost:
         with working(self._cache_dir):
             expander = self._expanders.get(workload.key)
             if expander is None:
-                from schedsearch.evaluate.expansions import remembering
+                from schedsearch.evaluate.expansions import noting, remembering
 
-                expander = self._expanders[workload.key] = remembering(self._factory(workload, self._options),
-                                                                       self._cache_dir)
+                expander = self._factory(workload, self._options)
+                if self._bench is not None:
+                    expander = noting(expander, self._bench, self._cache_dir)
+                expander = self._expanders[workload.key] = remembering(expander, self._cache_dir)
             try:
                 from schedsearch.evaluate.expansions import expand_part
 
@@ -369,7 +372,8 @@ class RayExecutor(BlockingCalls):
             self._runner_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
             self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
             self._factory, self._options = expander_factory, expand_options
-            self._actors = [self._actor_cls.remote(expander_factory, expand_options, self._cache_dir) for _ in range(workers)]
+            self._actors = [self._actor_cls.remote(expander_factory, expand_options, self._cache_dir, bench)
+                            for _ in range(workers)]
         except BaseException:
             self.close()
             raise
@@ -587,7 +591,8 @@ class RayExecutor(BlockingCalls):
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
             self._runners = {node: r for node, r in self._runners.items() if r is not actor}
-            self._actors = [self._actor_cls.remote(self._factory, self._options, self._cache_dir) if a is actor else a
+            self._actors = [self._actor_cls.remote(self._factory, self._options, self._cache_dir, self._bench)
+                            if a is actor else a
                             for a in self._actors]
         self._flight.clear()
         self._shards.clear()

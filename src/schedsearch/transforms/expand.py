@@ -13,7 +13,7 @@ import importlib.util
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from schedsearch.core import (
@@ -21,6 +21,7 @@ from schedsearch.core import (
     ExpandOptions,
     Expansion,
     ExpansionPart,
+    FeatureVector,
     Rewrite,
     Schedule,
     Workload,
@@ -131,6 +132,20 @@ class Expander:
         # The caches of the node that expands: features compare working sets with them.
         self.caches = caches if caches is not None else machine_caches()
         self._cache: OrderedDict[tuple[Rewrite, ...], object] = OrderedDict()
+        self._notes: Callable[[str, bool], str | None] | None = None
+        self._notes_version = ""
+
+    def use_notes(self, notes: Callable[[str, bool], str | None], version: str) -> None:
+        """Read the compiler's notes on every candidate's C into its features: ``notes(c_source,
+        openmp)`` builds the kernel (or finds its build) and returns them, None if it cannot;
+        ``version`` names the compiler, flags and CPU they come from. Call it before the
+        first expansion: expansions kept on disk are kept under it (``cache_version``)."""
+        self._notes, self._notes_version = notes, version
+
+    def _features(self, c_source: str, schedule: Schedule) -> FeatureVector:
+        notes = self._notes(c_source, "#pragma omp" in c_source) if self._notes is not None else None
+        return feature_vector(c_source, schedule, self.workload, self.caches, self.root_work, notes,
+                              self.root_vector_work if notes is not None else None)
 
     @functools.cached_property
     def cache_version(self) -> str:
@@ -139,7 +154,7 @@ class Expander:
         schedsearch's own code. Two expanders with the same version expand a parent alike,
         so an expansion kept under it (``evaluate.expansions``) may stand in for a new one."""
         parts = [code_version(), self.workload.key, json.dumps(self.options.to_json(), sort_keys=True),
-                 repr(self.caches)]
+                 repr(self.caches), self._notes_version]
         return sha256_text("\n".join(parts))
 
     @functools.cached_property
@@ -148,6 +163,18 @@ class Expander:
         their work relative to it (``features.work_estimate``)."""
         c_source = kernel_c(self.proc_for(Schedule()))
         return candidate_features(c_source, Schedule(), self.workload, self.caches).log2_dynamic_statements
+
+    @functools.cached_property
+    def root_vector_work(self) -> float | None:
+        """The unscheduled proc's ``log2_vector_work`` from the compiler's notes on it (None
+        without notes): children's features give their vectorized work relative to it."""
+        if self._notes is None:
+            return None
+        c_source = kernel_c(self.proc_for(Schedule()))
+        notes = self._notes(c_source, "#pragma omp" in c_source)
+        if notes is None:
+            return None
+        return candidate_features(c_source, Schedule(), self.workload, self.caches, notes=notes).log2_vector_work
 
     def _remember(self, steps: tuple[Rewrite, ...], proc) -> None:
         self._cache[steps] = proc
@@ -198,7 +225,7 @@ class Expander:
             proc_text=proc_text(proc),
             parent=parent.fingerprint if parent is not None else None,
             depth=len(schedule),
-            features=feature_vector(c_source, schedule, self.workload, self.caches, self.root_work),
+            features=self._features(c_source, schedule),
         )
 
     def adapt(self, schedule: Schedule) -> Candidate:
@@ -286,7 +313,7 @@ class Expander:
                     proc_text=proc_text(child),
                     parent=parent.fingerprint,
                     depth=parent.depth + 1,
-                    features=feature_vector(c_source, schedule, self.workload, self.caches, self.root_work),
+                    features=self._features(c_source, schedule),
                 )
             )
         return Expansion(

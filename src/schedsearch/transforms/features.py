@@ -113,6 +113,15 @@ class CandidateFeatures:
     # log2 of the dynamic statements over the unscheduled proc's: the analytic estimate of
     # log2(time / root time) that the model starts from (``work_estimate``)
     log2_work_over_root: float = 0.0
+    # what the compiler made of the loops, from its notes (``compiler_notes``; all 0 without)
+    compiler_notes: float = 0.0  # 1 when the notes were read
+    # dynamic operations (``_operations``), those of loops it vectorized over their lanes
+    log2_vector_work: float = 0.0
+    # ... over the unscheduled proc's: the analytic estimate with notes (``work_estimate``)
+    log2_vector_work_over_root: float = 0.0
+    compiler_vectorized_share: float = 0.0  # of the dynamic statements
+    compiler_vector_bytes: float = 0.0  # log2 of its widest loop vectors
+    compiler_unrolled_share: float = 0.0  # of the loops: completely unrolled
     trip_l0: float = 0.0
     trip_l1: float = 0.0
     trip_l2: float = 0.0
@@ -163,7 +172,7 @@ class CandidateFeatures:
 FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CandidateFeatures))
 #: Vectors are comparable only within one version: it changes whenever the names do
 #: (bump the "vN" part when a feature's meaning changes under the same name).
-FEATURE_VERSION = "v3-" + sha256_text(",".join(FEATURE_NAMES))[:8]
+FEATURE_VERSION = "v4-" + sha256_text(",".join(FEATURE_NAMES))[:8]
 
 #: Kinds counted as other kinds' steps: an older name, or a composite counted as the plain
 #: steps it is made of (a new composite then keeps the feature names, and with them every
@@ -182,6 +191,7 @@ class _Loop:
     uid: int
     var: str
     trip: int
+    line: int = 0  # in the C source
 
 
 @dataclass(slots=True)
@@ -190,13 +200,17 @@ class _Stmt:
     chain: tuple[_Loop, ...]  # enclosing loops, outermost first
 
 
-def _kernel_body(c_source: str) -> list[str]:
+def _kernel_body(c_source: str) -> list[tuple[int, str]]:
+    """The kernel function's non-blank lines, stripped, with their 1-based line numbers in
+    ``c_source`` (the compiler's notes name loops by them)."""
     marker = f"void {KERNEL_SYMBOL}("
     start = c_source.rfind(marker)
     if start < 0:
         return []
-    body = c_source[c_source.find("{", start) + 1 :]
-    return [line.strip() for line in body.splitlines() if line.strip()]
+    brace = c_source.find("{", start) + 1
+    first = c_source.count("\n", 0, brace) + 1
+    body = c_source[brace:]
+    return [(first + n, line.strip()) for n, line in enumerate(body.splitlines()) if line.strip()]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -240,18 +254,18 @@ def _value(expr: str, env: dict[str, int] | None = None) -> int | None:
         return None
 
 
-def _parse(lines: Iterable[str]) -> tuple[list[_Stmt], int, int]:
+def _parse(lines: Iterable[tuple[int, str]]) -> tuple[list[_Stmt], int, int]:
     """Statements with their loop chains, the number of loops, the deepest nesting."""
     stack: list[_Loop | None] = []  # None: a brace that is not a loop (if, else)
     stmts: list[_Stmt] = []
     count = deepest = 0
-    for line in lines:
+    for number, line in lines:
         m = _FOR.match(line)
         if m:
             lo, hi = _value(m.group(2)), _value(m.group(3))
             trip = max(1, hi - lo) if lo is not None and hi is not None else 16
             count += 1
-            stack.append(_Loop(count, m.group(1), trip))
+            stack.append(_Loop(count, m.group(1), trip, number))
             deepest = max(deepest, sum(1 for s in stack if s is not None))
         elif line.endswith("{"):
             stack.append(None)
@@ -263,6 +277,67 @@ def _parse(lines: Iterable[str]) -> tuple[list[_Stmt], int, int]:
         elif line.endswith(";"):
             stmts.append(_Stmt(line, tuple(s for s in stack if s is not None)))
     return stmts, count, deepest
+
+
+#: A compiler's optimization note on a loop: gcc's ``-fopt-info-vec-loop-optimized`` lines,
+#: ``file.c:LINE:COL: optimized: loop vectorized using 64 byte vectors`` and
+#: ``... loop with 16 iterations completely unrolled (...)``.
+_NOTE_VECTORIZED = re.compile(r"^[^:\n]*:(\d+):\d+: optimized: loop vectorized using (\d+) byte vectors", re.M)
+_NOTE_UNROLLED = re.compile(r"^[^:\n]*:(\d+):\d+: optimized: loop with \d+ iterations completely unrolled", re.M)
+#: ``... basic block part vectorized using 64 byte vectors``: straight-line code (a loop it
+#: unrolled completely) vectorized; gcc names the function's line, not the block's.
+_NOTE_SLP = re.compile(r": optimized: basic block part vectorized using (\d+) byte vectors")
+
+
+@dataclass(frozen=True, slots=True)
+class _Notes:
+    vectorized: dict[int, int]  # loop line -> the widest vectors (bytes) it was vectorized with
+    unrolled: frozenset[int]  # lines of loops completely unrolled
+    straight: int  # the widest vectors (bytes) of straight-line code, 0 if none
+
+
+def _read_notes(text: str) -> _Notes:
+    vectorized: dict[int, int] = {}
+    for line, width in _NOTE_VECTORIZED.findall(text):
+        vectorized[int(line)] = max(vectorized.get(int(line), 0), int(width))
+    return _Notes(vectorized, frozenset(int(line) for line in _NOTE_UNROLLED.findall(text)),
+                  max((int(w) for w in _NOTE_SLP.findall(text)), default=0))
+
+
+def _lanes(stmt: _Stmt, notes: _Notes, sizes: dict[str, int]) -> int:
+    """How many of ``stmt``'s iterations one vector instruction does after the compiler
+    vectorized a loop around it (1 if it vectorized none, or the statement is already an
+    intrinsic): the vector's bytes over the widest element the statement names. A
+    statement of a loop it unrolled completely counts as vectorized when it vectorized any
+    straight-line code (its notes do not say which)."""
+    width = max((notes.vectorized.get(loop.line, 0) for loop in stmt.chain), default=0)
+    if not width and any(loop.line in notes.unrolled for loop in stmt.chain):
+        width = notes.straight
+    if not width or _INTRINSIC.search(stmt.text):
+        return 1
+    element = max((sizes[name] for name in _IDENT.findall(stmt.text) if name in sizes), default=4)
+    return max(1, width // element)
+
+
+_INDEX = re.compile(r"\[[^\[\]]*\]")
+_COMPOUND = re.compile(r"[-+*/]=")
+_ARITH = re.compile(r"[-+*/]")
+
+
+def _operations(stmt: _Stmt, registers: frozenset[str]) -> int:
+    """Machine operations one run of ``stmt`` takes, roughly: one per intrinsic call; for
+    plain C, one per memory access (arrays of vector registers are not memory), two for a
+    compound assignment (its add and its store), one per arithmetic operator of the value.
+    ``C[..] += A[..] * B[..]`` is 6: loads of C, A and B, the multiply, the add, the store;
+    a register tile's ``C_reg[0][0] = _mm512_fmadd_ps(A_vec, B_vec[0], C_reg[0][0])`` is 1."""
+    calls = len(_INTRINSIC.findall(stmt.text))
+    if calls:
+        return calls
+    memory = sum(1 for m in _ACCESS.finditer(stmt.text) if m.group(1) not in registers)
+    compound = _COMPOUND.search(stmt.text)
+    value = _INDEX.sub("", stmt.text.split("=", 1)[1] if "=" in stmt.text else "")
+    arith = len(_ARITH.findall(value.split(")", 1)[1] if value.lstrip().startswith("(") and ")" in value else value))
+    return max(1, memory + (2 if compound else 0) + arith)
 
 
 def _dynamic(stmt: _Stmt) -> int:
@@ -429,13 +504,16 @@ def _hot_index(stmts: list[_Stmt], dynamic: list[int]) -> int:
 
 def candidate_features(
     c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None,
-    root_work: float | None = None,
+    root_work: float | None = None, notes: str | None = None, root_vector_work: float | None = None,
 ) -> CandidateFeatures:
     """The features of the candidate whose kernel C is ``c_source``. Deterministic.
-    ``root_work``: the unscheduled proc's ``log2_dynamic_statements`` (None: this is it)."""
+    ``root_work``: the unscheduled proc's ``log2_dynamic_statements`` (None: this is it).
+    ``notes``: the compiler's optimization notes on this C (``evaluate.kernel_notes``), and
+    ``root_vector_work`` the unscheduled proc's ``log2_vector_work`` from its own notes."""
     caches = caches or CacheSizes()
-    lines = _kernel_body(c_source)
-    stmts, n_loops, deepest = _parse(lines)
+    numbered = _kernel_body(c_source)
+    lines = [line for _, line in numbered]
+    stmts, n_loops, deepest = _parse(numbered)
     sizes, buffers = _element_bytes(lines, c_source)
     f: dict[str, float] = {}
 
@@ -462,6 +540,23 @@ def candidate_features(
     f["log2_dynamic_statements_per_flop"] = _log2(total / flops) if total and flops else 0.0
     f["log2_work_over_root"] = f["log2_dynamic_statements"] - root_work if root_work is not None else 0.0
     f["log2_statements"] = _log2(len(real))
+    if notes is not None:
+        # The compiler decides what runs: gcc vectorizes and unrolls plain loops by itself,
+        # or leaves them scalar after a harmless-looking reorder (the i8 matmul's root is
+        # vectorized 4 wide; swapping its outer loops makes it scalar and 3.3x slower).
+        read = _read_notes(notes)
+        lanes = [_lanes(s, read, sizes) for s in real]
+        registers = frozenset(b.name for b in buffers if b.vector)
+        vector_work = sum(d * _operations(s, registers) / n for s, d, n in zip(real, dynamic, lanes, strict=True))
+        f["compiler_notes"] = 1.0
+        f["log2_vector_work"] = _log2(vector_work)
+        if root_vector_work is not None:
+            f["log2_vector_work_over_root"] = f["log2_vector_work"] - root_vector_work
+        f["compiler_vectorized_share"] = sum(d for d, n in zip(dynamic, lanes, strict=True) if n > 1) / total \
+            if total else 0.0
+        f["compiler_vector_bytes"] = _log2(max(read.vectorized.values(), default=0))
+        lines_of_loops = {loop.line for s in stmts for loop in s.chain}
+        f["compiler_unrolled_share"] = len(read.unrolled & lines_of_loops) / n_loops if n_loops else 0.0
 
     kinds = {"fma": 0, "load": 0, "store": 0, "broadcast": 0, "arith": 0, "other": 0}
     bits = 0
@@ -524,7 +619,9 @@ def candidate_features(
 def work_estimate(vector: FeatureVector) -> float | None:
     """log2 of the work the candidate's C does over the unscheduled proc's, counting
     dynamic statements from the loop nests (``log2_work_over_root``): an analytic estimate
-    of log2(time / root time). None for a vector of another feature version.
+    of log2(time / root time). None for a vector of another feature version. With the
+    compiler's notes (``compiler_notes``) the statements of the loops it vectorized count
+    once per vector (``log2_vector_work_over_root``).
 
     The cost model starts from it (its trees learn the difference) and predicts with it
     alone before it has trained: vectorizing and register tiling cut the work by the
@@ -535,15 +632,19 @@ def work_estimate(vector: FeatureVector) -> float | None:
     """
     if vector.version != FEATURE_VERSION or len(vector.values) != len(FEATURE_NAMES):
         return None
+    if vector.values[_NOTES_INDEX]:
+        return vector.values[_VECTOR_WORK_INDEX]
     return vector.values[_WORK_INDEX]
 
 
 _WORK_INDEX = FEATURE_NAMES.index("log2_work_over_root")
+_NOTES_INDEX = FEATURE_NAMES.index("compiler_notes")
+_VECTOR_WORK_INDEX = FEATURE_NAMES.index("log2_vector_work_over_root")
 
 
 def feature_vector(
     c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None,
-    root_work: float | None = None,
+    root_work: float | None = None, notes: str | None = None, root_vector_work: float | None = None,
 ) -> FeatureVector:
     """``candidate_features(...)`` as the plain vector a ``Candidate`` carries."""
-    return candidate_features(c_source, schedule, workload, caches, root_work).vector()
+    return candidate_features(c_source, schedule, workload, caches, root_work, notes, root_vector_work).vector()

@@ -1,0 +1,60 @@
+"""gcc's notes on a kernel's loops, read into the cost model's features (real gcc, real Exo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schedsearch.core import BenchConfig, ExpandOptions, RewriteKind
+from schedsearch.evaluate.build import build_kernel, kernel_notes
+from schedsearch.evaluate.expansions import noting
+from schedsearch.transforms import Expander, load_workload, root_candidate
+from schedsearch.transforms.features import work_estimate
+
+MATMUL = Path(__file__).resolve().parents[2] / "examples" / "matmul.py"
+
+
+@pytest.fixture(scope="module")
+def i8():
+    return load_workload(MATMUL, "matmul_i8", {})
+
+
+def test_the_notes_come_with_the_build_a_measurement_then_finds_ready(tmp_path: Path, i8) -> None:
+    root = root_candidate(i8)
+    notes = kernel_notes(root.c_source, BenchConfig(), tmp_path)
+    assert notes is not None and "loop vectorized using" in notes
+    assert build_kernel(root.c_source, BenchConfig(), tmp_path).cached
+
+
+def test_an_expander_that_reads_the_notes_sees_which_children_gcc_leaves_scalar(tmp_path: Path, i8) -> None:
+    """The i8 matmul's root is vectorized by gcc; swapping its outer loops leaves it scalar
+    (3.3x slower on Zen 4) though it does the same statements. Only the notes tell."""
+    root = root_candidate(i8)
+    plain = Expander(i8, ExpandOptions())
+    noted = noting(Expander(i8, ExpandOptions()), BenchConfig(), tmp_path)
+    assert noted.cache_version != plain.cache_version  # kept expansions are kept apart
+    by_kind = {}
+    for child in noted.expand(root).children:
+        by_kind.setdefault(child.schedule.steps[-1].kind, []).append(child)
+    reorder = by_kind[RewriteKind.REORDER][0]
+    staged = [c for c in by_kind[RewriteKind.STAGE_MEM] if dict(c.schedule.steps[-1].args).get("hoist") == 2]
+    assert staged, "the stage of all of C around the nest is proposed"
+    assert work_estimate(reorder.features) > 1  # scalar: about 4x the root's vector work
+    assert work_estimate(staged[0].features) < -1  # 64-byte vectors where the root has 16
+    plain_reorder = plain.candidate(reorder.schedule, root)
+    assert work_estimate(plain_reorder.features) == pytest.approx(0.0)  # the statement count cannot tell
+    # The children were built as they were made: their measurements find the builds ready.
+    assert build_kernel(reorder.c_source, BenchConfig(), tmp_path).cached
+
+
+def test_a_compiler_that_is_not_gcc_gives_no_notes_and_leaves_the_features_alone(tmp_path: Path, i8) -> None:
+    script = tmp_path / "other-cc.sh"
+    script.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "clang version 17.0.6"; exit 0; }\nexec gcc "$@"\n')
+    script.chmod(0o755)
+    other = BenchConfig(cc=f"sh {script}")
+    root = root_candidate(i8)
+    assert kernel_notes(root.c_source, other, tmp_path) is None
+    assert build_kernel(root.c_source, other, tmp_path).ok  # it still builds
+    expander = noting(Expander(i8, ExpandOptions()), other, tmp_path)
+    assert expander.cache_version == Expander(i8, ExpandOptions()).cache_version
