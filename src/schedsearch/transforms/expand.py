@@ -11,9 +11,11 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from schedsearch.core import (
@@ -143,9 +145,22 @@ class Expander:
         self._notes, self._notes_version = notes, version
 
     def _features(self, c_source: str, schedule: Schedule) -> FeatureVector:
-        notes = self._notes(c_source, "#pragma omp" in c_source) if self._notes is not None else None
-        return feature_vector(c_source, schedule, self.workload, self.caches, self.root_work, notes,
-                              self.root_vector_work if notes is not None else None)
+        return self._features_of([(c_source, schedule)])[0]
+
+    def _features_of(self, made: Sequence[tuple[str, Schedule]]) -> list[FeatureVector]:
+        """The features of each (C, schedule). The compiler's notes on them are asked for
+        in parallel, one compiler per core: each is a build, and an expansion's children
+        are built one after another otherwise. Only compilers run beside this thread: Exo
+        (z3) is not safe beside a second Python thread, and the roots' are read first."""
+        notes: list[str | None] = [None] * len(made)
+        root_work, root_vector_work = self.root_work, self.root_vector_work
+        if self._notes is not None and made:
+            ask = self._notes
+            with ThreadPoolExecutor(max_workers=min(len(made), os.cpu_count() or 1)) as pool:
+                notes = list(pool.map(lambda c: ask(c, "#pragma omp" in c), [c for c, _ in made]))
+        return [feature_vector(c, schedule, self.workload, self.caches, root_work, n,
+                               root_vector_work if n is not None else None)
+                for (c, schedule), n in zip(made, notes, strict=True)]
 
     @functools.cached_property
     def cache_version(self) -> str:
@@ -281,7 +296,7 @@ class Expander:
             )
         left = len(in_part(rewrites, ExpansionPart.DEFERRED, large)) if part is ExpansionPart.FIRST else 0
         seen = {parent.fingerprint}
-        children: list[Candidate] = []
+        made: list[tuple[Schedule, str, str, str]] = []  # schedule, C, fingerprint, proc text
         order: list[int] = []
         illegal = duplicates = 0
         memo = CallMemo()  # rewrites of one parent often start with the same Exo call
@@ -305,17 +320,13 @@ class Expander:
             schedule = parent.schedule.then(rewrite)
             self._remember(schedule.steps, child)
             order.append(position)
-            children.append(
-                Candidate(
-                    schedule=schedule,
-                    c_source=c_source,
-                    fingerprint=fp,
-                    proc_text=proc_text(child),
-                    parent=parent.fingerprint,
-                    depth=parent.depth + 1,
-                    features=self._features(c_source, schedule),
-                )
-            )
+            made.append((schedule, c_source, fp, proc_text(child)))
+        features = self._features_of([(c_source, schedule) for schedule, c_source, _, _ in made])
+        children = [
+            Candidate(schedule=schedule, c_source=c_source, fingerprint=fp, proc_text=text,
+                      parent=parent.fingerprint, depth=parent.depth + 1, features=vector)
+            for (schedule, c_source, fp, text), vector in zip(made, features, strict=True)
+        ]
         return Expansion(
             parent=parent.fingerprint,
             children=tuple(children),
