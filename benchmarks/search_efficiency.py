@@ -12,6 +12,8 @@ wall-time budget, every run with an empty build cache and its own database:
 - ``rank-warm`` (with ``--warm``): the database first holds searches of *other* workloads
   and sizes (SGEMM 256, conv1d_mc with N=512) made on this machine, so the model can help
   from the first round;
+- ``rank-notes`` (with ``--notes``): ``rank`` with ``--compiler-notes``, the model reading
+  gcc's notes on each child (every child built as it is made);
 - ``rank-oracle`` (with ``--oracle DIR``): the model replaced, for every C that the
   databases of an earlier run of this benchmark in DIR measured, by that C's pooled time
   (``oracle_search.py``): what a perfect model would do in the same search and pipeline,
@@ -51,7 +53,7 @@ faster than the register tile each had measured in its first seconds at 2.35-2.4
 runs of an earlier invocation, give it the same ``--keep DIR`` and ``--resume``.
 
     .venv/bin/python benchmarks/search_efficiency.py [--budget 180] [--seeds 3] [--kernels sgemm512,conv1d_mc,i8]
-        [--warm] [--throughput-budget 60] [--skip-throughput] [--out results.json] [--keep DIR [--resume]]
+        [--notes] [--warm] [--throughput-budget 60] [--skip-throughput] [--out results.json] [--keep DIR [--resume]]
         [--side-by-side 5]
 
 It takes about an hour with the defaults; run it on a quiet machine and name the CPU
@@ -169,6 +171,8 @@ def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float,
     mode = "off" if setting.startswith("off") else "rank"
     if setting.endswith("-lone"):
         extra = (*extra, "--no-yardstick")
+    if setting.endswith("-notes"):
+        extra = (*extra, "--compiler-notes")
     try:
         r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
                 "--cost-model", mode, "--timing", timing, "--db", str(db), "--json",
@@ -504,7 +508,7 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         if apart is not None and apart["near_median"] is not None:
             print(f"  ... apart by a median {apart['median']:.1%} (p90 {apart['p90']:.1%}); within 1.3x of the "
                   f"fastest {apart['near_median']:.1%} (p90 {apart['near_p90']:.1%}, {apart['near_pairs']} pairs)")
-        for base, model in (("off", "rank"), ("off", "rank-warm"), ("off", "rank-oracle"),
+        for base, model in (("off", "rank"), ("off", "rank-notes"), ("off", "rank-warm"), ("off", "rank-oracle"),
                             ("off-lone", "rank-lone"), ("off-lone", "off"), ("rank-lone", "rank")):
             if base in rows and model in rows and rows[model]["median_seconds_to_95"] > 0:
                 ratios = ", ".join(
@@ -521,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", default=",".join(DEFAULT_KERNELS),
                    help=f"comma-separated, of {', '.join(KERNELS)} [{','.join(DEFAULT_KERNELS)}]")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--notes", action="store_true", help="also run rank-notes (rank with --compiler-notes)")
     p.add_argument("--warm", action="store_true", help="also run rank-warm (history of other workloads and sizes)")
     p.add_argument("--lone", action="store_true",
                    help="also run off-lone and rank-lone: every candidate timed alone (--no-yardstick)")
@@ -553,7 +558,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"search_efficiency: --oracle {args.oracle} holds no database of an earlier run (--keep DIR)",
               file=sys.stderr)
         return 2
-    settings = (["off", "rank"] + (["off-lone", "rank-lone"] if args.lone else []) + (["rank-warm"] if args.warm else [])
+    settings = (["off", "rank"] + (["off-lone", "rank-lone"] if args.lone else []) + (["rank-notes"] if args.notes else [])
+                + (["rank-warm"] if args.warm else [])
                 + (["rank-oracle"] if args.oracle else []))
     runs: list[Run] = []
     started = time.monotonic()

@@ -138,6 +138,7 @@ def tune(
     defer_costly: bool = True,
     yardstick: bool = True,
     confirm_best: bool = True,
+    compiler_notes: bool = False,
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
 ) -> TuneResult:
@@ -164,7 +165,9 @@ def tune(
     ``yardstick=False`` times each candidate alone instead of beside the fastest kernel
     so far (which keeps times comparable on a host whose speed drifts).
     ``confirm_best=False`` takes a candidate's first measurement as it is, instead of
-    measuring a new best twice and counting the slower time.
+    measuring a new best twice and counting the slower time. ``compiler_notes=True`` has
+    the cost model read gcc's notes on each child's loops (which it vectorized), building
+    every child as it is made.
 
     ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
     which is then ``interrupted`` and resumable, and is raised again here); ``progress``
@@ -177,7 +180,7 @@ def tune(
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
                          float_mode=float_mode, timing=timing, defer_costly=defer_costly, yardstick=yardstick,
-                         confirm_best=confirm_best)
+                         confirm_best=confirm_best, compiler_notes=compiler_notes)
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
@@ -349,7 +352,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
               seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
               cost_model: str, remeasure: bool = False, warm_start: bool = True,
               float_mode: str = "strict", timing: str = "quiet", defer_costly: bool = True,
-              yardstick: bool = True, confirm_best: bool = True) -> SearchSettings:
+              yardstick: bool = True, confirm_best: bool = True, compiler_notes: bool = False) -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS
 
@@ -371,7 +374,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
                           target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
                           warm_start=bool(warm_start), float_mode=str(float_mode), timing=str(timing),
                           defer_costly=bool(defer_costly), yardstick=bool(yardstick),
-                          confirm_best=bool(confirm_best))
+                          confirm_best=bool(confirm_best), compiler_notes=bool(compiler_notes))
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:

@@ -690,6 +690,9 @@ class ExpandOptions(JsonRecord):
     allow_parallel: bool = False  # parallelize_loop: needs -fopenmp and several threads
     allow_tails: bool = True  # splits that do not divide (guard / cut tails)
     target: str = "scalar"  # the instruction set rewrites may emit (transforms.targets): "avx512", ...
+    # read gcc's notes on each child's loops into its features: every child is built as it
+    # is made, before any is measured (``transforms.features``, ``evaluate.expansions.noting``)
+    compiler_notes: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,3 +58,29 @@ def test_a_compiler_that_is_not_gcc_gives_no_notes_and_leaves_the_features_alone
     assert build_kernel(root.c_source, other, tmp_path).ok  # it still builds
     expander = noting(Expander(i8, ExpandOptions()), other, tmp_path)
     assert expander.cache_version == Expander(i8, ExpandOptions()).cache_version
+
+
+def test_compiler_notes_through_the_cli(tmp_path: Path) -> None:
+    """``--compiler-notes`` is stored with the search and every child's features carry
+    gcc's notes; without it none does."""
+    import json
+
+    from schedsearch.store import open_store
+    from schedsearch.transforms.features import FEATURE_NAMES
+    from tests.conftest import run_cli
+
+    notes_at = FEATURE_NAMES.index("compiler_notes")
+    for flag, expected in (("--compiler-notes", 1.0), ("--no-compiler-notes", 0.0)):
+        db = tmp_path / f"{flag}.db"
+        r = run_cli("run", str(MATMUL), "--proc", "matmul_i8", "--workers", "0", "--max-candidates", "6",
+                    "--budget", "120", "--no-warm-start", "--db", str(db), "--json", flag, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        sid = json.loads(r.stdout)["search_id"]
+        store = open_store(str(db), create=False, read_only=True)
+        try:
+            config = store.get_search(sid).config
+            children = [c for c in store.candidates(sid) if c.depth > 0]
+        finally:
+            store.close()
+        assert config.expand.compiler_notes is (expected == 1.0)
+        assert children and all(c.features.values[notes_at] == expected for c in children)

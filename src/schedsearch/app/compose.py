@@ -69,13 +69,15 @@ def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "a
                                cflags=build_flags(flags, resolve(target, cpu_flags()), mode))
 
 
-def expand_options(parallel: bool, target: str) -> ExpandOptions:
-    """ExpandOptions from --parallel and --target (``auto``: the widest instruction set this
-    CPU has; a kernel for instructions the benchmarking nodes lack fails and is recorded)."""
+def expand_options(parallel: bool, target: str, compiler_notes: bool = False) -> ExpandOptions:
+    """ExpandOptions from --parallel, --target (``auto``: the widest instruction set this
+    CPU has; a kernel for instructions the benchmarking nodes lack fails and is recorded)
+    and --compiler-notes."""
     from schedsearch.evaluate import cpu_flags
     from schedsearch.targets import resolve
 
-    return ExpandOptions(allow_parallel=parallel, target=resolve(target, cpu_flags()).name.value)
+    return ExpandOptions(allow_parallel=parallel, target=resolve(target, cpu_flags()).name.value,
+                         compiler_notes=compiler_notes)
 
 
 def open_db(url: str | None, *, create: bool, read_only: bool = False) -> Store:

@@ -110,6 +110,7 @@ class SearchSettings:
     defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion
     yardstick: bool = True  # time each candidate beside the fastest kernel so far
     confirm_best: bool = True  # a new best is measured twice; the slower time counts
+    compiler_notes: bool = False  # features read gcc's notes on each child (built as it is made)
 
     def config(self) -> SearchConfig:
         """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""
@@ -122,7 +123,7 @@ class SearchSettings:
             workers=DEFAULT_WORKERS if self.workers is None else self.workers,
             cost_model=CostModelMode(self.cost_model),
             bench=bench_config(self.cc, self.cflags, self.seed, self.target, self.float_mode, self.timing),
-            expand=expand_options(self.parallel, self.target),
+            expand=expand_options(self.parallel, self.target, self.compiler_notes),
             remeasure=self.remeasure,
             warm_start=self.warm_start,
             defer_costly=self.defer_costly,

@@ -41,14 +41,14 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 cflags: str | None, parallel: bool, target: str, cost_model: str = "rank",
                 remeasure: bool = False, warm_start: bool = True, float_mode: str = "strict",
                 timing: str = "quiet", defer_costly: bool = True, yardstick: bool = True,
-                confirm_best: bool = True, events: TextIO | None = None) -> None:
+                confirm_best: bool = True, compiler_notes: bool = False, events: TextIO | None = None) -> None:
     """Load the workload, check the compiler, open the store, search, report (and append
     every event to ``events`` as JSON lines when given)."""
     settings = SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                               strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                               cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
                               float_mode=float_mode, timing=timing, defer_costly=defer_costly,
-                              yardstick=yardstick, confirm_best=confirm_best)
+                              yardstick=yardstick, confirm_best=confirm_best, compiler_notes=compiler_notes)
     with start_search(WorkloadFile.of(file, proc, sizes), settings, db=db) as session:
         _drive(session, db, address, as_json, events)
 

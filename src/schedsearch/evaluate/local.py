@@ -91,8 +91,10 @@ def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callab
             with working(cache_dir):
                 expander = expanders.get(workload.key)
                 if expander is None:
-                    expander = expanders[workload.key] = remembering(
-                        noting(factory(workload, options), bench, cache_dir), cache_dir)
+                    expander = factory(workload, options)
+                    if options.compiler_notes:
+                        expander = noting(expander, bench, cache_dir)
+                    expander = expanders[workload.key] = remembering(expander, cache_dir)
                 return JobResult(job, expansion=expand_part(expander, job.candidates[0], part=job.part))
         if job.kind is JobKind.EVALUATE:
             return JobResult(job, measurements=(

@@ -214,7 +214,7 @@ class _ExpanderHost:
                 from schedsearch.evaluate.expansions import noting, remembering
 
                 expander = self._factory(workload, self._options)
-                if self._bench is not None:
+                if self._bench is not None and self._options.compiler_notes:
                     expander = noting(expander, self._bench, self._cache_dir)
                 expander = self._expanders[workload.key] = remembering(expander, self._cache_dir)
             try:
