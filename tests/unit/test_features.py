@@ -75,12 +75,7 @@ def test_the_naive_loop_nest() -> None:
 
 
 I8_HEADER = "void schedsearch_kernel( void *ctxt, const int8_t* A, const int8_t* B, int32_t* C ) {\n"
-
-
-def test_the_innermost_loop_counts_every_access_of_its_body() -> None:
-    # Exo widens int8 operands into temporaries: the loads and the accumulation are three
-    # statements of one computation, and the first of them alone is not its access pattern.
-    c = I8_HEADER + """for (int_fast32_t i = 0; i < 16; i++) {
+I8_ROOT = I8_HEADER + """for (int_fast32_t i = 0; i < 16; i++) {
   for (int_fast32_t j = 0; j < 16; j++) {
     for (int_fast32_t k = 0; k < 16; k++) {
       int32_t a;
@@ -93,7 +88,12 @@ def test_the_innermost_loop_counts_every_access_of_its_body() -> None:
 }
 }
 """
-    f = candidate_features(c, Schedule(), fake_workload(n=16))
+
+
+def test_the_innermost_loop_counts_every_access_of_its_body() -> None:
+    # Exo widens int8 operands into temporaries: the loads and the accumulation are three
+    # statements of one computation, and the first of them alone is not its access pattern.
+    f = candidate_features(I8_ROOT, Schedule(), fake_workload(n=16))
     assert (f.innermost_invariant_share, f.innermost_unit_stride_share, f.innermost_strided_share) == pytest.approx(
         (1 / 3, 1 / 3, 1 / 3))
 
@@ -251,20 +251,6 @@ def test_machine_caches_reads_sys_and_falls_back(tmp_path) -> None:
     assert machine_caches(str(tmp_path / "missing")) == CacheSizes()
     assert dataclasses.is_dataclass(caches)
 
-
-I8_ROOT = I8_HEADER + """for (int_fast32_t i = 0; i < 16; i++) {
-  for (int_fast32_t j = 0; j < 16; j++) {
-    for (int_fast32_t k = 0; k < 16; k++) {
-      int32_t a;
-      int32_t b;
-      a = (int32_t)(A[i * 16 + k]);
-      b = (int32_t)(B[k * 16 + j]);
-      C[i * 16 + j] += a * b;
-    }
-  }
-}
-}
-"""
 # gcc 12's notes on I8_ROOT (``-fopt-info-vec-loop-optimized``): the j loop (line 3) is
 # vectorized over 16-byte vectors once the k loop (line 4) is unrolled.
 I8_ROOT_NOTES = """k.c:4:32: optimized: loop with 16 iterations completely unrolled (header execution count 63136016)
