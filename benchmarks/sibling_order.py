@@ -18,6 +18,10 @@ model has no regret; one that reads nothing has the random pick's. With ``--cold
 parent is ordered by the analytic estimate alone: the model before it has learned anything,
 as in a search's first round without history.
 
+``--history DB ...`` trains the model on every measurement of those databases too, as a
+store of earlier searches of other workloads or sizes on this machine does; with ``--cold``
+on those alone. ``--first-round`` scores the root's children only: a search's first round.
+
 ``--kind-prior W`` adds a rewrite-level prior learned from the search itself: each child's
 score is its prediction plus ``W`` times the mean log gain (child over parent time) of its
 last rewrite's kind over the search's measurements made before the children were, shrunk
@@ -25,7 +29,7 @@ towards none by ``KIND_SHRINK`` pseudo-observations. A large ``W`` orders the si
 kind first and by the model within a kind.
 
     .venv/bin/python benchmarks/sibling_order.py DB [DB ...] [--least 6] [--cold] [--kind-prior W]
-        [--notes CACHE_DIR]
+        [--notes CACHE_DIR] [--history DB ...] [--first-round]
 
 It fits one small model per parent: a minute for a benchmark's 18 databases.
 """
@@ -94,51 +98,83 @@ def pooled(dbs: Sequence[Path]) -> dict[tuple[str, str], float]:
     return {key: statistics.median(ts) for key, ts in times.items()}
 
 
-def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[str, Scores],
-          cold: bool = False, prior_weight: float = 0.0, notes_cache: Path | None = None) -> None:
-    """Add the parents of every search in ``db`` to ``out`` (by workload label); with
-    ``cold``, ordered by the analytic estimate alone (nothing learned); with
-    ``prior_weight``, by the prediction plus that weight times the kind prior (``kind_prior``);
-    with ``notes_cache``, the features read gcc's notes on each kernel, built (with this
-    machine's compiler and default flags) into that cache folder."""
+def _notes_reader(notes_cache: Path | None):
     config = BenchConfig()
 
     def notes_of(c_source: str) -> str | None:
         return kernel_notes(c_source, config, notes_cache) if notes_cache is not None else None
+    return notes_of
 
+
+def _rows(store, search, notes_of) -> tuple[CandidateRecord | None, list]:
+    """The search's root and, for every other measured candidate, (record, features, log
+    of its time over the root's)."""
+    workload = search.workload
+    expander = Expander(workload)
+    root = next((r for r in store.candidates(search.id) if r.depth == 0), None)
+    if root is None or root.timing is None:
+        return None, []
+    root_notes = notes_of(root.c_source)
+    root_vector_work = None if root_notes is None else candidate_features(
+        root.c_source, Schedule(), workload, expander.caches, notes=root_notes).log2_vector_work
+    rows = []
+    for r in _measured(store.candidates(search.id)):
+        if r.depth == 0:
+            continue
+        vector = feature_vector(r.c_source, r.schedule, workload, expander.caches, expander.root_work,
+                                notes_of(r.c_source), root_vector_work)
+        rows.append((r, vector, math.log(r.timing.median / root.timing.median)))
+    return root, rows
+
+
+def history(dbs: Sequence[Path], notes_cache: Path | None = None) -> list[TrainingSample]:
+    """Every measurement of the searches in ``dbs`` as training samples: the history a
+    store of earlier searches (other workloads, other sizes) gives a new search's model."""
+    notes_of = _notes_reader(notes_cache)
+    samples = []
+    for db in dbs:
+        store = open_store(str(db), create=False, read_only=True)
+        try:
+            for search in store.list_searches():
+                samples += [TrainingSample(v, y) for _, v, y in _rows(store, search, notes_of)[1]]
+        finally:
+            store.close()
+    return samples
+
+
+def score(db: Path, truth: dict[tuple[str, str], float], least: int, out: dict[str, Scores],
+          cold: bool = False, prior_weight: float = 0.0, notes_cache: Path | None = None,
+          earlier: Sequence[TrainingSample] = (), first_round: bool = False) -> None:
+    """Add the parents of every search in ``db`` to ``out`` (by workload label); with
+    ``cold``, ordered by the analytic estimate alone (nothing learned); with
+    ``prior_weight``, by the prediction plus that weight times the kind prior (``kind_prior``);
+    with ``notes_cache``, the features read gcc's notes on each kernel, built (with this
+    machine's compiler and default flags) into that cache folder; ``earlier`` samples
+    (``history``) are trained on too; with ``first_round`` only the root's children are
+    scored."""
+    notes_of = _notes_reader(notes_cache)
     store = open_store(str(db), create=False, read_only=True)
     try:
         for search in store.list_searches():
             workload = search.workload
-            expander = Expander(workload)
-            root = next((r for r in store.candidates(search.id) if r.depth == 0), None)
-            if root is None or root.timing is None:
+            root, rows = _rows(store, search, notes_of)
+            if root is None:
                 continue
-            rows = []
-            root_notes = notes_of(root.c_source)
-            root_vector_work = None if root_notes is None else candidate_features(
-                root.c_source, Schedule(), workload, expander.caches, notes=root_notes).log2_vector_work
-            measured = _measured(store.candidates(search.id))
-            by_id = {r.id: r for r in measured}
-            for r in measured:
-                if r.depth == 0:
-                    continue
-                vector = feature_vector(r.c_source, r.schedule, workload, expander.caches, expander.root_work,
-                                        notes_of(r.c_source), root_vector_work)
-                rows.append((r, vector, math.log(r.timing.median / root.timing.median)))
+            by_id = {r.id: r for r, _, _ in rows} | {root.id: root}
             label = f"{workload.proc}[{','.join(f'{k}={v}' for k, v in workload.sizes)}]"
             scores = out.setdefault(label, Scores([], [], [], []))
             by_parent: dict[int, list] = {}
             for row in rows:
-                if (workload.key, row[0].fingerprint) in truth and row[0].parent_id is not None:
+                if (workload.key, row[0].fingerprint) in truth and row[0].parent_id is not None \
+                        and (not first_round or row[0].parent_id == root.id):
                     by_parent.setdefault(row[0].parent_id, []).append(row)
             for kids in by_parent.values():
                 if len(kids) < least:
                     continue
                 made = min(k[0].created_at for k in kids)
                 before = [r for r, _, _ in rows if r.measured_unix is not None and r.measured_unix < made]
-                train = [] if cold else [TrainingSample(v, y) for r, v, y in rows
-                                         if r.measured_unix is not None and r.measured_unix < made]
+                train = list(earlier) + ([] if cold else [TrainingSample(v, y) for r, v, y in rows
+                                                          if r.measured_unix is not None and r.measured_unix < made])
                 model = LearnedCostModel(train, background=False, estimate=work_estimate)
                 predicted = model.predict([v for _, v, _ in kids])
                 if len(predicted) != len(kids):
@@ -177,15 +213,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="add W times each child's rewrite kind's mean gain in the search so far [0: none]")
     p.add_argument("--notes", type=Path, metavar="CACHE_DIR",
                    help="features with gcc's notes on each kernel, built into this cache folder")
+    p.add_argument("--history", type=Path, nargs="+", default=[], metavar="DB",
+                   help="also train on every measurement of these databases (other workloads or sizes)")
+    p.add_argument("--first-round", action="store_true", help="score the root's children only")
     args = p.parse_args(argv)
-    missing = [str(db) for db in args.dbs if not db.is_file()]
+    missing = [str(db) for db in [*args.dbs, *args.history] if not db.is_file()]
     if missing:
         print(f"sibling_order: no such database: {', '.join(missing)}", file=sys.stderr)
         return 2
     truth = pooled(args.dbs)
+    earlier = history(args.history, args.notes)
     out: dict[str, Scores] = {}
     for db in args.dbs:
-        score(db, truth, args.least, out, args.cold, args.kind_prior, args.notes)
+        score(db, truth, args.least, out, args.cold, args.kind_prior, args.notes, earlier, args.first_round)
     for label, s in out.items():
         if not s.top1:
             continue
