@@ -84,3 +84,11 @@ def test_compiler_notes_through_the_cli(tmp_path: Path) -> None:
             store.close()
         assert config.expand.compiler_notes is (expected == 1.0)
         assert children and all(c.features.values[notes_at] == expected for c in children)
+
+
+def test_notes_taken_up_late_still_name_the_kept_expansions(tmp_path: Path, i8) -> None:
+    expander = Expander(i8, ExpandOptions())
+    before = expander.cache_version
+    assert expander.root_vector_work is None
+    noting(expander, BenchConfig(), tmp_path)
+    assert expander.cache_version != before and expander.root_vector_work is not None

@@ -140,9 +140,11 @@ class Expander:
     def use_notes(self, notes: Callable[[str, bool], str | None], version: str) -> None:
         """Read the compiler's notes on every candidate's C into its features: ``notes(c_source,
         openmp)`` builds the kernel (or finds its build) and returns them, None if it cannot;
-        ``version`` names the compiler, flags and CPU they come from. Call it before the
-        first expansion: expansions kept on disk are kept under it (``cache_version``)."""
+        ``version`` names the compiler, flags and CPU they come from; expansions kept on
+        disk are kept under it (``cache_version``)."""
         self._notes, self._notes_version = notes, version
+        for derived in ("cache_version", "root_vector_work"):  # worked out without the notes
+            self.__dict__.pop(derived, None)
 
     def _features(self, c_source: str, schedule: Schedule) -> FeatureVector:
         return self._features_of([(c_source, schedule)])[0]
@@ -151,7 +153,7 @@ class Expander:
         """The features of each (C, schedule). The compiler's notes on them are asked for
         in parallel, one compiler per core: each is a build, and an expansion's children
         are built one after another otherwise. Only compilers run beside this thread: Exo
-        (z3) is not safe beside a second Python thread, and the roots' are read first."""
+        (z3) is not safe beside a second Python thread, and the root's notes are read first."""
         notes: list[str | None] = [None] * len(made)
         root_work, root_vector_work = self.root_work, self.root_vector_work
         if self._notes is not None and made:
