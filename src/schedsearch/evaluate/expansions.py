@@ -91,6 +91,17 @@ def remembering(expander: Any, cache_dir: Path | None) -> Any:
     return RememberingExpander(expander, cache_dir)
 
 
+def worker_expander(factory: Any, workload: Any, options: Any, bench: BenchConfig | None,
+                    cache_dir: Path) -> Any:
+    """The expander a worker keeps for ``workload``: ``factory``'s, reading gcc's notes when
+    ``options.compiler_notes`` asks for them (``noting``), its expansions kept in
+    ``cache_dir`` (``remembering``)."""
+    expander = factory(workload, options)
+    if bench is not None and getattr(options, "compiler_notes", False):
+        expander = noting(expander, bench, cache_dir)
+    return remembering(expander, cache_dir)
+
+
 def noting(expander: Any, bench: BenchConfig, cache_dir: Path) -> Any:
     """``expander`` reading gcc's notes on each child's kernel into its features
     (``use_notes``): each child is built as it is made, into the build cache its

@@ -79,7 +79,7 @@ def serve(read_fd: int, write_fd: int) -> None:
 def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callable[[Workload, ExpandOptions], Any],
              options: ExpandOptions, bench: BenchConfig, cache_dir: Path,
              expanders: dict[str, Any]) -> JobResult | SchedsearchError:
-    from schedsearch.evaluate.expansions import expand_part, noting, remembering
+    from schedsearch.evaluate.expansions import expand_part, worker_expander
     from schedsearch.evaluate.pipeline import evaluate_candidate, remeasure
 
     started = time.perf_counter()
@@ -91,10 +91,7 @@ def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callab
             with working(cache_dir):
                 expander = expanders.get(workload.key)
                 if expander is None:
-                    expander = factory(workload, options)
-                    if options.compiler_notes:
-                        expander = noting(expander, bench, cache_dir)
-                    expander = expanders[workload.key] = remembering(expander, cache_dir)
+                    expander = expanders[workload.key] = worker_expander(factory, workload, options, bench, cache_dir)
                 return JobResult(job, expansion=expand_part(expander, job.candidates[0], part=job.part))
         if job.kind is JobKind.EVALUATE:
             return JobResult(job, measurements=(

@@ -211,12 +211,10 @@ class _ExpanderHost:
         with working(self._cache_dir):
             expander = self._expanders.get(workload.key)
             if expander is None:
-                from schedsearch.evaluate.expansions import noting, remembering
+                from schedsearch.evaluate.expansions import worker_expander
 
-                expander = self._factory(workload, self._options)
-                if self._bench is not None and self._options.compiler_notes:
-                    expander = noting(expander, self._bench, self._cache_dir)
-                expander = self._expanders[workload.key] = remembering(expander, self._cache_dir)
+                expander = self._expanders[workload.key] = worker_expander(
+                    self._factory, workload, self._options, self._bench, self._cache_dir)
             try:
                 from schedsearch.evaluate.expansions import expand_part
 
