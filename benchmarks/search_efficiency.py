@@ -10,8 +10,9 @@ wall-time budget, every run with an empty build cache and its own database:
 - ``off-lone``, ``rank-lone`` (with ``--lone``): the same with every candidate timed alone
   (``--no-yardstick``) instead of beside the search's yardstick;
 - ``rank-warm`` (with ``--warm``): the database first holds searches of *other* workloads
-  and sizes (SGEMM 256, conv1d_mc with N=512) made on this machine, so the model can help
-  from the first round;
+  and sizes (SGEMM 256, conv1d_mc with N=512, the int8 matmul ``imatmul`` at 32x32x32)
+  made on this machine, so the model can help from the first round - or, with
+  ``--history DB``, the searches that database holds;
 - ``rank-notes`` (with ``--notes``): ``rank`` with ``--compiler-notes``, the model reading
   gcc's notes on each child (every child built as it is made);
 - ``rank-oracle`` (with ``--oracle DIR``): the model replaced, for every C that the
@@ -105,6 +106,7 @@ DEFAULT_KERNELS = ("sgemm512", "conv1d_mc", "i8")
 WARMUP: tuple[tuple[str, ...], ...] = (
     (str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"),
     (str(EXAMPLES / "conv1d_mc.py"), "--size", "N=512"),
+    (str(EXAMPLES / "matmul.py"), "--proc", "imatmul", "--size", "M=32,N=32,K=32"),
 )
 
 
@@ -527,6 +529,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--notes", action="store_true", help="also run rank-notes (rank with --compiler-notes)")
     p.add_argument("--warm", action="store_true", help="also run rank-warm (history of other workloads and sizes)")
+    p.add_argument("--history", type=Path, metavar="DB",
+                   help="with --warm: this database of earlier searches on this machine is the history, "
+                        "instead of the warm-up searches")
     p.add_argument("--lone", action="store_true",
                    help="also run off-lone and rank-lone: every candidate timed alone (--no-yardstick)")
     p.add_argument("--oracle", type=Path, metavar="DIR",
@@ -554,6 +559,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"CPU: {cpu_name()}; budget {args.budget:g} s per search, {args.seeds} seed(s), {args.workers} worker(s), "
           f"{args.timing} timing")
+    if args.history is not None and not (args.warm and args.history.is_file()):
+        print(f"search_efficiency: --history {args.history} needs --warm and an existing database", file=sys.stderr)
+        return 2
     if args.oracle is not None and not any(args.oracle.glob("*.db")):
         print(f"search_efficiency: --oracle {args.oracle} holds no database of an earlier run (--keep DIR)",
               file=sys.stderr)
@@ -566,8 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sched-eff-") as tmp:
         work = Path(tmp) if args.keep is None else args.keep
         work.mkdir(parents=True, exist_ok=True)
-        warm_db = work / "warm.db"
-        if args.warm and not (args.resume and warm_db.is_file()):
+        warm_db = args.history or work / "warm.db"
+        if args.warm and args.history is None and not (args.resume and warm_db.is_file()):
             warm_db = warm_history(args.budget / 2, args.workers, work)
         for kernel in kernels:
             for seed in range(args.seeds):
