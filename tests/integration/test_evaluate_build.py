@@ -74,6 +74,39 @@ def test_build_timeout_is_a_build_error(tmp_path: Path) -> None:
     assert not res.ok and "0.5 s" in res.error and res.seconds < 5
 
 
+def test_a_killed_compilers_temporary_files_are_removed_with_its_build(tmp_path: Path) -> None:
+    """gcc writes its intermediate files to TMPDIR: a compiler killed mid-build (a timeout,
+    a stopped search) must not leave them in the system's temporary folder."""
+    where = tmp_path / "tmpdir-seen"
+    cc = tmp_path / "tempcc.sh"
+    cc.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "tempcc 1.0"; exit 0; }\n'
+                  f'echo "$TMPDIR" > "{where}"\necho x > "$TMPDIR/ccTEMP.s"\nsleep 30\n')
+    cc.chmod(0o755)
+    cache = tmp_path / "cache"
+    res = build_kernel(C_OK, BenchConfig(cc=str(cc), build_timeout=0.5), cache)
+    assert not res.ok and "0.5 s" in res.error
+    tmpdir = Path(where.read_text().strip())
+    assert tmpdir.is_relative_to(cache / "build")  # the build's private folder ...
+    assert not tmpdir.exists()  # ... removed with what the compiler left in it
+    assert not list(cache.rglob("ccTEMP.s"))
+
+
+def test_private_build_folders_of_killed_builders_are_swept(tmp_path: Path, monkeypatch) -> None:
+    from schedsearch.evaluate import build
+
+    monkeypatch.setattr(build, "_swept", set())
+    shard = tmp_path / "build" / "ab"
+    old, recent = shard / ".build-old", shard / ".build-recent"
+    for folder in (old, recent):
+        folder.mkdir(parents=True)
+        (folder / "k.c").write_text("int x;\n")
+    hours_ago = os.stat(old).st_mtime - 2 * build.STALE_BUILD_SECONDS
+    os.utime(old, (hours_ago, hours_ago))
+    assert build_kernel(C_OK, BenchConfig(), tmp_path).ok
+    assert not old.exists()  # left by a builder killed long ago
+    assert recent.is_dir()  # may be a live build's
+
+
 def test_driver_is_built_once_per_signature(tmp_path: Path) -> None:
     args = (ArgSpec("x", ArgRole.TENSOR, DType.F32, (4,), output=True),)
     d1 = build_driver(args, BenchConfig(), tmp_path)

@@ -25,6 +25,12 @@ what vectors, which it unrolled completely (``-fopt-info-vec-loop-optimized``) -
 shared object, as ``<k>.notes``: the cost model reads what the compiler made of a candidate
 (``kernel_notes``) from the build it needs anyway.
 
+A compiler's own temporary files (``TMPDIR``) go to the build's private folder, which is
+removed however the build ends: a compiler killed mid-build - a timeout, a stopped search -
+leaves nothing in the system's temporary folder. A private folder whose builder was killed
+with it is removed by the next process that builds into the same cache, once it is
+``STALE_BUILD_SECONDS`` old.
+
 Kernels written in x86 intrinsics include ``<immintrin.h>``, whose parsing alone takes gcc
 about 0.35 s — most of such a kernel's build. It is precompiled once per compiler, flags and
 CPU into the cache and passed with ``-include``; gcc quietly parses the real header instead
@@ -33,6 +39,7 @@ whenever the precompiled one does not fit, so the worst case is the plain build.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -58,6 +65,11 @@ _DRIVER_FLAGS = ("-O2",)
 #: gcc's notes on the loops it vectorized or unrolled, written to a file in the build folder.
 _NOTES_FILE = "notes.txt"
 _NOTES_FLAG = f"-fopt-info-vec-loop-optimized={_NOTES_FILE}"
+#: A private build folder (``.build-*``) older than this (and than twice the build timeout)
+#: belongs to no live build: its builder was killed with it.
+STALE_BUILD_SECONDS = 3600.0
+#: Build folders (``cache_dir/build``) this process has swept of stale private folders.
+_swept: set[Path] = set()
 _ERROR_TAIL_LINES = 25
 _ERROR_TAIL_CHARS = 3000
 
@@ -128,6 +140,7 @@ def _compile(
     Raises InfrastructureError when the failure is the machine's, not the source's.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(target.parent.parent, max(STALE_BUILD_SECONDS, 2 * config.build_timeout))
     # A private folder per build, the source under a name fixed by the key and compiled from
     # inside it: the file name gcc records in the object is then the same for every build of
     # this key, so concurrent builders write identical bytes (and identical recorded hashes).
@@ -139,7 +152,8 @@ def _compile(
     try:
         src.write_text(source)
         try:
-            res = run_child(argv, timeout=config.build_timeout, cwd=work, background=True)
+            res = run_child(argv, timeout=config.build_timeout, cwd=work, background=True,
+                            env={**os.environ, "TMPDIR": str(work)})
         except OSError as e:
             raise ToolchainError(f"The C compiler {config.cc!r} cannot be run ({e}).") from e
         seconds = time.perf_counter() - start
@@ -161,6 +175,20 @@ def _compile(
         return "", seconds
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _sweep_stale(builds: Path, older_than: float) -> None:
+    """Remove the private build folders under ``builds`` (``cache_dir/build``) older than
+    ``older_than`` seconds, once per process: each was left by a builder killed mid-build.
+    Best effort: another process may be sweeping the same ones."""
+    if builds in _swept:
+        return
+    _swept.add(builds)
+    cutoff = time.time() - older_than
+    for folder in builds.glob("*/.build-*"):
+        with contextlib.suppress(OSError):
+            if folder.is_dir() and folder.stat().st_mtime < cutoff:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _header_is(path: Path, text: str) -> bool:
