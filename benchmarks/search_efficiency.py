@@ -106,7 +106,7 @@ DEFAULT_KERNELS = ("sgemm512", "conv1d_mc", "i8")
 WARMUP: tuple[tuple[str, ...], ...] = (
     (str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"),
     (str(EXAMPLES / "conv1d_mc.py"), "--size", "N=512"),
-    (str(EXAMPLES / "matmul.py"), "--proc", "imatmul", "--size", "M=32,N=32,K=32"),
+    (str(EXAMPLES / "imatmul.py"),),
 )
 
 
