@@ -16,7 +16,7 @@ the root's children of each search (``tree --json``):
     .venv/bin/python benchmarks/first_round.py --history DB KERNEL_ARGS... [--seeds 3] [--budget 30]
 
 e.g. ``--history imatmul.db examples/matmul.py --proc matmul_i8`` after searches of
-``imatmul`` at 24 and 32 into ``imatmul.db``. Run it on a quiet machine and name the CPU
+``examples/imatmul.py`` at 24 and 32 into ``imatmul.db``. Run it on a quiet machine and name the CPU
 (printed first) next to every number.
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import statistics
 import sys
@@ -36,7 +35,7 @@ from pathlib import Path
 from schedsearch.search.ranking import spearman
 
 sys.path.insert(0, str(Path(__file__).parent))
-from search_efficiency import cli, cpu_name  # noqa: E402
+from search_efficiency import cpu_name, search  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -50,26 +49,6 @@ class FirstRound:
     first_pick: float  # the first measured child's time over the fastest child's, minus 1
     best_at: float  # seconds into the search when the fastest child was measured
     best_after: int  # root children measured by then (itself included)
-
-
-def output(*args: str, env: dict[str, str]) -> str:
-    """What ``schedsearch ARGS`` prints (it must succeed)."""
-    r = cli(*args, env=env)
-    if r.returncode != 0:
-        raise SystemExit(f"schedsearch {args[0]} failed ({r.returncode}): {r.stderr[-2000:]}")
-    return r.stdout
-
-
-def search(kernel: list[str], db: Path, seed: int, budget: float, workers: int) -> list[dict]:
-    """One search into ``db``; the nodes of its tree (``tree --json``)."""
-    env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="first-round-cache-"))
-    try:
-        out = json.loads(output("run", *kernel, "--budget", str(budget), "--seed", str(seed), "--workers",
-                             str(workers), "--cost-model", "rank", "--no-warm-start", "--db", str(db), "--json",
-                             env=env))
-        return json.loads(output("tree", str(out["search_id"]), "--db", str(db), "--json", env=env))
-    finally:
-        shutil.rmtree(env["SCHEDSEARCH_CACHE_DIR"], ignore_errors=True)
 
 
 def first_round(nodes: list[dict], setting: str, seed: int) -> FirstRound:
@@ -106,7 +85,8 @@ def main() -> None:
                 db = Path(tmp) / f"{setting}-{seed}.db"
                 if setting == "history":
                     shutil.copyfile(args.history, db)
-                r = first_round(search(kernel, db, seed, args.budget, args.workers), setting, seed)
+                nodes = search(tuple(kernel), "rank", seed, args.budget, args.workers, db)["tree"]
+                r = first_round(nodes, setting, seed)
                 rounds.append(r)
                 rho = "n/a" if r.spearman is None else f"{r.spearman:+.2f}"
                 print(f"{setting:8s} seed {seed}: {r.children} root children, rho {rho}, first pick "
