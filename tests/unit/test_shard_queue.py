@@ -8,7 +8,7 @@ import math
 import pytest
 
 from schedsearch.core import CandidateRecord, JobKind, Schedule, SearchConfig, Status
-from schedsearch.evaluate.shard_queue import ShardQueue
+from schedsearch.evaluate.shard_queue import ShardQueue, source
 from schedsearch.search import make_strategy, run_search
 from schedsearch.search.ranking import DEPTH_HANDICAP, expansion_priority
 from schedsearch.store import InMemoryStore
@@ -44,6 +44,39 @@ def test_among_equal_priorities_the_latest_submitted_goes_first() -> None:
     q.push_job(1.0, ["d/0"])
     q.clear()
     assert not q and list(q) == []
+
+
+def _queues(*jobs: tuple[int, float, list[str], int]) -> dict[int, ShardQueue[str]]:
+    """One queue per actor; ``jobs``: (actor, priority, shards, the job's submission number)."""
+    queues: dict[int, ShardQueue[str]] = {}
+    for actor, priority, shards, number in jobs:
+        queues.setdefault(actor, ShardQueue()).push_job(priority, shards, number)
+    return queues
+
+
+def test_a_free_actor_takes_a_busy_actors_more_urgent_shard_before_its_own_less_urgent_ones() -> None:
+    # Actor 0 holds the root's remaining shards (slow parent); actor 1 is busy with a costly
+    # part and a cheap first part of a fast parent waits behind it.
+    queues = _queues((0, 9.0, ["root/3", "root/4"], 0), (1, 1.0, ["deferred/0"], 1), (1, 1.5, ["first/0"], 2))
+    queues[1].pop()  # actor 1 runs the deferred part
+    assert source(0, queues, running={1}) == 1
+    assert queues[1].pop() == "first/0"
+    assert source(0, queues, running={1}) == 0  # nothing more urgent elsewhere: its own
+
+
+def test_an_actor_keeps_its_own_shards_on_a_tie_and_leaves_an_idle_actors_queue_to_it() -> None:
+    queues = _queues((0, 2.0, ["a/0"], 0), (1, 2.0, ["a/1"], 0))
+    # The same job's shards on both actors: equal place in line, each runs its own.
+    assert source(0, queues, running={1}) == 0
+    queues = _queues((1, 1.0, ["b/0", "b/1"], 1))
+    assert source(0, queues, running=set()) is None  # actor 1 is idle: it takes b/0 itself
+    assert source(0, queues, running={1}) == 1  # once it runs, actor 0 helps with b/1
+    assert source(0, {}, running={1}) is None
+
+
+def test_a_newer_job_of_equal_priority_is_taken_from_a_busy_actor() -> None:
+    queues = _queues((0, 3.0, ["old/0"], 0), (1, 3.0, ["new/0"], 1))
+    assert source(0, queues, running={1}) == 1
 
 
 def _record(seconds: float | None, depth: int) -> CandidateRecord:

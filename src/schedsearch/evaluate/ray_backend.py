@@ -35,6 +35,7 @@ whatever remains of the cluster as soon as the driver is gone.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import socket
@@ -63,7 +64,7 @@ from schedsearch.core import (
 )
 from schedsearch.errors import ClusterError, SchedsearchError
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
-from schedsearch.evaluate.shard_queue import ShardQueue
+from schedsearch.evaluate.shard_queue import ShardQueue, source
 
 _PROBE_TIMEOUT = 3.0
 _MACHINE_TIMEOUT = 120.0
@@ -354,6 +355,7 @@ class RayExecutor(BlockingCalls):
         self._shards: dict[int, int] = {}  # job id -> shards of its expansion back so far
         # Expansion shards not started yet, per actor index: (job, args, shards).
         self._waiting: dict[int, ShardQueue[tuple[Job, tuple[Any, ...], int]]] = {}
+        self._submissions = itertools.count()  # one line for all actors' queues (``shard_queue.source``)
         self._runners: dict[str, Any] = {}
         self._connect(address, connect_timeout)
         import ray
@@ -466,21 +468,31 @@ class RayExecutor(BlockingCalls):
             else:
                 ref = self._remeasure_fn.remote(wref, rref, list(job.candidates), self._bench, self._cache_dir)
                 self._flight[ref] = (job, "remeasure", None)
+        numbers = {job.id: next(self._submissions) for job in expands}  # one number per job, in every queue
         for index, calls in shards_for.items():
             # Lowest priority first; among equals the latest submitted, each job's shards in order.
             queue = self._waiting.setdefault(index, ShardQueue())
             for job in dict.fromkeys(job for job, _, _ in calls):
-                queue.push_job(job.priority, [call for call in calls if call[0] is job])
+                queue.push_job(job.priority, [call for call in calls if call[0] is job], numbers[job.id])
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Start the next waiting shard on every actor that has no expansion running."""
+        """Start the next waiting shard on every actor that has no expansion running: its
+        own next, or a busy actor's more urgent one (``shard_queue.source``)."""
         running = self._expanding()
-        for index, calls in self._waiting.items():
-            if calls and index not in running and index < len(self._actors):
-                job, args, shards = calls.pop()
-                actor = self._actors[index]
+        started = True
+        while started:  # an actor that starts now is busy: an idle one may take from its queue
+            started = False
+            for index, actor in enumerate(self._actors):
+                if index in running:
+                    continue
+                take = source(index, self._waiting, running)
+                if take is None:
+                    continue
+                job, args, shards = self._waiting[take].pop()
                 self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
+                running.add(index)
+                started = True
 
     def _expanding(self) -> set[int]:
         """Indices of the actors running an expansion shard now."""
