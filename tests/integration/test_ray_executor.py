@@ -99,6 +99,24 @@ def test_a_child_is_expanded_by_the_actor_that_made_it(ray_executor) -> None:
         assert [done[c.fingerprint].replayed for c in pair] == [0, 0]
 
 
+def test_an_idle_actor_takes_an_expansion_waiting_for_a_busy_one(ray_executor) -> None:
+    """Three children made by one actor, submitted together, all queue at that actor (it
+    holds their procs); the other actor, idle, does not wait: it rebuilds one of the
+    parents (``replayed`` > 0) and expands it meanwhile."""
+    from schedsearch.transforms import load_workload, root_candidate
+
+    # sizes no other test expands: an expansion read back from the disk cache holds no procs
+    workload = load_workload(str(MATMUL), "sgemm", {"M": 24, "N": 32, "K": 32})
+    root = root_candidate(workload)
+    (expansion,) = list(ray_executor.expand(workload, [root]))
+    assert not expansion.error and expansion.replayed == 0
+    even = [c for c, pos in zip(expansion.children, expansion.order, strict=True) if pos % 2 == 0]
+    assert len(even) >= 3
+    done = {e.parent: e for e in ray_executor.expand(workload, even[:3])}
+    assert [done[c.fingerprint].error for c in even[:3]] == ["", "", ""]
+    assert sum(1 for c in even[:3] if done[c.fingerprint].replayed > 0) >= 1
+
+
 def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor) -> None:
     """A ``stream`` job is cut into STREAM_SHARDS_PER_ACTOR shards per actor, each sent back
     as it finishes, ``final`` on the last; together they hold the unstreamed children, and

@@ -13,6 +13,8 @@ rebuild what they need: Exo procs do not pickle.
   asks for while a streamed one is still being shared out (the next round grown from the
   first likely winners) goes ahead of that one's remaining shards when its parent is
   faster, while a parent's own remaining shards go ahead of its children's expansions.
+  A free actor takes a busy one's waiting shard when it goes ahead of everything in its own
+  queue (``shard_queue.source``): it rebuilds that parent rather than leave it waiting.
 - Evaluation in two stages. A build task per candidate (``num_cpus=1``, retried once
   only when its worker dies under it)
   compiles it (``build_candidate``): builds run continuously on every worker core. The
