@@ -54,7 +54,7 @@ faster than the register tile each had measured in its first seconds at 2.35-2.4
 runs of an earlier invocation, give it the same ``--keep DIR`` and ``--resume``.
 
     .venv/bin/python benchmarks/search_efficiency.py [--budget 180] [--seeds 3] [--kernels sgemm512,conv1d_mc,i8]
-        [--notes] [--warm] [--throughput-budget 60] [--skip-throughput] [--out results.json] [--keep DIR [--resume]]
+        [--notes] [--warm] [--throughput-budget 60] [--throughput-seeds 3] [--skip-throughput] [--out results.json] [--keep DIR [--resume]]
         [--side-by-side 5]
 
 It takes about an hour with the defaults; run it on a quiet machine and name the CPU
@@ -361,12 +361,23 @@ def warm_history(budget: float, workers: int, work: Path) -> Path:
     return db
 
 
-def throughput(budget: float, workers: int, work: Path) -> dict:
-    """Evaluated candidates a second: SGEMM 256, default rewrite space, cost model on."""
-    out = search((str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"), "rank", 0,
-                 budget, workers, work / "throughput.db")
-    return {"evaluated": out["candidates"]["evaluated"], "elapsed": out["elapsed_seconds"],
-            "per_second": out["candidates"]["evaluated"] / out["elapsed_seconds"], "workers": workers}
+def throughput(budget: float, workers: int, work: Path, seeds: int = 3) -> dict:
+    """Candidates measured a second: SGEMM 256, default rewrite space, cost model on, one
+    search per seed, each in a database of its own (reused measurements would count for
+    nothing measured). One search's rate swings with what it happens to measure - a round of
+    kernels far slower than the best is timed with the fewest samples - so the median counts."""
+    runs = []
+    for seed in range(seeds):
+        db = work / f"throughput-{seed}.db"
+        db.unlink(missing_ok=True)
+        out = search((str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"), "rank", seed,
+                     budget, workers, db)
+        counts = out["candidates"]
+        measured = counts["evaluated"] - counts.get("reused", 0)
+        runs.append({"seed": seed, "measured": measured, "elapsed": out["elapsed_seconds"],
+                     "per_second": measured / out["elapsed_seconds"]})
+        print(f"throughput seed {seed}: {measured} measured in {out['elapsed_seconds']:.0f} s", flush=True)
+    return {"per_second": statistics.median(r["per_second"] for r in runs), "runs": runs, "workers": workers}
 
 
 def duration(seconds: float) -> str:
@@ -537,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oracle", type=Path, metavar="DIR",
                    help="also run rank-oracle: a perfect model's times from an earlier run's --keep DIR")
     p.add_argument("--throughput-budget", type=float, default=60.0)
+    p.add_argument("--throughput-seeds", type=int, default=3, help="throughput searches, one per seed [3]")
     p.add_argument("--timing", choices=("quiet", "shared"), default="quiet", help="as schedsearch run --timing")
     p.add_argument("--skip-throughput", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
@@ -600,10 +612,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{kernel} seed {seed} {setting}: {run.evaluated} evaluated in {run.elapsed:.0f} s, "
                           f"{run.expansions} nodes expanded, best {best}, rank correlation {run.spearman}", flush=True)
         summary = report(runs, args.budget, args.side_by_side)
-        rate = None if args.skip_throughput else throughput(args.throughput_budget, args.workers, work)
+        rate = None if args.skip_throughput else throughput(args.throughput_budget, args.workers, work,
+                                                            max(1, args.throughput_seeds))
     if rate:
-        print(f"\nthroughput: SGEMM 256, {rate['workers']} workers: {rate['per_second']:.2f} evaluated/s "
-              f"({rate['evaluated']} in {rate['elapsed']:.0f} s)")
+        each = ", ".join(f"{r['per_second']:.2f}" for r in rate["runs"])
+        print(f"\nthroughput: SGEMM 256, {rate['workers']} workers: {rate['per_second']:.2f} measured/s, median "
+              f"of {len(rate['runs'])} seeds ({each})")
     print(f"\ntotal {time.monotonic() - started:.0f} s")
     if args.out:
         args.out.write_text(json.dumps({"cpu": cpu_name(), "budget": args.budget, "summary": summary,
