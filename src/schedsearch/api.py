@@ -120,6 +120,7 @@ def tune(
     proc: str | None = None,
     budget: float | None = None,
     max_candidates: int | None = None,
+    early_stop: int | None = None,
     db: str | os.PathLike | None = None,
     workers: int = 0,
     address: str | None = None,
@@ -148,7 +149,8 @@ def tune(
     names it uses) or the path of a workload file (``proc`` names the proc when the file
     holds several). ``sizes`` binds size arguments (a file's ``SCHEDSEARCH_SIZES`` gives
     defaults). ``budget`` is in seconds (default 120); ``max_candidates`` caps the
-    candidates measured. ``db`` is the results database (default ``schedsearch.db`` in the
+    candidates measured; ``early_stop`` ends the search once that many candidates in a
+    row brought no new best beyond the timing noise. ``db`` is the results database (default ``schedsearch.db`` in the
     current directory), where ``apply()`` and the CLI find the search later.
 
     Runs in this process unless ``workers`` >= 1 or ``address`` (a Ray cluster) is given.
@@ -180,7 +182,7 @@ def tune(
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
                          float_mode=float_mode, timing=timing, defer_costly=defer_costly, yardstick=yardstick,
-                         confirm_best=confirm_best, compiler_notes=compiler_notes)
+                         confirm_best=confirm_best, compiler_notes=compiler_notes, early_stop=early_stop)
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
@@ -352,7 +354,8 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
               seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
               cost_model: str, remeasure: bool = False, warm_start: bool = True,
               float_mode: str = "strict", timing: str = "quiet", defer_costly: bool = True,
-              yardstick: bool = True, confirm_best: bool = True, compiler_notes: bool = False) -> SearchSettings:
+              yardstick: bool = True, confirm_best: bool = True, compiler_notes: bool = False,
+              early_stop: int | None = None) -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS
 
@@ -365,6 +368,8 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
     for name, (value, allowed) in choices.items():
         if str(value) not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    if early_stop is not None and (not isinstance(early_stop, int) or isinstance(early_stop, bool) or early_stop < 1):
+        raise ValueError(f"early_stop must be a positive number of candidates, not {early_stop!r}")
     if not isinstance(max_depth, int) or max_depth < 1:
         raise ValueError(f"max_depth must be a positive integer, not {max_depth!r}")
     if not isinstance(seed, int) or not 0 <= seed < 2**63:
@@ -374,7 +379,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
                           target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
                           warm_start=bool(warm_start), float_mode=str(float_mode), timing=str(timing),
                           defer_costly=bool(defer_costly), yardstick=bool(yardstick),
-                          confirm_best=bool(confirm_best), compiler_notes=bool(compiler_notes))
+                          confirm_best=bool(confirm_best), compiler_notes=bool(compiler_notes), early_stop=early_stop)
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:

@@ -703,6 +703,9 @@ class SearchConfig(JsonRecord):
     seed: int = 0
     max_seconds: float | None = 120.0
     max_candidates: int | None = None
+    # End once this many candidates in a row, measured by this search, brought no new best
+    # beyond noise (``Counters.since_best``); None: search until a budget is spent.
+    early_stop: int | None = None
     max_depth: int = 12
     expand_batch: int = 2  # parents expanded per round
     beam_width: int = 4
@@ -770,6 +773,8 @@ class Counters(JsonRecord):
     pruned: int = 0  # new children not measured: predicted slow while the budget was short
     reused: int = 0  # of the evaluated: measurements taken from earlier searches (ReuseScope)
     warm_started: int = 0  # candidates seeded from earlier searches' schedules, replayed here
+    # measured by this run since the best last moved beyond noise (``SearchConfig.early_stop``)
+    since_best: int = 0
 
     def plus(self, **delta: int) -> Counters:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})

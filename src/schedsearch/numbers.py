@@ -44,6 +44,7 @@ class Ending(StrEnum):
 
     BUDGET = "budget_reached"
     CANDIDATE_LIMIT = "candidate_limit_reached"
+    STOPPED_IMPROVING = "stopped_improving"  # ``SearchConfig.early_stop`` candidates in a row brought no new best
     EXHAUSTED = "nothing_left_to_expand"
     INTERRUPTED = "interrupted"
     FAILED = "failed"
@@ -132,7 +133,8 @@ def best_among(search: SearchRecord, records: Iterable[CandidateRecord]) -> Decl
 
 def ending(search: SearchRecord) -> Ending:
     """How the search's last run ended: a completed search reached its time budget, its
-    candidate limit, or had nothing left to expand (within ``max_depth``)."""
+    candidate limit, stopped improving (``early_stop``), or had nothing left to expand
+    (within ``max_depth``)."""
     if search.status is SearchStatus.INTERRUPTED:
         return Ending.INTERRUPTED
     if search.status is SearchStatus.FAILED:
@@ -142,6 +144,8 @@ def ending(search: SearchRecord) -> Ending:
     config = search.config
     if config.max_candidates is not None and search.counters.evaluated >= config.max_candidates:
         return Ending.CANDIDATE_LIMIT
+    if config.early_stop is not None and search.counters.since_best >= config.early_stop:
+        return Ending.STOPPED_IMPROVING
     # The loop stops searching early enough to re-measure the finalists inside the budget.
     if config.max_seconds is not None and search.elapsed_seconds >= (1 - FINALIST_RESERVE_SHARE) * config.max_seconds:
         return Ending.BUDGET

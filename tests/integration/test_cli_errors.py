@@ -64,6 +64,14 @@ def test_a_budget_that_is_not_a_usable_number_of_seconds(budget: str, tmp_path: 
     assert not db.exists()
 
 
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_an_early_stop_that_is_not_a_positive_count(value: str, tmp_path: Path) -> None:
+    db = tmp_path / "never.db"
+    r = run_cli("run", str(EXAMPLES / "matmul.py"), "--early-stop", value, "--db", str(db))
+    assert_one_line_error(r, "--early-stop")
+    assert not db.exists()
+
+
 def test_list_on_missing_database(tmp_path: Path) -> None:
     db = tmp_path / "none.db"
     assert_one_line_error(run_cli("list", "--db", str(db)), "none.db")

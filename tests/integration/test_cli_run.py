@@ -299,3 +299,22 @@ def test_shared_timing_is_recorded_and_shown(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     shown = run_cli("show", str(json.loads(r.stdout)["search_id"]), "--db", str(db))
     assert "shared timing" in shown.stderr and "quiet timing" not in shown.stderr
+
+
+@pytest.mark.slow
+def test_a_search_with_early_stop_ends_when_it_stops_improving(tmp_path: Path) -> None:
+    """A real search (no Ray) with a budget it does not need: it ends once four candidates
+    in a row brought no new best beyond noise, re-measures its finalists, and every view
+    says why it ended."""
+    db = tmp_path / "e.db"
+    r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=16,N=16,K=16", "--workers", "0",
+                "--early-stop", "4", "--budget", "600", "--no-warm-start", "--db", str(db), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "completed" and out["ended"] == "stopped_improving"
+    assert out["candidates"]["since_best"] >= 4
+    assert out["elapsed_seconds"] < 0.9 * 600  # not the budget
+    assert out["best"]["remeasured"] is True
+    shown = run_cli("show", str(out["search_id"]), "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    assert "stopped improving (no new best in the last" in shown.stdout + shown.stderr

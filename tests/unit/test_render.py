@@ -43,3 +43,15 @@ def test_the_cost_model_line_names_the_settled_accuracy_only_when_there_is_one()
                          settled_spearman=0.81, settled_pairs=412, settled_span=5.2)
     assert ("Since the search's 200th measurement: rank correlation 0.81 over 412 predicted-then-measured "
             "candidates (times spanning 5.20x)") in text(late)
+
+
+def test_the_panel_counts_toward_early_stop_only_when_it_is_set():
+    def drawn(early_stop):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=120)
+        with ProgressView(console, 60.0, "sgemm[M=8]", early_stop=early_stop) as view:
+            view(SearchEvent(EventKind.EVALUATED, 7, 4.0, Counters(evaluated=9, ok=9, since_best=3)))
+        return out.getvalue()
+
+    assert "no new best in 3 of 10" in drawn(10)
+    assert "no new best" not in drawn(None)

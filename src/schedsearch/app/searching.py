@@ -94,6 +94,7 @@ class SearchSettings:
 
     budget: float | None = None
     max_candidates: int | None = None
+    early_stop: int | None = None  # end once this many candidates in a row brought no new best
     workers: int | None = None
     max_depth: int = 12
     strategy: str = StrategyKind.BEST_FIRST.value
@@ -119,6 +120,7 @@ class SearchSettings:
             seed=self.seed,
             max_seconds=self.budget if self.budget is not None else DEFAULT_BUDGET,
             max_candidates=self.max_candidates,
+            early_stop=self.early_stop,
             max_depth=self.max_depth,
             workers=DEFAULT_WORKERS if self.workers is None else self.workers,
             cost_model=CostModelMode(self.cost_model),

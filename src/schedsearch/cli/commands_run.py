@@ -41,14 +41,16 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 cflags: str | None, parallel: bool, target: str, cost_model: str = "rank",
                 remeasure: bool = False, warm_start: bool = True, float_mode: str = "strict",
                 timing: str = "quiet", defer_costly: bool = True, yardstick: bool = True,
-                confirm_best: bool = True, compiler_notes: bool = False, events: TextIO | None = None) -> None:
+                confirm_best: bool = True, compiler_notes: bool = False, early_stop: int | None = None,
+                events: TextIO | None = None) -> None:
     """Load the workload, check the compiler, open the store, search, report (and append
     every event to ``events`` as JSON lines when given)."""
     settings = SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                               strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                               cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
                               float_mode=float_mode, timing=timing, defer_costly=defer_costly,
-                              yardstick=yardstick, confirm_best=confirm_best, compiler_notes=compiler_notes)
+                              yardstick=yardstick, confirm_best=confirm_best, compiler_notes=compiler_notes,
+                              early_stop=early_stop)
     with start_search(WorkloadFile.of(file, proc, sizes), settings, db=db) as session:
         _drive(session, db, address, as_json, events)
 
@@ -78,7 +80,7 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
             console.print(line, highlight=False, markup=False)
         with session.runner(address) as runner, \
                 ProgressView(console, session.config.max_seconds, session.workload.label,
-                             session.config.max_candidates) as view:
+                             session.config.max_candidates, early_stop=session.config.early_stop) as view:
             log = EventLog(events) if events is not None else None
 
             def observe(event: SearchEvent) -> None:
@@ -110,7 +112,7 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
     """The summary ``run`` and ``resume`` print when the search ends (rich markup).
 
     The words follow what is stored: how the run ended (budget reached, candidate limit
-    reached, nothing left to expand, interrupted), and whether the best's numbers come from
+    reached, stopped improving, nothing left to expand, interrupted), and whether the best's numbers come from
     the finalists' side-by-side re-measurement or are search-time medians.
     """
     c = search.counters
@@ -219,7 +221,8 @@ def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None,
         "elapsed_seconds": round(search.elapsed_seconds, 3),
         "candidates": {"generated": c.generated, "duplicates": c.duplicates, "illegal": c.illegal,
                        "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed, "pruned": c.pruned,
-                       "reused": c.reused, "warm_started": c.warm_started},
+                       "reused": c.reused, "warm_started": c.warm_started, "since_best": c.since_best},
+        "early_stop": search.config.early_stop,
         "cost_model": cost_model_json(search),
         "ended": ending(search).value,
         "baseline": {"seconds": search.baseline_seconds, "gflops": gflops(w, search.baseline_seconds)},

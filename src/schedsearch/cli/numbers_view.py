@@ -77,6 +77,8 @@ def status_text(search: SearchRecord) -> str:
         return how.text + (f": {search.failure}" if search.failure else "")
     if how is Ending.RUNNING:
         return how.text
+    if how is Ending.STOPPED_IMPROVING:
+        return f"{search.status.value}: {how.text} (no new best in the last {search.counters.since_best} candidates)"
     return f"{search.status.value}: {how.text}"
 
 

@@ -120,10 +120,11 @@ class ProgressView:
                  EventKind.FINALISTS, EventKind.STOPPING, EventKind.FINISHED)
 
     def __init__(self, console: Console, budget: float | None, label: str, max_candidates: int | None = None,
-                 prior_elapsed: float = 0.0) -> None:
+                 prior_elapsed: float = 0.0, early_stop: int | None = None) -> None:
         self.console = console
         self.budget = budget
         self.max_candidates = max_candidates
+        self.early_stop = early_stop  # the panel counts toward it (``SearchConfig.early_stop``)
         self.label = label
         self.live: Live | None = None
         self._last_line = 0.0
@@ -213,6 +214,8 @@ class ProgressView:
                                      (f"{fmt_num(best.speedup)}x", "bold green"), f"  depth {best.depth}")
         else:
             best_txt = Text("best -")
+        if self.early_stop:
+            best_txt.append(f"   no new best in {c.since_best} of {self.early_stop}", style="dim")
         parts: list[object] = [head, phase, counts, best_txt]
         if e.top:
             parts.append(candidates_table(e.top[:5]))

@@ -30,8 +30,10 @@ from schedsearch.core import (
     SearchStrategy,
     Status,
     Store,
+    Timing,
     Workload,
 )
+from schedsearch.numbers import within_noise
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.reuse import origin_text
@@ -83,6 +85,7 @@ class Ledger:
         self.root_record: CandidateRecord | None = None
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
+        self.streak_from: Timing | None = None  # the best a run without progress counts from (``_streak``)
         # With ``yardstick``, candidates are timed beside one and put on its scale.
         self.yardsticks = Yardsticks(root.fingerprint) if yardstick else None
         self.phase = Phase.STARTING
@@ -132,19 +135,38 @@ class Ledger:
                 speedup = self.baseline / seconds
         record = self.store.record_measurement(self.sid, m, gflops, speedup)
         ok = record.status is Status.OK
-        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok),
-                                           reused=int(m.reused_candidate_id is not None))
-        self.store.update_search(self.sid, counters=self.counters, elapsed_seconds=self.elapsed())
+        reused = m.reused_candidate_id is not None
+        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok), reused=int(reused))
         if tell:
             self.strategy.tell(record)
         if self.guide is not None:
             self.guide.learn(record)
         improved = self.offer(record)
+        self._streak(record, improved, measured_here=not reused)
+        self.store.update_search(self.sid, counters=self.counters, elapsed_seconds=self.elapsed())
         if announce:
             self.emit(EventKind.EVALUATED, record, message="; ".join(t for t in (origin_text(record), note) if t))
             if improved:
                 self.emit(EventKind.NEW_BEST, record, message=f"candidate {record.id}, depth {record.depth}")
         return record
+
+    def _streak(self, record: CandidateRecord, improved: bool, measured_here: bool) -> None:
+        """Count ``record`` in the run of measurements without progress
+        (``Counters.since_best``): a new best ends it when its time is beyond the noise of
+        the best that began it (``numbers.within_noise``: their median ± half IQR ranges do
+        not overlap); near-ties that take the lead by a fraction of the timing noise do not.
+        Measurements reused from earlier searches cost nothing and are not counted."""
+        if improved and (self.streak_from is None or within_noise(self.streak_from, record.timing) is not True):
+            self.streak_from = record.timing
+            self.counters = dataclasses.replace(self.counters, since_best=0)
+        elif measured_here:
+            self.counters = self.counters.plus(since_best=1)
+
+    def restart_streak(self) -> None:
+        """A resumed run starts a new run of measurements, from the best so far: a search
+        stopped for want of progress searches on when resumed with a new budget."""
+        self.streak_from = self.top[0].timing if self.top else None
+        self.counters = dataclasses.replace(self.counters, since_best=0)
 
     def offer(self, record: CandidateRecord) -> bool:
         """Keep ``record`` in the top list if it is ok and fast; True when it is the new best

@@ -258,6 +258,7 @@ class _Run:
                 continue
             self.strategy.tell(r)
             ledger.offer(r)
+        ledger.restart_streak()
         pending = [r for r in records if r.status is Status.PENDING and r.id != ledger.root_record.id]
         if pending:
             # Round 0: what the last run left pending, measured before anything new.

@@ -279,6 +279,13 @@ class Pipeline:
         c = self.config
         return c.max_seconds is not None and self.ledger.elapsed() >= c.max_seconds - self._finalist_reserve()
 
+    def _stopped_improving(self) -> bool:
+        """Whether ``config.early_stop`` candidates in a row brought no new best
+        (``Counters.since_best``). A new best still being confirmed is waited for: it may
+        end the run of measurements without progress."""
+        n = self.config.early_stop
+        return n is not None and self.ledger.counters.since_best >= n and not self.confirming
+
     def _candidates_left(self) -> int | None:
         """Evaluations the candidate budget still allows beyond those in flight."""
         if self.config.max_candidates is None:
@@ -293,6 +300,8 @@ class Pipeline:
             self._check_stop()
             left = self._candidates_left()
             if self._time_spent() or (left is not None and left <= 0 and not (self.current and self.current.measuring)):
+                return SearchStatus.COMPLETED
+            if self._stopped_improving():
                 return SearchStatus.COMPLETED
             if self.current is None or self.current.finished():
                 self._finish_round()
