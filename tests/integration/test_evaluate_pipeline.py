@@ -474,4 +474,7 @@ def test_a_paired_candidate_that_cannot_contend_gets_the_fewest_samples_and_its_
     assert full.paired is not None and not full.paired.spared
     assert len(full.timing.samples) == len(full.paired.timing.samples) == 9
     settled = evaluate_candidate(SGEMM, ref, ref, dataclasses.replace(config, settle=10.0), cache, yardstick=fast)
-    assert len(settled.timing.samples) == 3  # their ratio agreed at once
+    # Their ratio agrees within 10x at once - unless something outside this test loads the
+    # machine (it is not paused for a timing) and one sample is a 4x outlier: the next
+    # three then agree. Either way it stops long before the 9 samples it may take.
+    assert len(settled.timing.samples) <= 4
