@@ -194,6 +194,7 @@ def resume(
     *,
     budget: float | None = None,
     max_candidates: int | None = None,
+    early_stop: int | None = None,
     db: str | os.PathLike | None = None,
     workers: int | None = None,
     address: str | None = None,
@@ -202,16 +203,18 @@ def resume(
     progress: bool | None = None,
 ) -> TuneResult:
     """Continue a search (interrupted, or completed with more ``budget`` seconds or
-    ``max_candidates``); nothing measured is measured again.
+    ``max_candidates``); nothing measured is measured again. ``early_stop``, when given,
+    replaces the one the search was started with.
 
     The workload source stored in the database runs only when its file is still here with
     the same content, or with ``trust_db_source`` (a proc captured from an object has no
     file: pass ``trust_db_source=True`` for it).
     """
     _check_limits(budget, max_candidates, 0 if workers is None else workers)
+    _check_early_stop(early_stop)
     db = _db(db)
     with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
-                       trust_db_source=trust_db_source, spelling=PYTHON) as session:
+                       trust_db_source=trust_db_source, early_stop=early_stop, spelling=PYTHON) as session:
         return _search(session, db, address, on_progress, progress)
 
 
@@ -368,8 +371,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
     for name, (value, allowed) in choices.items():
         if str(value) not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-    if early_stop is not None and (not isinstance(early_stop, int) or isinstance(early_stop, bool) or early_stop < 1):
-        raise ValueError(f"early_stop must be a positive number of candidates, not {early_stop!r}")
+    _check_early_stop(early_stop)
     if not isinstance(max_depth, int) or max_depth < 1:
         raise ValueError(f"max_depth must be a positive integer, not {max_depth!r}")
     if not isinstance(seed, int) or not 0 <= seed < 2**63:
@@ -380,6 +382,11 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
                           warm_start=bool(warm_start), float_mode=str(float_mode), timing=str(timing),
                           defer_costly=bool(defer_costly), yardstick=bool(yardstick),
                           confirm_best=bool(confirm_best), compiler_notes=bool(compiler_notes), early_stop=early_stop)
+
+
+def _check_early_stop(early_stop: int | None) -> None:
+    if early_stop is not None and (not isinstance(early_stop, int) or isinstance(early_stop, bool) or early_stop < 1):
+        raise ValueError(f"early_stop must be a positive number of candidates, not {early_stop!r}")
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:

@@ -318,3 +318,11 @@ def test_a_search_with_early_stop_ends_when_it_stops_improving(tmp_path: Path) -
     shown = run_cli("show", str(out["search_id"]), "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     assert "stopped improving (no new best in the last" in shown.stdout + shown.stderr
+    # Resumed with more candidates and a shorter patience: it counts again from its best.
+    r = run_cli("resume", str(out["search_id"]), "--max-candidates", "40", "--early-stop", "2", "--db", str(db),
+                "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    again = json.loads(r.stdout)
+    assert again["early_stop"] == 2 and again["ended"] == "stopped_improving"
+    measured = lambda o: o["candidates"]["evaluated"] - o["candidates"]["reused"]  # noqa: E731
+    assert 2 <= measured(again) - measured(out) < 40

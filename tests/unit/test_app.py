@@ -158,6 +158,11 @@ def test_bad_arguments_are_refused_before_anything_runs(kwargs: dict, message: s
         api.tune(axpy, {"N": 8}, db="never-created.db", **kwargs)
 
 
+def test_a_resume_with_a_bad_early_stop_is_refused_before_anything_runs() -> None:
+    with pytest.raises(ValueError, match="early_stop must be a positive number of candidates"):
+        api.resume(1, early_stop=0, db="never-created.db")
+
+
 def test_bad_workload_arguments_are_refused() -> None:
     with pytest.raises(TypeError, match="sizes must be a mapping"):
         api.apply(axpy, [("N", 8)])  # type: ignore[arg-type]

@@ -275,9 +275,10 @@ def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db:
 
 def resume_search(search_id: int, *, budget: float | None = None, max_candidates: int | None = None,
                   workers: int | None = None, db: str | None = None, trust_db_source: bool = False,
-                  remeasure: bool = False, spelling: Spelling = CLI) -> SearchSession:
+                  remeasure: bool = False, early_stop: int | None = None, spelling: Spelling = CLI) -> SearchSession:
     """Continue a search from the store: same workload (stored source), same settings
-    (``remeasure`` turns measurement reuse off for this run).
+    (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
+    replaces the stored one).
 
     The stored source runs only when it matches its recorded sha256 and the file it came
     from is still here with the same content, or with ``trust_db_source``. A completed
@@ -290,7 +291,7 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
     store = open_db(db, create=False)
     try:
         search = store.get_search(search_id)
-        config = resumed_config(search, budget, max_candidates, workers)
+        config = resumed_config(search, budget, max_candidates, workers, early_stop)
         if remeasure:
             config = dataclasses.replace(config, remeasure=True)
         if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
@@ -307,8 +308,9 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
 
 
 def resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
-                   workers: int | None) -> SearchConfig:
-    """The stored config with budgets extended: budgets count the search's total."""
+                   workers: int | None, early_stop: int | None = None) -> SearchConfig:
+    """The stored config with budgets extended (budgets count the search's total), and
+    ``workers`` and ``early_stop`` replaced when given."""
     old = search.config
     max_seconds = old.max_seconds
     if budget is not None:
@@ -317,7 +319,8 @@ def resumed_config(search: SearchRecord, budget: float | None, max_candidates: i
     if max_candidates is not None:
         limit = search.counters.measured + max_candidates
     return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
-                               workers=old.workers if workers is None else workers)
+                               workers=old.workers if workers is None else workers,
+                               early_stop=old.early_stop if early_stop is None else early_stop)
 
 
 @contextmanager

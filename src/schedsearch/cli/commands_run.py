@@ -57,15 +57,16 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
 
 def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
                    address: str | None, db: str | None, as_json: bool, trust_db_source: bool = False,
-                   remeasure: bool = False, events: TextIO | None = None) -> None:
+                   remeasure: bool = False, early_stop: int | None = None, events: TextIO | None = None) -> None:
     """Continue a search from the store: same workload (stored source), same settings
-    (``remeasure`` turns measurement reuse off for this run).
+    (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
+    replaces the stored one).
 
     The stored source runs only when it matches its recorded sha256 and the file it came
     from is still here with the same content, or with ``trust_db_source``.
     """
     with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
-                       trust_db_source=trust_db_source, remeasure=remeasure) as session:
+                       trust_db_source=trust_db_source, remeasure=remeasure, early_stop=early_stop) as session:
         _drive(session, db, address, as_json, events)
 
 

@@ -57,6 +57,11 @@ def search_options(fn: Any) -> Any:
         click.option("--max-candidates", type=click.IntRange(min=1), default=None, metavar="N",
                      help="Stop after measuring N candidates (measurements reused from earlier searches do not "
                           "count)."),
+        click.option("--early-stop", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="End the search (finalists re-measured as usual) once N candidates in a row brought no "
+                          "new best beyond the timing noise: a near-tie that takes the lead by less than the "
+                          "spread of the two times does not count [run default: off, the whole budget is used; "
+                          "resume: as the search was started]."),
         click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
                      help="Ray workers (0: no Ray, everything in this process) [default: 2]."),
         click.option("--address", default=None, metavar="ADDR",
@@ -93,10 +98,6 @@ def cli() -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @workload_options
 @search_options
-@click.option("--early-stop", type=click.IntRange(min=1), default=None, metavar="N",
-              help="End the search (finalists re-measured as usual) once N candidates in a row brought no new "
-                   "best beyond the timing noise: a near-tie that takes the lead by less than the spread of the "
-                   "two times does not count. Off by default: the search uses its whole budget.")
 @click.option("--max-depth", type=click.IntRange(min=1), default=12, show_default=True, help="Longest schedule.")
 @click.option("--strategy", type=click.Choice(["best-first", "beam", "random"]), default="best-first", show_default=True)
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True,
