@@ -103,3 +103,14 @@ def test_a_resumed_search_that_stopped_improving_searches_on() -> None:
 def test_without_early_stop_the_ending_is_the_budget_or_the_limit() -> None:
     outcome, store, _ = search(config(max_candidates=25))
     assert ending(store.get_search(outcome.search_id)) is Ending.CANDIDATE_LIMIT
+
+
+def test_a_resume_stores_the_limits_it_runs_with_but_not_its_own_remeasure() -> None:
+    store = InMemoryStore()
+    first, _, _ = search(config(early_stop=5, max_candidates=60), store=store)
+    resumed = config(early_stop=3, max_candidates=first.counters.measured + 30, remeasure=True)
+    again, _, _ = search(resumed, store=store, search_id=first.search_id)
+    stored = store.get_search(again.search_id)
+    assert (stored.config.early_stop, stored.config.max_candidates) == (3, resumed.max_candidates)
+    assert stored.config.remeasure is False  # a resume's --remeasure is for that run alone
+    assert ending(stored) is Ending.STOPPED_IMPROVING and 3 <= stored.counters.since_best < 5

@@ -229,9 +229,13 @@ class _Run:
         ledger.counters = search.counters
         ledger.prior_elapsed = search.elapsed_seconds
         ledger.baseline = search.baseline_seconds
-        # The last run's declared best is re-decided when this one ends.
+        # The last run's declared best is re-decided when this one ends. The stored config
+        # becomes this run's - budgets extended, a new early stop - so that how the search
+        # ended is read against the limits it ran with; ``remeasure`` stays as the search was
+        # started (a resume's own ``--remeasure`` is for that run alone).
+        config = dataclasses.replace(self.config, remeasure=search.config.remeasure)
         self.store.update_search(ledger.sid, status=SearchStatus.RUNNING, failure="", best_candidate_id=None,
-                                 best_seconds=None, best_speedup=None)
+                                 best_seconds=None, best_speedup=None, config=config)
         records = self.store.candidates(ledger.sid)
         self.pipeline.seen = set(self.store.seen_fingerprints(ledger.sid))
         ledger.fp_of = {r.id: r.fingerprint for r in records}

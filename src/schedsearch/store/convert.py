@@ -87,6 +87,8 @@ def search_columns(values: dict[str, Any]) -> dict[str, Any]:
         out["status"] = out["status"].value
     if "counters" in out:
         out["counters"] = out["counters"].to_json()
+    if "config" in out:
+        out["config"] = out["config"].to_json()
     if out.get("model_accuracy") is not None:
         out["model_accuracy"] = out["model_accuracy"].to_json()
     return out

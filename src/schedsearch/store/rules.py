@@ -18,6 +18,7 @@ from schedsearch.core import (
     ModelAccuracy,
     PastSchedule,
     ProgressPoint,
+    SearchConfig,
     SearchStatus,
     Status,
     TrainingSample,
@@ -37,6 +38,7 @@ SEARCH_FIELDS = frozenset(
         "elapsed_seconds",
         "model_accuracy",
         "failure",
+        "config",  # a resumed search's: budgets extended, a new early stop (``SearchConfig``)
     }
 )
 
@@ -57,6 +59,8 @@ def check_search_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
         out["failure"] = str(out["failure"]).strip().splitlines()[0] if str(out["failure"]).strip() else ""
     if "elapsed_seconds" in out:
         out["elapsed_seconds"] = float(out["elapsed_seconds"])
+    if "config" in out and not isinstance(out["config"], SearchConfig):
+        raise TypeError(f"update_search(config=...) needs a SearchConfig, got {type(out['config']).__name__}")
     accuracy = out.get("model_accuracy")
     if accuracy is not None and not isinstance(accuracy, ModelAccuracy):
         raise TypeError(f"update_search(model_accuracy=...) needs a ModelAccuracy, got {type(accuracy).__name__}")

@@ -153,6 +153,14 @@ class StoreContract(ReuseContract):
         assert store.get_search(sid).failure == failed.failure == "disk full"  # one line
         assert store.update_search(sid, status=SearchStatus.RUNNING, failure="").failure == ""
 
+    def test_a_resumed_search_stores_the_config_it_runs_with(self, store: Any) -> None:
+        sid = store.create_search(make_workload(), make_config(), make_machine())
+        extended = dataclasses.replace(make_config(), max_seconds=300.0, max_candidates=90, early_stop=25)
+        assert store.update_search(sid, config=extended).config == extended == store.get_search(sid).config
+        with pytest.raises(TypeError, match="SearchConfig"):
+            store.update_search(sid, config={"max_seconds": 1.0})
+        assert store.get_search(sid).config == extended
+
     def test_update_search_rejects_unknown_fields(self, store: Any) -> None:
         sid = store.create_search(make_workload(), make_config(), make_machine())
         with pytest.raises(TypeError, match="nonsense"):
