@@ -158,8 +158,10 @@ def test_field_checks_still_reject_what_exo_rejects():
         LoopIR.USub("1", T.int, where)
     with pytest.raises(ValidationError):
         LoopIR.USub(LoopIR.Pass(where), T.int, where)  # a statement where an expr goes
-    branch = LoopIR.If(one, [LoopIR.Pass(where)], [], where)
-    assert len(branch.body) == 1
+    body = [LoopIR.Pass(where)]
+    for _ in range(2):  # the second time, every item's type has been accepted before
+        branch = LoopIR.If(one, body, [], where)
+        assert branch.body == body and branch.body is not body  # a copy, as asdl_adt makes
     with pytest.raises(ValidationError):
         LoopIR.If(one, [LoopIR.Pass(where), one], [], where)  # an expression among statements
     with pytest.raises(ValidationError):

@@ -193,6 +193,10 @@ def _remembering(typ: type, convert: bool, seq: bool, opt: bool, error: type):
         if seq:
             if not isinstance(value, list):
                 raise error(list, type(value))
+            # a block of statements is checked each time a node holding it is rebuilt:
+            # when every item's type was accepted before, the copy is made in C
+            if accepted.issuperset(map(type, value)):
+                return list(value)
             try:
                 return [point(item) for item in value]
             except error as err:
