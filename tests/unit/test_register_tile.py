@@ -107,6 +107,20 @@ def test_the_kernel_is_avx2_instructions_with_a_tail_kernel(small):
     assert "18 +" in str(proc) and "3 * 6" not in str(proc)
 
 
+def test_both_kernels_are_built_before_either_is_unrolled(small):
+    """Each Exo call costs with the size of the whole proc: the tail kernel's calls run on
+    a proc whose main kernel is still rolled, and every unroll comes at the end."""
+    from schedsearch.transforms.rules import lower
+
+    step = next(r for r in simd(build_proc(small)) if shape(r) == (6, 16, "cols"))
+    ops = [call.op for call in lower(step)]
+    first_unroll = ops.index("unroll_loop")
+    tail_stage = [i for i, op in enumerate(ops) if op == "stage_mem"][1]  # the tail's output tile
+    assert tail_stage < first_unroll
+    assert set(ops[first_unroll:-1]) == {"unroll_loop"} and ops[-1] == "simplify"
+    assert ops.count("unroll_loop") == 6  # three for each kernel
+
+
 def test_instruction_operands_count_as_reads_and_writes(small):
     proc = try_apply(build_proc(small), next(r for r in simd(build_proc(small)) if shape(r) == (6, 16, "cols")))
     assert {"A", "B"}.isdisjoint(written_buffers(proc))

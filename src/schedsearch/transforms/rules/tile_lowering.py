@@ -38,26 +38,32 @@ def vector_tile(target_loop: str, args: VectorTileArgs) -> list[ExoCall]:
     trip = args.trip or 0
     names = args.names.split()
     a_name = loop_name(target_loop)
-    calls = _kernel(args, a_name, target_loop, reds, args.rows, names, base=None, cut=bool(trip % args.rows))
+    calls, unrolls = _kernel(args, a_name, target_loop, reds, args.rows, names, base=None, cut=bool(trip % args.rows))
     if trip % args.rows:
-        # The cut tail's rows loop is the only one left with the main kernel's row
-        # name; its reduction loops are the next ones named like the main kernel's.
+        # The cut tail's rows loop and reduction loops are the second ones named like the
+        # main kernel's (whose rows are not unrolled yet).
         start = trip // args.rows * args.rows
         tail = [next_pattern(r) for r in reds]
-        calls += _kernel(args, a_name, f"{names[1]} #0", tail, trip % args.rows, args.tail_names.split(), base=start)
-    return calls
+        tail_calls, tail_unrolls = _kernel(args, a_name, f"{names[1]} #1", tail, trip % args.rows,
+                                           args.tail_names.split(), base=start)
+        calls += tail_calls
+        unrolls += tail_unrolls
+    # Both kernels are unrolled last: each Exo call costs with the size of the whole proc,
+    # and the tail's calls on a proc with the main kernel still rolled cost half as much.
+    return calls + unrolls + [ExoCall("simplify")]
 
 
 def _kernel(
     args: VectorTileArgs, a_name: str, rows_loop: str, reds: list[str], rows: int, names: list[str],
     base: int | None, cut: bool = False,
-) -> list[ExoCall]:
+) -> tuple[list[ExoCall], list[ExoCall]]:
     """The calls for one kernel on the nest whose rows loop (``a_name`` before the step) is
     ``rows_loop`` and whose
     reduction loops are ``reds`` (outermost first); ``base`` is the first row of a tail nest
     (None for the main nest, whose rows start at 0); ``cut`` splits the rows with a cut tail
     left for a second kernel. The output tile is staged around the outermost reduction loop;
-    the vectors and broadcasts are loaded in the innermost."""
+    the vectors and broadcasts are loaded in the innermost. Returns the calls that build the
+    kernel and, apart, the unrolls that make it straight-line code."""
     ao, ai, bo, bi, bv, bl, reg, vec, bcast = names
     red, inner = reds[0], reds[-1]
     t = target(args.isa)
@@ -113,13 +119,14 @@ def _kernel(
         ExoCall("simplify"),
         # the lane loops are the kernel's own (``bl``): only they are tried
         ExoCall("replace_in", ((bl,), tuple(Instr(str(ops.get(r)), t.module) for r in ROLES))),
-        # straight-line code: the vector loads, the FMAs of a row, then the rows
+    ]
+    # straight-line code: the vector loads, the FMAs of a row, then the rows
+    unrolls = [
         ExoCall("unroll_loop", (Stmt(inner, (1,)),)),
         ExoCall("unroll_loop", (Stmt(inner, (1 + vectors, 2)),)),
         ExoCall("unroll_loop", (Stmt(inner, (1 + vectors,)),)),
-        ExoCall("simplify"),
     ]
-    return calls
+    return calls, unrolls
 
 
 def scalar_tile(target_loop: str, args: ScalarTileArgs) -> list[ExoCall]:
