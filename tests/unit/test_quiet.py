@@ -167,3 +167,21 @@ def test_compilers_and_expanders_run_at_the_lowest_cpu_priority() -> None:
                               "run_in_background\nrun_in_background()\nprint(os.nice(0))"],
                              capture_output=True, text=True, timeout=30)
     assert lowered.stdout.split() == [str(BACKGROUND_NICENESS)]
+
+
+def test_an_expander_process_collects_cycles_less_and_never_more():
+    """A process that hosts expanders raises the collector's thresholds; one already
+    higher is kept. In a process of its own: thresholds are process-wide."""
+    script = textwrap.dedent("""
+        import gc
+        from schedsearch.evaluate.process import EXPANDER_GC_THRESHOLDS, collect_cycles_less
+        default = gc.get_threshold()
+        print(collect_cycles_less() == default, *gc.get_threshold())
+        gc.set_threshold(50_000, 5, 500)
+        collect_cycles_less()
+        print(*gc.get_threshold())
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    first, second = done.stdout.splitlines()
+    assert first.split() == ["True", "10000", "10", "100"]
+    assert second.split() == ["50000", "10", "500"]

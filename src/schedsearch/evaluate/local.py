@@ -37,7 +37,7 @@ from schedsearch.core import (
 from schedsearch.errors import SchedsearchError
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
 from schedsearch.evaluate.machine import default_cache_dir, machine_info
-from schedsearch.evaluate.process import kill_children, run_in_background
+from schedsearch.evaluate.process import collect_cycles_less, kill_children, run_in_background
 from schedsearch.evaluate.quiet import resume_paused_here, working
 
 #: Seconds a cancelled worker gets to clean up (kill its compiler or kernel) before SIGKILL.
@@ -68,6 +68,7 @@ def serve(read_fd: int, write_fd: int) -> None:
     except (EOFError, OSError):
         return
     expanders: dict[str, Any] = {}
+    collect_cycles_less()  # this process is the search's own, and expands
     while True:
         try:
             workload, reference, job = inbox.recv()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import selectors
 import signal
@@ -23,6 +24,26 @@ def run_in_background() -> None:
     """Lower this process to ``BACKGROUND_NICENESS`` (for processes that only expand)."""
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, BACKGROUND_NICENESS)
+
+
+#: The cycle collector's thresholds in a process that expands: a young collection every
+#: 10,000 net allocations (Python's default is 700), and full collections rarer.
+EXPANDER_GC_THRESHOLDS = (10_000, 10, 100)
+
+
+def collect_cycles_less() -> tuple[int, int, int]:
+    """Raise this process's cycle collector thresholds to ``EXPANDER_GC_THRESHOLDS`` (none
+    is lowered) and return the ones it had. For the processes that host expanders, never
+    a caller's own.
+
+    Exo allocates millions of short-lived IR nodes, cursors and effect formulas, nearly
+    all freed by reference counting as they go. With Python's default thresholds the
+    collector still made 14 full passes over a few hundred megabytes of live procs in one
+    root and two register-tiled expansions of SGEMM 256: 3.4 s of 20 s on a Zen 4 core.
+    With these, 0.7 s, at the same peak memory."""
+    before = gc.get_threshold()
+    gc.set_threshold(*(max(old, new) for old, new in zip(before, EXPANDER_GC_THRESHOLDS, strict=True)))
+    return before
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,7 +197,7 @@ class _ExpanderHost:
     def __init__(self, factory: Callable[[Workload, ExpandOptions], Any], options: ExpandOptions,
                  cache_dir: Path | None = None, bench: BenchConfig | None = None) -> None:
         from schedsearch.evaluate import default_cache_dir
-        from schedsearch.evaluate.process import run_in_background
+        from schedsearch.evaluate.process import collect_cycles_less, run_in_background
 
         self._factory = factory
         self._options = options
@@ -205,6 +205,7 @@ class _ExpanderHost:
         self._cache_dir = cache_dir or default_cache_dir()
         self._bench = bench
         run_in_background()  # Exo must not take the CPU from a kernel being timed
+        collect_cycles_less()  # this process is the actor's: it only expands
 
     def expand(self, workload: Workload, parent: Candidate, shard: int = 0, shards: int = 1,
                lead: int = 0, part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
