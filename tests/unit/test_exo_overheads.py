@@ -186,3 +186,57 @@ def test_a_class_with_a_virtual_subclass_keeps_abcmeta():
         assert isinstance(Outside(), module.t)
     finally:
         del module
+
+
+def test_lift_to_cir_marks_every_node_as_exos_range_analysis_does():
+    """Each node of the lifted expression is marked non-negative exactly when Exo's range
+    analysis says so of that node (constants, loop ranges, free sizes, -, /, %), and the
+    installed one is what the C backend calls."""
+    from types import SimpleNamespace
+
+    from exo.backend import LoopIR_compiler
+    from exo.core.LoopIR import CIR, LoopIR, T
+    from exo.core.prelude import Sym, null_srcinfo
+    from exo.rewrite.range_analysis import IndexRangeEnvironment
+
+    exo_overheads.install()
+    where = null_srcinfo()
+    i, j, n = Sym("i"), Sym("j"), Sym("n")
+    env = SimpleNamespace(env={i: (0, 5), j: (-2, 3)})  # n: a free size, not in the environment
+
+    def read(s):
+        return LoopIR.Read(s, [], T.index, where)
+
+    def c(v):
+        return LoopIR.Const(v, T.index, where)
+
+    def op(o, a, b):
+        return LoopIR.BinOp(o, a, b, T.index, where)
+
+    exprs = [
+        op("+", op("*", c(4), read(i)), read(j)), op("-", read(i), c(3)), op("+", LoopIR.USub(read(i), T.index, where), c(5)),
+        op("/", op("+", read(i), c(7)), c(2)), op("%", op("+", read(i), c(7)), c(4)), op("+", read(n), read(i)),
+        op("-", op("*", read(n), c(2)), read(i)), op("-", c(3), read(i)), op("+", read(j), c(2)), read(j), c(0),
+        op("/", op("-", read(j), c(1)), c(2)), op("*", op("+", read(i), read(j)), c(-1)),
+    ]
+
+    def nodes(e, cir):
+        yield e, cir
+        if isinstance(e, LoopIR.BinOp):
+            yield from nodes(e.lhs, cir.lhs)
+            yield from nodes(e.rhs, cir.rhs)
+        elif isinstance(e, LoopIR.USub):
+            yield from nodes(e.arg, cir.arg)
+
+    marked = []
+    for e in exprs:
+        lifted = LoopIR_compiler.lift_to_cir(e, env)
+        for node, cir in nodes(e, lifted):
+            if isinstance(cir, CIR.Const):
+                assert isinstance(node, LoopIR.Const) and cir.val == node.val
+                continue
+            expected = IndexRangeEnvironment.check_expr_bound(env, 0, IndexRangeEnvironment.leq, node)
+            assert cir.is_non_neg == expected, str(node)
+            marked.append(expected)
+    assert True in marked and False in marked
+    assert LoopIR_compiler.lift_to_cir.__module__ == exo_overheads.__name__

@@ -25,11 +25,19 @@ abstract base classes, so every ``isinstance`` against one that is not the exact
 ``ABCMeta``'s virtual-subclass lookup, though no IR class has a virtual subclass. On a
 256-cubed SGEMM's expansions that lookup and the field checks were about a tenth of the time.
 
+A fifth is in the C backend. ``lift_to_cir`` turns each index expression of a window
+(every operand of every vector instruction) into C, marking each node that is never
+negative; to know that, it asks the range analysis about each node anew, and each answer
+walks the node's whole subtree. Finding each range once from the children's made C
+generation of a register-tiled SGEMM node's children a tenth faster (1.12 s to 0.99 s for
+59 children on a Zen 4 core).
+
 ``install`` gives Exo's pattern parser a stack that is built only as far as it is read, its
 solver lookups the environment's one factory, its constant propagation a scope that
-finds a name in one dictionary lookup (``ScopedValues``), and its IR classes the plain
+finds a name in one dictionary lookup (``ScopedValues``), its IR classes the plain
 ``isinstance`` of ordinary classes, with field checks that remember the exact types they
-have accepted. All four return what Exo would have got, so
+have accepted, and its C backend a ``lift_to_cir`` that finds each node's range once, from
+its children's (``lifting_to_cir``). All five return what Exo would have got, so
 every rewrite, every proc and all generated C stay the same (the rewrite tests check C
 byte for byte). If Exo's internals are not the ones these were written against, nothing is
 changed and Exo is only slower.
@@ -40,6 +48,7 @@ from __future__ import annotations
 import abc
 import collections
 import inspect
+import operator
 import sys
 import typing
 from dataclasses import dataclass
@@ -249,6 +258,47 @@ def _plain_ir_checks() -> bool:
     return True
 
 
+def lifting_to_cir(loopir, cir, range_analysis):
+    """Exo's ``lift_to_cir(e, range_env)`` (an index expression as the C backend's CIR,
+    each node marked when it is never negative) finding each node's range once: from its
+    children's, with the operations Exo's ``index_range_analysis`` applies to them."""
+    read, const, binop, usub = loopir.Read, loopir.Const, loopir.BinOp, loopir.USub
+    index_range, is_zero = range_analysis.IndexRange, range_analysis.is_zero
+    combine = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.floordiv,
+               "%": operator.mod}
+
+    def non_negative(rng) -> bool:
+        # check_expr_bound(0, leq, e): a constant, or a range of no free variable, from 0 up
+        if isinstance(rng, int):
+            return 0 <= rng
+        return is_zero(rng.base) and rng.lo is not None and 0 <= rng.lo
+
+    def lift(e, env):
+        """(CIR of e, e's range as index_range_analysis gives it)."""
+        assert e.type.is_indexable(), "why are you here?"
+        if isinstance(e, read):
+            rng = index_range(e, 0, 0) if e.name not in env else index_range.create_constant_range(*env[e.name])
+            return cir.Read(e.name, non_negative(rng)), rng
+        if isinstance(e, const):
+            return cir.Const(e.val), e.val
+        if isinstance(e, binop):
+            lhs, lhs_range = lift(e.lhs, env)
+            rhs, rhs_range = lift(e.rhs, env)
+            assert e.op in combine, "invalid binop in index expression"
+            rng = combine[e.op](lhs_range, rhs_range)
+            return cir.BinOp(e.op, lhs, rhs, non_negative(rng)), rng
+        if isinstance(e, usub):
+            arg, arg_range = lift(e.arg, env)
+            rng = -arg_range
+            return cir.USub(arg, non_negative(rng)), rng
+        raise AssertionError("bad case!")
+
+    def lift_to_cir(e, range_env):
+        return lift(e, range_env.env)[0]
+
+    return lift_to_cir
+
+
 def install() -> bool:
     """Remove these overheads from this process (once); False when Exo's internals differ
     from the ones expected, in which case nothing was changed."""
@@ -256,8 +306,10 @@ def install() -> bool:
     if _installed:
         return True
     try:
+        from exo.backend import LoopIR_compiler
+        from exo.core.LoopIR import CIR, LoopIR
         from exo.frontend import boundscheck, parse_fragment, pattern_match
-        from exo.rewrite import LoopIR_unification, analysis_simplify, new_analysis_core
+        from exo.rewrite import LoopIR_unification, analysis_simplify, new_analysis_core, range_analysis
         from pysmt import logics
     except ImportError:
         return False
@@ -265,7 +317,9 @@ def install() -> bool:
     analyses = ((boundscheck, None), (LoopIR_unification, None), (new_analysis_core, logics.LIA))
     if not all(getattr(m, "inspect", None) is inspect for m in parsers) or \
             not all(callable(getattr(m, "_get_smt_solver", None)) for m, _ in analyses) or \
-            getattr(analysis_simplify, "ChainMap", None) is not collections.ChainMap:
+            getattr(analysis_simplify, "ChainMap", None) is not collections.ChainMap or \
+            getattr(LoopIR_compiler.lift_to_cir, "__module__", None) != LoopIR_compiler.__name__ or \
+            not all(hasattr(range_analysis, name) for name in ("IndexRange", "is_zero")):
         return False
     for module in parsers:
         module.inspect = _CheapInspect
@@ -273,6 +327,7 @@ def install() -> bool:
         module._get_smt_solver = _solver_lookup(logic)
     # the module uses ChainMap only for the constant propagation's scopes (ASimplify)
     analysis_simplify.ChainMap = ScopedValues
+    LoopIR_compiler.lift_to_cir = lifting_to_cir(LoopIR, CIR, range_analysis)
     _plain_ir_checks()
     _installed = True
     return True
