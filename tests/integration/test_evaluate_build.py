@@ -214,6 +214,26 @@ def test_a_planted_artifact_is_rebuilt_never_loaded(tmp_path: Path) -> None:
     assert not marker.exists() and verified(first.path)
 
 
+def test_an_artifact_is_hashed_once_per_version(tmp_path: Path, monkeypatch) -> None:
+    """A process remembers that a file it hashed is still the file it hashed while its stat
+    is the same; a file written over in place (same size) is hashed again and refused."""
+    from schedsearch.evaluate import cache as cache_module
+
+    hashed = []
+    real = cache_module.file_sha256
+    monkeypatch.setattr(cache_module, "file_sha256", lambda p: hashed.append(p) or real(p))
+    artifact, tmp = tmp_path / "a.bin", tmp_path / "tmp.bin"
+    tmp.write_bytes(b"x" * 4096)
+    cache_module.install(tmp, artifact)
+    assert len(hashed) == 1  # the record
+    assert cache_module.verified(artifact) and cache_module.verified(artifact)
+    assert len(hashed) == 2  # one hash for both checks
+    with open(artifact, "r+b") as fh:  # same size, same inode, other bytes
+        fh.write(b"y")
+    assert not cache_module.verified(artifact)
+    assert len(hashed) == 3
+
+
 def test_the_cache_is_private(tmp_path: Path) -> None:
     from schedsearch.errors import InfrastructureError
     from schedsearch.evaluate import private_cache_dir

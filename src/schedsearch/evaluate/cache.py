@@ -10,6 +10,7 @@ damaged on disk, is never loaded — it is rebuilt over.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import secrets
@@ -78,9 +79,24 @@ def install(tmp: Path, artifact: Path) -> None:
 
 
 def verified(artifact: Path) -> bool:
-    """Whether ``artifact`` exists and its bytes match the hash recorded when it was built."""
+    """Whether ``artifact`` exists and its bytes match the hash recorded when it was built.
+
+    A process hashes each version of a file once: while the file keeps its identity, size
+    and times (writing to it, or replacing it, changes its ctime, which no one can set back),
+    the answer is remembered. Every build reads the precompiled ``<immintrin.h>``, 24 MB:
+    hashing it each time was most of a build worker's own CPU."""
     try:
         expected = _record_path(artifact).read_text().strip()
-        return bool(expected) and file_sha256(artifact) == expected
+        if not expected:
+            return False
+        info = os.stat(artifact)
+        version = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        return _bytes_match(str(artifact), version, expected)
     except (OSError, UnicodeDecodeError):
         return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _bytes_match(path: str, version: tuple[int, ...], expected: str) -> bool:
+    """Whether the file at ``path``, as it is in ``version`` (its stat), hashes to ``expected``."""
+    return file_sha256(Path(path)) == expected
