@@ -32,12 +32,21 @@ walks the node's whole subtree. Finding each range once from the children's made
 generation of a register-tiled SGEMM node's children a tenth faster (1.12 s to 0.99 s for
 59 children on a Zen 4 core).
 
+A sixth is in ``simplify``. Its index normalization rebuilds every index expression of the
+proc, and each rebuilt expression is an edit whose cursor forwarding every later visit walks
+through: quadratic in the proc's index expressions, though nearly all come back equal (1562
+of 1682 on a register-tiled SGEMM node). Counting an equal one as unchanged made the 213
+``simplify`` calls of expanding SGEMM 256's root, four children and eight grandchildren
+2.1 times faster (24.1 s to 11.3 s on a Zen 4 core, each call timed both ways in turn),
+about a quarter of those expansions' time.
+
 ``install`` gives Exo's pattern parser a stack that is built only as far as it is read, its
 solver lookups the environment's one factory, its constant propagation a scope that
 finds a name in one dictionary lookup (``ScopedValues``), its IR classes the plain
 ``isinstance`` of ordinary classes, with field checks that remember the exact types they
-have accepted, and its C backend a ``lift_to_cir`` that finds each node's range once, from
-its children's (``lifting_to_cir``). All five return what Exo would have got, so
+have accepted, its C backend a ``lift_to_cir`` that finds each node's range once, from
+its children's (``lifting_to_cir``), and its index normalization no edit where nothing
+changed (``unchanged_when_equal``). All six return what Exo would have got, so
 every rewrite, every proc and all generated C stay the same (the rewrite tests check C
 byte for byte). If Exo's internals are not the ones these were written against, nothing is
 changed and Exo is only slower.
@@ -299,6 +308,17 @@ def lifting_to_cir(loopir, cir, range_analysis):
     return lift_to_cir
 
 
+def unchanged_when_equal(map_e):
+    """A rewrite pass's ``map_e`` that answers None (unchanged) where ``map_e`` rebuilt an
+    expression equal to the one it was given: the proc is the same, with no edit made."""
+
+    def map_e_or_none(self, e):
+        new = map_e(self, e)
+        return None if new is not None and new == e else new
+
+    return map_e_or_none
+
+
 def install() -> bool:
     """Remove these overheads from this process (once); False when Exo's internals differ
     from the ones expected, in which case nothing was changed."""
@@ -309,7 +329,8 @@ def install() -> bool:
         from exo.backend import LoopIR_compiler
         from exo.core.LoopIR import CIR, LoopIR
         from exo.frontend import boundscheck, parse_fragment, pattern_match
-        from exo.rewrite import LoopIR_unification, analysis_simplify, new_analysis_core, range_analysis
+        from exo.rewrite import (LoopIR_scheduling, LoopIR_unification, analysis_simplify, new_analysis_core,
+                                 range_analysis)
         from pysmt import logics
     except ImportError:
         return False
@@ -319,7 +340,8 @@ def install() -> bool:
             not all(callable(getattr(m, "_get_smt_solver", None)) for m, _ in analyses) or \
             getattr(analysis_simplify, "ChainMap", None) is not collections.ChainMap or \
             getattr(LoopIR_compiler.lift_to_cir, "__module__", None) != LoopIR_compiler.__name__ or \
-            not all(hasattr(range_analysis, name) for name in ("IndexRange", "is_zero")):
+            not all(hasattr(range_analysis, name) for name in ("IndexRange", "is_zero")) or \
+            not callable(getattr(getattr(LoopIR_scheduling, "_DoNormalize", None), "map_e", None)):
         return False
     for module in parsers:
         module.inspect = _CheapInspect
@@ -328,6 +350,7 @@ def install() -> bool:
     # the module uses ChainMap only for the constant propagation's scopes (ASimplify)
     analysis_simplify.ChainMap = ScopedValues
     LoopIR_compiler.lift_to_cir = lifting_to_cir(LoopIR, CIR, range_analysis)
+    LoopIR_scheduling._DoNormalize.map_e = unchanged_when_equal(LoopIR_scheduling._DoNormalize.map_e)
     _plain_ir_checks()
     _installed = True
     return True
