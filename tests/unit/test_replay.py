@@ -163,3 +163,27 @@ def test_a_fault_in_lowering_is_never_counted_as_illegal(monkeypatch) -> None:
     # From a schedule file, the same kind of fault is a malformed step, named as such.
     with pytest.raises(ReplayError, match="step 0 `split i #0`: factor must be a positive integer"):
         build_proc(workload, Schedule((broken,)))
+
+
+def test_an_assertion_inside_exo_declines_the_rewrite_and_one_of_ours_is_a_bug(workload, monkeypatch):
+    """Exo 1.0.0 asserts where an analysis meets a case it does not handle: that rewrite is
+    declined (the expansion goes on), in a replay too; an assertion outside Exo propagates."""
+    from exo.rewrite.range_analysis import index_range_analysis
+    from exo.stdlib import scheduling
+
+    from schedsearch.transforms.replay import rejected_by_exo, replay, try_apply
+
+    root, simplify = build_proc(workload), Rewrite.make(RewriteKind.SIMPLIFY, "proc")
+    assert try_apply(root, simplify) is not None
+    monkeypatch.setattr(scheduling, "simplify", lambda proc: index_range_analysis("not an index"))
+    assert try_apply(root, simplify) is None
+    with pytest.raises(ReplayError, match="does not apply"):
+        replay(root, (simplify,))
+
+    def ours(proc):
+        raise AssertionError("a fault of our own")
+
+    monkeypatch.setattr(scheduling, "simplify", ours)
+    with pytest.raises(AssertionError, match="of our own") as info:
+        try_apply(root, simplify)
+    assert not rejected_by_exo(info.value)

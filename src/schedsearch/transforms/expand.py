@@ -33,7 +33,7 @@ from schedsearch.errors import ReplayError
 from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
 from schedsearch.transforms.features import CacheSizes, candidate_features, feature_vector, machine_caches
-from schedsearch.transforms.replay import EXO_ERRORS, replay, try_apply
+from schedsearch.transforms.replay import EXO_CATCH, rejected_by_exo, replay, try_apply
 from schedsearch.transforms.rules import describe, propose_all, rule_for
 from schedsearch.transforms.workload import bound_proc_from_source
 
@@ -231,7 +231,9 @@ class Expander:
         proc = self.proc_for(schedule)
         try:
             c_source = kernel_c(proc)
-        except EXO_ERRORS as exc:
+        except EXO_CATCH as exc:
+            if not rejected_by_exo(exc):
+                raise
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise ReplayError(f"the scheduled proc's C cannot be generated: {reason}", step=len(schedule) - 1,
                               reason=reason) from None
@@ -309,7 +311,9 @@ class Expander:
             if child is not None:
                 try:
                     c_source = kernel_c(child)
-                except EXO_ERRORS:
+                except EXO_CATCH as exc:
+                    if not rejected_by_exo(exc):
+                        raise
                     c_source = None
             if c_source is None:
                 illegal += 1
