@@ -37,6 +37,28 @@ def test_installed_on_exo_1_0_0():
     assert pattern_match.inspect is not inspect
     assert new_analysis_core._get_smt_solver.__module__ == exo_overheads.__name__
     assert analysis_simplify.ChainMap is exo_overheads.ScopedValues
+    assert isinstance(new_analysis_core.SMTSolver().solver, exo_overheads.UnusedSolver)
+
+
+def test_the_effect_analysis_pysmt_solver_only_counts_its_levels():
+    """The stand-in pushes and pops as the rewrites' analyses ask and refuses a pop with no
+    level; the analyses still decide (a legal reorder)."""
+    proc = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 8, "N": 8, "K": 8}))
+    made = []
+    real = new_analysis_core._get_smt_solver
+
+    def counting():
+        made.append(real())
+        return made[-1]
+
+    new_analysis_core._get_smt_solver = counting
+    try:
+        assert scheduling.reorder_loops(proc, proc.find_loop("i #0")) is not None  # i, j commute
+        assert made and all(solver.levels == 0 for solver in made)
+    finally:
+        new_analysis_core._get_smt_solver = real
+    with pytest.raises(IndexError):
+        exo_overheads.UnusedSolver().pop()
 
 
 def test_cursor_patterns_still_resolve_and_still_fail_clearly():

@@ -10,7 +10,10 @@ Profiling the root expansion of a 256-cubed SGEMM in the AVX-512 space (52 rewri
   and line (for error messages) are used.
 - **Every SMT query probes for solvers.** Each analysis builds a new ``pysmt`` ``Factory``,
   which tries to import every solver pysmt knows (MathSAT, CVC, Yices, ...). The missing
-  ones fail again each time, compiling their modules anew: about 6 ms a query.
+  ones fail again each time, compiling their modules anew: about 6 ms a query. And each
+  ``SMTSolver`` of Exo's effect analysis makes a pysmt solver (a z3 solver within) that it
+  only pushes and pops: in its z3 mode, the only one it has, every assertion and query
+  goes to a z3 solver of its own. That one gets a stand-in that counts the levels.
 
 A third cost grows with the proc. Exo simplifies every effect formula it checks with a
 constant propagation that keeps the values in scope in a ``collections.ChainMap``, one map
@@ -117,6 +120,36 @@ def _solver_lookup(logic):
         return pysmt.shortcuts.Solver(name=next(iter(solvers)))
 
     return get_smt_solver
+
+
+class UnusedSolver:
+    """The pysmt solver of an ``SMTSolver`` in z3 mode, which only pushes and pops it."""
+
+    __slots__ = ("levels",)
+
+    def __init__(self) -> None:
+        self.levels = 0
+
+    def push(self) -> None:
+        self.levels += 1
+
+    def pop(self) -> None:
+        if self.levels == 0:
+            raise IndexError("pop with no pushed level")
+        self.levels -= 1
+
+
+def _z3_mode_only(smt_solver: type) -> bool:
+    """Whether ``SMTSolver`` is the one this stand-in was written against: always in z3
+    mode, using its pysmt solver for push and pop only (and a model that raises first)."""
+    try:
+        source = inspect.getsource(smt_solver)
+    except (OSError, TypeError):
+        return False
+    uses = {line.split("self.solver.")[1].split("(")[0] for line in source.splitlines()
+            if "self.solver." in line and not line.strip().startswith("#")}
+    return "self.Z3_MODE = True" in source and "self.Z3_MODE = False" not in source and \
+        uses <= {"push", "pop", "get_py_values"} and 'raise NotImplementedError("Out of Date")' in source
 
 
 class ScopedValues:
@@ -347,6 +380,8 @@ def install() -> bool:
         module.inspect = _CheapInspect
     for module, logic in analyses:
         module._get_smt_solver = _solver_lookup(logic)
+    if _z3_mode_only(getattr(new_analysis_core, "SMTSolver", None)):
+        new_analysis_core._get_smt_solver = UnusedSolver
     # the module uses ChainMap only for the constant propagation's scopes (ASimplify)
     analysis_simplify.ChainMap = ScopedValues
     LoopIR_compiler.lift_to_cir = lifting_to_cir(LoopIR, CIR, range_analysis)
