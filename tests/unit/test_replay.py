@@ -180,6 +180,17 @@ def test_an_assertion_inside_exo_declines_the_rewrite_and_one_of_ours_is_a_bug(w
     with pytest.raises(ReplayError, match="does not apply"):
         replay(root, (simplify,))
 
+    # one of the stand-ins installed in Exo asserts as Exo's own code would
+    from types import SimpleNamespace
+
+    from exo.backend import LoopIR_compiler
+    from exo.core.LoopIR import LoopIR, T
+    from exo.core.prelude import null_srcinfo
+
+    with pytest.raises(AssertionError) as stand_in:
+        LoopIR_compiler.lift_to_cir(LoopIR.Const(1.0, T.f32, null_srcinfo()), SimpleNamespace(env={}))
+    assert rejected_by_exo(stand_in.value)
+
     def ours(proc):
         raise AssertionError("a fault of our own")
 
