@@ -236,7 +236,8 @@ def test_lift_to_cir_marks_every_node_as_exos_range_analysis_does():
         return LoopIR.BinOp(o, a, b, T.index, where)
 
     exprs = [
-        op("+", op("*", c(4), read(i)), read(j)), op("-", read(i), c(3)), op("+", LoopIR.USub(read(i), T.index, where), c(5)),
+        op("+", op("*", c(4), read(i)), read(j)), op("-", read(i), c(3)),
+        op("+", LoopIR.USub(read(i), T.index, where), c(5)),
         op("/", op("+", read(i), c(7)), c(2)), op("%", op("+", read(i), c(7)), c(4)), op("+", read(n), read(i)),
         op("-", op("*", read(n), c(2)), read(i)), op("-", c(3), read(i)), op("+", read(j), c(2)), read(j), c(0),
         op("/", op("-", read(j), c(1)), c(2)), op("*", op("+", read(i), read(j)), c(-1)),

@@ -37,9 +37,10 @@ _STAND_INS = Path(exo_overheads.__file__).resolve()
 
 def rejected_by_exo(exc: BaseException) -> bool:
     """Whether ``exc`` is Exo declining a rewrite: one of EXO_ERRORS, or an assertion that
-    failed inside Exo's own code (or a stand-in ``exo_overheads`` put there). Exo 1.0.0 asserts where an analysis meets a case it does
-    not handle; on the multi-channel conv1d, ``stage_mem``'s bounds check fails one
-    (``AWin.__add__``) in some runs and not in others. An assertion of ours propagates."""
+    failed inside Exo's own code (or in a stand-in ``exo_overheads`` put there). Exo 1.0.0
+    asserts where an analysis meets a case it does not handle; on the multi-channel conv1d,
+    ``stage_mem``'s bounds check fails one (``AWin.__add__``) in some runs and not in others.
+    An assertion of ours propagates."""
     if isinstance(exc, EXO_ERRORS):
         return True
     if not isinstance(exc, AssertionError):
