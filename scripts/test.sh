@@ -12,6 +12,10 @@ bash scripts/setup.sh
 export PYTHONDONTWRITEBYTECODE=1
 # Keep build caches of the test run out of the user's cache.
 export SCHEDSEARCH_CACHE_DIR="${SCHEDSEARCH_CACHE_DIR:-$(mktemp -d)}"
+# Exo imports yapf, which rewrites its grammar cache (~/.cache/YAPF) whenever the installed
+# grammar is newer, as it is after a fresh install, and not atomically: test workers
+# importing it at once can read a half-written file. One import first writes it alone.
+.venv/bin/python -c 'import exo'
 workers=$(.venv/bin/python -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')
 
 pass() {
