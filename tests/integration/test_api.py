@@ -16,6 +16,7 @@ from exo import DRAM, proc
 
 import schedsearch
 from schedsearch.core import SearchStatus, Status
+from schedsearch.numbers import within_noise
 from schedsearch.errors import NoScheduleError, ReplayError
 from schedsearch.explore import SearchTree
 from schedsearch.targets import schedule_target
@@ -156,8 +157,14 @@ def test_the_cli_and_the_api_find_the_same(tuned_file: tuple[schedsearch.TuneRes
                 "--db", str(db), "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["best"]["fingerprint"] == result.best.fingerprint
-    assert out["candidates"] == {k: getattr(result.search.counters, k) for k in out["candidates"]}
+    # Which of two near-tied candidates leads, and whether a new best ends the run without
+    # progress (``since_best``), depend on timing noise; every other count is exact.
+    by_fp = {n.fingerprint: n for n in result.tree}
+    cli_best = by_fp[out["best"]["fingerprint"]]
+    assert cli_best.fingerprint == result.best.fingerprint or within_noise(cli_best.timing, result.best.timing)
+    exact = {k for k in out["candidates"] if k != "since_best"}
+    assert {k: out["candidates"][k] for k in exact} == {k: getattr(result.search.counters, k) for k in exact}
+    assert 0 <= out["candidates"]["since_best"] <= out["candidates"]["evaluated"]
     cli_tree = json.loads(run_cli("tree", str(out["search_id"]), "--db", str(db), "--json").stdout)
     measured = [n["fingerprint"] for n in cli_tree if n["status"] != "pending"]
     assert measured == [r.fingerprint for r in result.tree if r.status is not Status.PENDING]
