@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import z3
 from exo.rewrite import new_analysis_core
@@ -11,8 +9,7 @@ from exo.rewrite import new_analysis_core
 from schedsearch.core import ExpandOptions
 from schedsearch.transforms import build_proc, exo_overheads, kernel_c, load_workload, propose, try_apply
 from schedsearch.transforms.z3_pool import SolverPool
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.conftest import EXAMPLES
 
 
 def test_a_solver_comes_back_empty_with_its_scopes_popped():
@@ -59,7 +56,7 @@ def test_exos_checks_use_the_pools_solvers_and_give_them_back():
     assert pool.acquire() is held and held.num_scopes() == 0
     pool.release(held)
     rewrites = propose(proc, ExpandOptions(target="scalar"))
-    assert [c is not None for c in map(lambda r: try_apply(proc, r), rewrites)].count(True) > 5
+    assert sum(try_apply(proc, r) is not None for r in rewrites) > 5
     assert pool.reused > before + 5
 
 
