@@ -61,8 +61,8 @@ def test_a_compiler_that_is_not_gcc_gives_no_notes_and_leaves_the_features_alone
 
 
 def test_compiler_notes_through_the_cli(tmp_path: Path) -> None:
-    """``--compiler-notes`` is stored with the search and every child's features carry
-    gcc's notes; without it none does."""
+    """``--compiler-notes`` is stored with the search, makes the model lead it, and every
+    child's features carry gcc's notes; without it none does."""
     import json
 
     from schedsearch.store import open_store
@@ -83,6 +83,7 @@ def test_compiler_notes_through_the_cli(tmp_path: Path) -> None:
         finally:
             store.close()
         assert config.expand.compiler_notes is (expected == 1.0)
+        assert config.model_leads is (expected == 1.0)  # with the notes the model leads the search
         assert children and all(c.features.values[notes_at] == expected for c in children)
 
 

@@ -411,3 +411,58 @@ def test_prune_never_skips_children_already_queued() -> None:
     assert rescued and rescued <= stored
     assert set(kept[len(kept) - len(rescued):]) == rescued
     assert [c.fingerprint for c in plain.children] == kept[:len(kept) - len(rescued)]
+
+
+def test_children_predicted_alike_are_measured_one_of_each_group_first() -> None:
+    from schedsearch.search.ranking import ALIKE, alike_groups
+    # A dozen splits predicted within a percent of each other, then an unroll 30% slower
+    # by prediction, then the slow ones: the unroll comes second, not after the dozen.
+    predictions = [-1.0, -0.995, -0.993, -0.99, -0.99, -0.7, -0.69, 1.2]
+    assert alike_groups(sorted(predictions), ALIKE) == [0, 1, 2, 3, 4, 0, 1, 0]
+    order, drawn = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE)
+    assert order == [0, 5, 7, 1, 6, 2, 3, 4] and not drawn
+    # Without ``apart`` the order is by prediction alone.
+    assert measuring_order(predictions, random.Random(3), explore=0.0)[0] == [0, 1, 2, 3, 4, 5, 6, 7]
+    # Seeded: the same draws with the same seed.
+    assert measuring_order(predictions, random.Random(9), apart=ALIKE) == \
+        measuring_order(predictions, random.Random(9), apart=ALIKE)
+
+
+#: Twelve children per node, each within 0.7-1.3x of its parent: every one a likely winner.
+LEADS_TREE = FakeTree(moves=14, branching=12, failure_rate=0.0, features=True, seed=3)
+
+
+def _leading(leads: bool, shuffle: int | None = None):
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK,
+                       seed=5, model_leads=leads)
+    ex = FakeExecutor(LEADS_TREE, shuffle_seed=shuffle)
+    store = InMemoryStore()
+    outcome = run_search(fake_workload(), fake_root(LEADS_TREE.moves), make_strategy(cfg), ex, store, cfg,
+                         cost_model=FakeCostModel(oracle(LEADS_TREE)))
+    rows = {r.fingerprint: r for r in store.candidates(outcome.search_id)}
+    return rows, ex
+
+
+def test_a_leading_model_expands_one_parent_a_round_and_merges_after_one_more_cap() -> None:
+    rows, ex = _leading(True)
+    assert ex.expand_calls and all(len(parents) == 1 for parents in ex.expand_calls)
+    depths = [rows[fp].depth for fp in ex.evaluated]
+    # The root's 12 children: the ask after the first 4 (one in-flight cap of 2 x 2 workers),
+    # 4 more while the next round is expanded, then that round's children come first.
+    assert depths[0] == 0 and depths[1:9] == [1] * 8 and depths[9] == 2
+    # Without the lead every likely winner of the round is measured before the next round
+    # merges, and a round expands two parents.
+    rows, ex = _leading(False)
+    depths = [rows[fp].depth for fp in ex.evaluated]
+    assert depths[1:13] == [1] * 12
+    assert max(len(parents) for parents in ex.expand_calls) == 2
+
+
+def test_a_leading_model_keeps_a_search_reproducible_whatever_the_completion_order() -> None:
+    runs = []
+    for shuffle in (1, 2, 3):
+        rows, ex = _leading(True, shuffle)
+        runs.append((sorted((r.id, fp) for fp, r in rows.items() if r.status is not Status.PENDING),
+                     ex.expand_calls, ex.evaluated))
+    assert runs[0][2] != runs[1][2]  # completion order really differed
+    assert runs[0][:2] == runs[1][:2] == runs[2][:2]

@@ -145,7 +145,8 @@ def cli() -> None:
 @click.option("--compiler-notes/--no-compiler-notes", default=False, show_default=True,
               help="Have the cost model read gcc's notes on each candidate's loops - which it vectorized, "
                    "with what vectors - to predict its time: every child is built as it is made, before any "
-                   "is measured. Better predictions (the i8 matmul's first round), fewer candidates a second.")
+                   "is measured. Better predictions (the i8 matmul's first round), fewer candidates a second; "
+                   "the model then leads: one parent a round, and the next round sooner.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)

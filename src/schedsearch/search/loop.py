@@ -67,6 +67,7 @@ from schedsearch.search.pipeline import (
     Pipeline,
     Stopped,
 )
+from schedsearch.search.ranking import ALIKE
 from schedsearch.search.rounds import EARLY_ASK_SHARE, STREAM_GATE
 
 # The loop's constants live with the code that reads them (patch them there); they stay
@@ -154,7 +155,8 @@ class _Run:
         self.stop = stop
         self.seeds = tuple(seeds)
         guide = (
-            Guidance(cost_model, config.seed, prune=config.cost_model is CostModelMode.PRUNE, workload_key=workload.key)
+            Guidance(cost_model, config.seed, prune=config.cost_model is CostModelMode.PRUNE, workload_key=workload.key,
+                     apart=ALIKE if config.model_leads else 0.0)
             if cost_model is not None else None
         )
         self.job_ids = itertools.count(1)

@@ -82,6 +82,9 @@ class Round:
     # In the cost model's order, places from here on go to likely winners only while an ask
     # is pending or the next round is expanded (``Pipeline._gated``): the first ``ask_after``.
     open_until: int = 0
+    # When the model leads (``SearchConfig.model_leads``): while gated, no place from here on
+    # either - the next round merges once the places before it are given (``Pipeline._merge``).
+    shut_at: int | None = None
     # A child's place in measuring order is given when it leaves the queue (submitted, or
     # measured by an earlier search), so a queue re-ordered by late shards keeps it exact.
     place: dict[str, int] = field(default_factory=dict)  # child fingerprint -> place in measuring order
