@@ -132,7 +132,7 @@ class SearchSettings:
             yardstick=self.yardstick,
             confirm_best=self.confirm_best,
             # gcc's notes make the model right from the first round (the i8 matmul's root
-            # children: rank correlation 0.74-0.89 with them, -0.3 to -0.4 without).
+            # children: rank correlation 0.74-0.89 with them, -0.3 to -0.6 without).
             model_leads=self.compiler_notes and CostModelMode(self.cost_model) is not CostModelMode.OFF,
         )
 
