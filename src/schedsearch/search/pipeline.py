@@ -415,7 +415,7 @@ class Pipeline:
         ready = nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards()))
         if cur is None or nxt is None or not ready or not self._merging(cur) or cur.placed < cur.open_until:
             return
-        if likely(cur) and not (cur.shut_at is not None and cur.placed >= cur.shut_at):
+        if likely(cur) and not cur.shut():
             return
         self._release(cur)
         for fp in nxt.part:
@@ -588,7 +588,7 @@ class Pipeline:
             if left is not None and left <= 0:
                 break
             gated = self._gated(rnd)
-            if gated and rnd.shut_at is not None and rnd.placed >= rnd.shut_at:
+            if gated and rnd.shut():
                 break  # the rest wait for the merge
             child = next_child(rnd, gated)
             if child is None:

@@ -102,6 +102,10 @@ class Round:
     def finished(self) -> bool:
         return not self.queue and not self.measuring and self.expanded()
 
+    def shut(self) -> bool:
+        """Whether every place before ``shut_at`` is given (never without one)."""
+        return self.shut_at is not None and self.placed >= self.shut_at
+
     def take_place(self, fingerprint: str) -> None:
         """The child leaves the queue: its place in measuring order is the next one."""
         if fingerprint not in self.place:
