@@ -223,6 +223,54 @@ def test_a_crashing_expansion_worker_is_an_error_expansion(ray_executor, sgemm, 
     assert again.children
 
 
+def _expander_processes() -> int:
+    import psutil
+
+    count = 0
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        count += cmd.startswith("ray::_ExpanderHost")
+    return count
+
+
+def test_a_cancelled_expander_is_started_anew_only_when_there_is_work_for_it(ray_executor, sgemm, tmp_path) -> None:
+    """A busy expander killed by ``cancel`` is not replaced at once: a new actor's start (a
+    process importing Exo) would run beside the finalists' timing, which comes next."""
+    from schedsearch.core import Job, JobKind
+    from schedsearch.evaluate.ray_backend import RayExecutor
+
+    workload, root = sgemm
+    list(ray_executor.expand(workload, [root]))  # the session's own expanders are up: not counted below
+
+    class Slow:  # defined here so Ray ships it by value
+        def __init__(self, workload, options) -> None:
+            pass
+
+        def expand(self, parent: Candidate) -> Expansion:
+            time.sleep(30)
+            return Expansion(parent.fingerprint, ())
+
+    before = _expander_processes()
+    executor = RayExecutor(lambda w, o: Slow(w, o), ExpandOptions(), BenchConfig(), workers=1, cache_dir=tmp_path)
+    try:
+        executor.submit(workload, root, [Job(1, JobKind.EXPAND, (root,))])
+        deadline = time.monotonic() + 30
+        while _expander_processes() < before + 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _expander_processes() == before + 1
+        time.sleep(1.0)  # the expansion is under way
+        executor.cancel()
+        time.sleep(3.0)  # what a replacement started at once would need to appear
+        assert _expander_processes() == before
+        executor.submit(workload, root, [Job(2, JobKind.EXPAND, (root,))])
+        deadline = time.monotonic() + 30
+        while _expander_processes() < before + 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _expander_processes() == before + 1  # work came: a new expander took it
+    finally:
+        executor.close()
+
+
 @pytest.mark.slow
 def test_run_search_end_to_end_on_ray(ray_executor, sgemm) -> None:
     workload, root = sgemm
