@@ -164,7 +164,7 @@ def kept(db: Path) -> dict | None:
 
 
 def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float, workers: int, db: Path,
-           extra: tuple[str, ...] = ("--no-warm-start",), timing: str = "quiet") -> dict:
+           extra: tuple[str, ...] = ("--no-warm-start",), timing: str = "auto") -> dict:
     """One ``schedsearch run``; returns its --json output plus the tree. By default without
     a warm start, so that what is compared is the cost model alone (``extra``: more options).
     Its events go beside the database (``--events``: ``NAME.events.jsonl``), so a kept run
@@ -190,7 +190,7 @@ def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float,
 
 
 def oracle_search(kernel_args: tuple[str, ...], seed: int, budget: float, workers: int, db: Path,
-                  earlier: list[Path], timing: str = "quiet") -> dict:
+                  earlier: list[Path], timing: str = "auto") -> dict:
     """One search with the oracle model of ``oracle_search.py`` (known C from ``earlier``
     databases of the kernel), as ``search`` returns one."""
     env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="sched-eff-cache-"))
@@ -361,7 +361,7 @@ def warm_history(budget: float, workers: int, work: Path) -> Path:
     return db
 
 
-def throughput(budget: float, workers: int, work: Path, seeds: int = 3) -> dict:
+def throughput(budget: float, workers: int, work: Path, seeds: int = 3, timing: str = "auto") -> dict:
     """Candidates measured a second: SGEMM 256, default rewrite space, cost model on, one
     search per seed, each in a database of its own (reused measurements would count for
     nothing measured). One search's rate swings with what it happens to measure - a round of
@@ -371,13 +371,16 @@ def throughput(budget: float, workers: int, work: Path, seeds: int = 3) -> dict:
         db = work / f"throughput-{seed}.db"
         db.unlink(missing_ok=True)
         out = search((str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"), "rank", seed,
-                     budget, workers, db)
+                     budget, workers, db, timing=timing)
         counts = out["candidates"]
         measured = counts["evaluated"] - counts.get("reused", 0)
+        beside = counts.get("timed_beside", 0)
         runs.append({"seed": seed, "measured": measured, "elapsed": out["elapsed_seconds"],
-                     "per_second": measured / out["elapsed_seconds"]})
-        print(f"throughput seed {seed}: {measured} measured in {out['elapsed_seconds']:.0f} s", flush=True)
-    return {"per_second": statistics.median(r["per_second"] for r in runs), "runs": runs, "workers": workers}
+                     "per_second": measured / out["elapsed_seconds"], "timed_beside": beside})
+        print(f"throughput seed {seed}: {measured} measured in {out['elapsed_seconds']:.0f} s "
+              f"({beside} timed beside builds and expansions)", flush=True)
+    return {"per_second": statistics.median(r["per_second"] for r in runs), "runs": runs, "workers": workers,
+            "timing": timing}
 
 
 def duration(seconds: float) -> str:
@@ -549,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run rank-oracle: a perfect model's times from an earlier run's --keep DIR")
     p.add_argument("--throughput-budget", type=float, default=60.0)
     p.add_argument("--throughput-seeds", type=int, default=3, help="throughput searches, one per seed [3]")
-    p.add_argument("--timing", choices=("quiet", "shared"), default="quiet", help="as schedsearch run --timing")
+    p.add_argument("--timing", choices=("auto", "quiet", "shared"), default="auto", help="as schedsearch run --timing")
     p.add_argument("--skip-throughput", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
     p.add_argument("--keep", type=Path, default=None,
@@ -613,10 +616,11 @@ def main(argv: list[str] | None = None) -> int:
                           f"{run.expansions} nodes expanded, best {best}, rank correlation {run.spearman}", flush=True)
         summary = report(runs, args.budget, args.side_by_side)
         rate = None if args.skip_throughput else throughput(args.throughput_budget, args.workers, work,
-                                                            max(1, args.throughput_seeds))
+                                                            max(1, args.throughput_seeds), args.timing)
     if rate:
         each = ", ".join(f"{r['per_second']:.2f}" for r in rate["runs"])
-        print(f"\nthroughput: SGEMM 256, {rate['workers']} workers: {rate['per_second']:.2f} measured/s, median "
+        print(f"\nthroughput: SGEMM 256, {rate['workers']} workers, {rate['timing']} timing: "
+              f"{rate['per_second']:.2f} measured/s, median "
               f"of {len(rate['runs'])} seeds ({each})")
     print(f"\ntotal {time.monotonic() - started:.0f} s")
     if args.out:

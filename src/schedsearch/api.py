@@ -135,7 +135,7 @@ def tune(
     remeasure: bool = False,
     warm_start: bool = True,
     float_mode: str = "strict",
-    timing: str = "quiet",
+    timing: str = "auto",
     defer_costly: bool = True,
     yardstick: bool = True,
     confirm_best: bool = True,
@@ -161,7 +161,9 @@ def tune(
     of this proc found (``warm_start=False`` opts out). ``float_mode="relaxed"`` lets the
     compiler divide by a constant's reciprocal, as Halide does by default; candidates are
     still checked against the proc built strictly. ``timing="shared"`` lets builds and
-    expansions run on while a kernel is timed (more candidates a second, noisier times).
+    expansions run on while a kernel is timed (more candidates a second, noisier times),
+    ``"quiet"`` pauses them for every timing, and ``"auto"`` pauses them while the node's own
+    timings show that they disturb it.
     ``defer_costly=False`` tries all of a large node's rewrites at once, instead of its
     reorders, hoists, sinks and packs (seconds of Exo each there) when it is picked again.
     ``yardstick=False`` times each candidate alone instead of beside the fastest kernel
@@ -356,7 +358,7 @@ def _caller_scopes() -> list[Mapping[str, Any]]:
 def _settings(*, budget: float | None, max_candidates: int | None, workers: int, max_depth: int, strategy: str,
               seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
               cost_model: str, remeasure: bool = False, warm_start: bool = True,
-              float_mode: str = "strict", timing: str = "quiet", defer_costly: bool = True,
+              float_mode: str = "strict", timing: str = "auto", defer_costly: bool = True,
               yardstick: bool = True, confirm_best: bool = True, compiler_notes: bool = False,
               early_stop: int | None = None) -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""

@@ -203,6 +203,10 @@ class TimingMode(StrEnum):
     QUIET = "quiet"
     # They run on beside it: more candidates a second, noisier times.
     SHARED = "shared"
+    # Quiet while the node's own timings show that the work beside them disturbs them, shared
+    # while it does not (evaluate.interference); a new best's second measurement and the
+    # finalists are always timed quietly.
+    AUTO = "auto"
 
 
 class SearchStatus(StrEnum):
@@ -649,6 +653,9 @@ class Measurement(JsonRecord):
     reused_search_id: int | None = None
     reused_candidate_id: int | None = None
     paired: Paired | None = None  # the yardstick timed beside it (``Paired``)
+    # Whether the node's other work was paused while it was timed (``TimingMode``); None when
+    # it was not timed past its first call. Counted in ``Counters.timed_beside``, not stored.
+    quiet: bool | None = None
 
     @property
     def seconds(self) -> float | None:
@@ -673,7 +680,7 @@ class BenchConfig(JsonRecord):
     # ((max - min) / min) of each other: slow kernels on a quiet machine need few. 0: always
     # take ``samples``.
     settle: float = 0.02
-    timing: TimingMode = TimingMode.QUIET  # may builds and expansions run beside a timing?
+    timing: TimingMode = TimingMode.AUTO  # may builds and expansions run beside a timing?
     seed: int = 0
     rtol: float = 1e-3  # float tolerance, relative to the reference output's magnitude
     # ``cflags`` already hold the mode's own flags (targets.build_flags); the reference is
@@ -780,6 +787,8 @@ class Counters(JsonRecord):
     warm_started: int = 0  # candidates seeded from earlier searches' schedules, replayed here
     # measured by this run since the best last moved beyond noise (``SearchConfig.early_stop``)
     since_best: int = 0
+    # timed with the node's builds and expansions running beside (``TimingMode.AUTO``, ``SHARED``)
+    timed_beside: int = 0
 
     def plus(self, **delta: int) -> Counters:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})
@@ -941,6 +950,7 @@ class Job:
     part: ExpansionPart = ExpansionPart.ALL
     priority: float = 0.0
     yardstick: Candidate | None = None  # evaluate: time the candidate beside this kernel (``Paired``)
+    quiet: bool = False  # evaluate: pause the node's other work for the timing whatever ``TimingMode.AUTO`` found
 
 
 @dataclass(frozen=True, slots=True)

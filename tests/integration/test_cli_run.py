@@ -74,7 +74,7 @@ def test_list_show_tree(searched: tuple[Path, dict]) -> None:
     assert set(listed[0]) >= {"search_id", "proc", "sizes", "status", "best_speedup"}
     shown = run_cli("show", sid, "--db", str(db))
     assert shown.returncode == 0 and "top" in shown.stderr
-    assert "strict float, quiet timing" in shown.stderr  # how it was measured: the default
+    assert "strict float, auto timing" in shown.stderr  # how it was measured: the default
     nodes = json.loads(run_cli("tree", sid, "--db", str(db), "--json").stdout)
     assert len(nodes) >= 15  # the root plus at least 14 evaluated
     for n in nodes:
@@ -297,6 +297,9 @@ def test_shared_timing_is_recorded_and_shown(tmp_path: Path) -> None:
                 "--timing", "shared", "--max-candidates", "3", "--budget", "120", "--cost-model", "off",
                 "--no-warm-start", "--db", str(db), "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    counts = json.loads(r.stdout)["candidates"]
+    assert 1 <= counts["timed_beside"] <= counts["evaluated"]
+    assert f"{counts['timed_beside']} of {counts['evaluated']} timed beside builds and expansions" in r.stderr
     shown = run_cli("show", str(json.loads(r.stdout)["search_id"]), "--db", str(db))
     assert "shared timing" in shown.stderr and "quiet timing" not in shown.stderr
 

@@ -407,18 +407,53 @@ def test_quiet_timing_pauses_the_node_for_the_timing_proper_only(ref: Candidate,
         yield 0
 
     monkeypatch.setattr(pipeline, "quiet", spy)
+    quietly = dataclasses.replace(FAST, timing=TimingMode.QUIET)
     cand = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
-    timed = evaluate_candidate(SGEMM, ref, cand, FAST, cache)
+    timed = evaluate_candidate(SGEMM, ref, cand, quietly, cache)
     assert timed.status is Status.OK and len(timed.timing.samples) == FAST.samples
-    assert entered == [1]  # warm-up and samples ran paused
-    cut = evaluate_candidate(SGEMM, ref, cand, FAST, cache, cutoff=1e-9)
-    wrong = evaluate_candidate(SGEMM, ref, hand("C[0] += 1.0f;"), FAST, cache)
+    assert entered == [1] and timed.quiet is True  # warm-up and samples ran paused
+    cut = evaluate_candidate(SGEMM, ref, cand, quietly, cache, cutoff=1e-9)
+    wrong = evaluate_candidate(SGEMM, ref, hand("C[0] += 1.0f;"), quietly, cache)
     assert cut.status is Status.OK and wrong.status is Status.WRONG_RESULT
-    assert entered == [1]  # a one-call timing and a failed verification need no pause
+    assert entered == [1] and cut.quiet is None  # a one-call timing and a failed verification need no pause
     shared = evaluate_candidate(SGEMM, ref, cand, dataclasses.replace(FAST, timing=TimingMode.SHARED), cache)
-    assert shared.status is Status.OK and entered == [1]
-    side_by_side = remeasure(SGEMM, ref, [ref, cand], FAST, cache)
+    assert shared.status is Status.OK and entered == [1] and shared.quiet is False
+    side_by_side = remeasure(SGEMM, ref, [ref, cand], quietly, cache)
     assert [m.status for m in side_by_side] == [Status.OK, Status.OK] and entered == [1, 1]
+
+
+def test_auto_timing_tries_both_kinds_and_follows_the_evidence(ref: Candidate, tmp_path: Path, monkeypatch) -> None:
+    """Auto timing starts quiet and alternates; once its evidence says the work beside a
+    timing does not disturb it, most timings are shared, and a timing that must be quiet
+    (a new best's second measurement) and the finalists are quiet all the same."""
+    from schedsearch.core import TimingMode
+    from schedsearch.evaluate import interference, pipeline
+
+    entered: list[int] = []
+
+    @contextlib.contextmanager
+    def spy(cache_dir: Path):
+        entered.append(1)
+        yield 0
+
+    monkeypatch.setattr(pipeline, "quiet", spy)
+    auto = dataclasses.replace(FAST, timing=TimingMode.AUTO)
+    cand = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
+    kinds = [evaluate_candidate(SGEMM, ref, cand, auto, tmp_path, yardstick=ref).quiet for _ in range(4)]
+    assert kinds == [True, False, True, False] and len(entered) == 2
+    node = interference.of_node(tmp_path)
+    # Evidence as of a host where the work beside a timing changes nothing: shared wins.
+    for _ in range(interference.MIN_EVIDENCE):
+        for kind in (True, False):
+            node.record(interference.Evidence(kind, 0.01))
+    assert node.verdict().disturbs is False
+    later = [evaluate_candidate(SGEMM, ref, cand, auto, tmp_path).quiet for _ in range(interference.PROBE_EVERY)]
+    assert later.count(True) == 1  # one probe of the other kind
+    must = evaluate_candidate(SGEMM, ref, cand, auto, tmp_path, quiet=True)
+    assert must.quiet is True
+    before = len(entered)
+    remeasure(SGEMM, ref, [ref, cand], auto, tmp_path)
+    assert len(entered) == before + 1
 
 
 # --------------------------------------------------------------------------- yardstick

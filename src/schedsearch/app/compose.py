@@ -55,7 +55,7 @@ PYTHON = Spelling(db="db=", proc="proc=", budget="budget=SECONDS", max_candidate
 
 
 def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "auto",
-                 float_mode: str = FloatMode.STRICT.value, timing: str = TimingMode.QUIET.value) -> BenchConfig:
+                 float_mode: str = FloatMode.STRICT.value, timing: str = TimingMode.AUTO.value) -> BenchConfig:
     """BenchConfig from the --cc / --cflags / --seed / --target / --float / --timing options
     (defaults for the rest). The target's and the float mode's own compiler flags follow the user's
     (``targets.build_flags``)."""

@@ -107,7 +107,7 @@ class SearchSettings:
     remeasure: bool = False  # measure every candidate, even C an earlier search measured the same way
     warm_start: bool = True  # first evaluate the best schedules earlier searches of this proc found
     float_mode: str = "strict"  # core.FloatMode: "relaxed" lets candidates divide by reciprocals
-    timing: str = "quiet"  # core.TimingMode: "shared" lets builds run beside a timing
+    timing: str = "auto"  # core.TimingMode: "shared" lets builds run beside a timing, "quiet" never
     defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion
     yardstick: bool = True  # time each candidate beside the fastest kernel so far
     confirm_best: bool = True  # a new best is measured twice; the slower time counts

@@ -40,7 +40,7 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
                 cflags: str | None, parallel: bool, target: str, cost_model: str = "rank",
                 remeasure: bool = False, warm_start: bool = True, float_mode: str = "strict",
-                timing: str = "quiet", defer_costly: bool = True, yardstick: bool = True,
+                timing: str = "auto", defer_costly: bool = True, yardstick: bool = True,
                 confirm_best: bool = True, compiler_notes: bool = False, early_stop: int | None = None,
                 events: TextIO | None = None) -> None:
     """Load the workload, check the compiler, open the store, search, report (and append
@@ -120,7 +120,8 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
     lines = [
         f"\n[bold]{status_text(search)}[/bold] — {search.workload.label} in {search.elapsed_seconds:.1f} s: "
         f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed), {c.generated} generated, "
-        f"{c.duplicates} duplicate, {c.illegal} illegal{_reuse_text(c.reused, c.warm_started)}",
+        f"{c.duplicates} duplicate, {c.illegal} illegal{_reuse_text(c.reused, c.warm_started)}"
+        f"{_beside_text(c.timed_beside, c.measured)}",
         f"baseline (unscheduled): {fmt_seconds(search.baseline_seconds)}"
         f"{_gflops_text(search.workload, search.baseline_seconds)}",
     ]
@@ -145,6 +146,12 @@ def _reuse_text(reused: int, warm_started: int) -> str:
     if warm_started:
         parts.append(f"{warm_started} warm-started")
     return f"; {', '.join(parts)}" if parts else ""
+
+
+def _beside_text(beside: int, measured: int) -> str:
+    """How many measurements ran with the node's builds and expansions beside them (auto or
+    shared timing): a user comparing searches' times should know."""
+    return f"; {beside} of {measured} timed beside builds and expansions" if beside else ""
 
 
 def _gflops_text(workload: Workload, seconds: float | None) -> str:
@@ -222,7 +229,8 @@ def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None,
         "elapsed_seconds": round(search.elapsed_seconds, 3),
         "candidates": {"generated": c.generated, "duplicates": c.duplicates, "illegal": c.illegal,
                        "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed, "pruned": c.pruned,
-                       "reused": c.reused, "warm_started": c.warm_started, "since_best": c.since_best},
+                       "reused": c.reused, "warm_started": c.warm_started, "since_best": c.since_best,
+                       "timed_beside": c.timed_beside},
         "early_stop": search.config.early_stop,
         "cost_model": cost_model_json(search),
         "ended": ending(search).value,

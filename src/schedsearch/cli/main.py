@@ -121,11 +121,13 @@ def cli() -> None:
                    "divide by a constant as a multiplication by its reciprocal (gcc -freciprocal-math, what "
                    "Halide does unless told StrictFloat). Either way every candidate is checked against the "
                    "unscheduled proc built strictly, within the float tolerance.")
-@click.option("--timing", type=click.Choice(["quiet", "shared"]), default="quiet", show_default=True,
+@click.option("--timing", type=click.Choice(["auto", "quiet", "shared"]), default="auto", show_default=True,
               help="quiet = a node's builds and expansions pause while one of its kernels is timed (where "
                    "cores share execution units, as SMT siblings and many cloud vCPUs do, they make a kernel "
                    "1.5x slower and its times noisy); shared = they run on beside it: more candidates a "
-                   "second, noisier times.")
+                   "second, noisier times; auto = quiet while the node's own timings show that the work "
+                   "beside them makes them noisier or slower, shared while it does not (a new best's second "
+                   "measurement and the finalists are always quiet).")
 @click.option("--warm-start/--no-warm-start", default=True, show_default=True,
               help="First evaluate the best schedules earlier searches found for this proc (any sizes, same "
                    "target), replayed on these sizes; those that no longer apply are skipped.")

@@ -97,7 +97,7 @@ def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callab
         if job.kind is JobKind.EVALUATE:
             return JobResult(job, measurements=(
                 evaluate_candidate(workload, reference, job.candidates[0], bench, cache_dir, job.cutoff, job.contend,
-                                   job.yardstick),))
+                                   job.yardstick, job.quiet),))
         return JobResult(job, measurements=tuple(remeasure(workload, reference, job.candidates, bench, cache_dir)))
     except SchedsearchError as e:
         if job.kind is JobKind.EXPAND:  # a parent that cannot be replayed is data

@@ -34,7 +34,15 @@ from schedsearch.core import (
     sha256_text,
 )
 from schedsearch.errors import InfrastructureError, SearchError
-from schedsearch.evaluate.bench import bench_lock, dump_kernel, parse_report, run_kernels, timing_from_samples
+from schedsearch.evaluate.interference import evidence_of, of_node
+from schedsearch.evaluate.bench import (
+    KernelReport,
+    bench_lock,
+    dump_kernel,
+    parse_report,
+    run_kernels,
+    timing_from_samples,
+)
 from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 from schedsearch.evaluate.machine import machine_info
@@ -178,11 +186,42 @@ def _measurement_from_report(
 
 
 def _quiet_gate(config: BenchConfig, cache_dir: Path) -> Callable[[], AbstractContextManager[object]] | None:
-    """What a timing runs inside: with quiet timing, the node's builds and expansions
-    paused (``evaluate.quiet``); verification and one-call timings run before it."""
-    if config.timing is not TimingMode.QUIET:
+    """What a timing that must be quiet runs inside: the node's builds and expansions paused
+    (``evaluate.quiet``) unless timing is shared; verification and one-call timings run
+    before it."""
+    if config.timing is TimingMode.SHARED:
         return None
     return lambda: quiet(cache_dir)
+
+
+class _Gate:
+    """What one candidate's timing runs inside, decided when the timing starts: quiet
+    (``evaluate.quiet``) for quiet timing, for a timing that must be quiet (``required``) and
+    whenever the node's evidence says so (``TimingMode.AUTO``, ``evaluate.interference``);
+    never for shared timing.
+    ``quiet`` says afterwards what it was (None: the kernel was not timed past its first call)."""
+
+    def __init__(self, config: BenchConfig, cache_dir: Path, required: bool) -> None:
+        self.config, self.cache_dir, self.required = config, cache_dir, required
+        self.quiet: bool | None = None
+
+    def __call__(self) -> AbstractContextManager[object]:
+        mode = self.config.timing
+        if mode is TimingMode.SHARED:
+            self.quiet = False
+        elif mode is TimingMode.AUTO and not self.required:
+            self.quiet = of_node(self.cache_dir).quiet_next()
+        else:
+            self.quiet = True
+        return quiet(self.cache_dir) if self.quiet else contextlib.nullcontext()
+
+    def record(self, report: KernelReport, yardstick: KernelReport | None, fingerprint: str) -> None:
+        """Tell the node what this timing showed (auto timing only)."""
+        if self.config.timing is not TimingMode.AUTO or self.quiet is None:
+            return
+        paired = yardstick.samples if yardstick is not None else ()
+        of_node(self.cache_dir).record(
+            evidence_of(report.samples, paired, fingerprint if paired else "", self.quiet))
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,11 +240,13 @@ class Built:
 def evaluate_candidate(
     workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path,
     cutoff: float | None = None, contend: float | None = None, yardstick: Candidate | None = None,
+    quiet: bool = False,
 ) -> Measurement:
     """Build ``candidate``, then (holding the node's benchmark lock) verify it against
     ``reference`` and time it: ``build_candidate`` followed by ``run_candidate``. With a
     ``yardstick``, the candidate is timed beside it in one process and the measurement
-    carries the yardstick's times (``Measurement.paired``).
+    carries the yardstick's times (``Measurement.paired``); with ``quiet``, the node's other
+    work is paused for the timing whatever auto timing found (``Job.quiet``).
 
     Never raises for anything the candidate does: the result's status is ``ok``,
     ``build_error`` (with the tail of the compiler's message), ``run_error`` (with the signal
@@ -219,7 +260,7 @@ def evaluate_candidate(
     built = build_candidate(workload, reference, candidate, config, cache_dir, yardstick)
     if isinstance(built, Measurement):
         return built
-    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff, contend)
+    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff, contend, quiet)
 
 
 def build_candidate(
@@ -248,20 +289,21 @@ def build_candidate(
 
 def run_candidate(
     workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
-    cache_dir: Path, cutoff: float | None = None, contend: float | None = None,
+    cache_dir: Path, cutoff: float | None = None, contend: float | None = None, quiet: bool = False,
 ) -> Measurement:
     """Verify a built candidate against the reference and time it, holding the node's
     benchmark lock (one timing at a time per node); one whose verification call takes more
     than ``cutoff`` seconds is timed by that call alone, one whose warm call takes more than
-    ``contend`` seconds with the fewest samples; beside ``built.yardstick`` when it has one.
+    ``contend`` seconds with the fewest samples; beside ``built.yardstick`` when it has one;
+    ``quiet``: with the node's other work paused whatever auto timing found.
     Raises as ``evaluate_candidate`` does."""
     with _infrastructure_errors(cache_dir):
-        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff, contend)
+        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff, contend, quiet)
 
 
 def _run(
     workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
-    cache_dir: Path, cutoff: float | None, contend: float | None = None,
+    cache_dir: Path, cutoff: float | None, contend: float | None = None, quiet: bool = False,
 ) -> Measurement:
     machine = machine_info(config)
     cand, ref = built.kernel, built.reference
@@ -282,11 +324,16 @@ def _run(
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
         kernels = [cand.path] + ([built.yardstick.path] if built.yardstick and built.yardstick.path else [])
+        gate = _Gate(config, cache_dir, required=quiet)
         res = run_kernels(built.driver, ref_file, kernels, config, pin=not candidate.uses_openmp, cutoff=cutoff,
-                          contend=contend, gate=_quiet_gate(config, cache_dir), pair=len(kernels) == 2)
+                          contend=contend, gate=gate, pair=len(kernels) == 2)
     m = _measurement_from_report(workload, candidate, 0, res, len(kernels), config, cand.seconds, machine)
+    if m.status is Status.OK:
+        m = dataclasses.replace(m, quiet=gate.quiet)
+    reports = parse_report(res.stdout, len(kernels))
+    gate.record(reports[0], reports[1] if len(kernels) == 2 else None, built.yardstick_fingerprint)
     if len(kernels) == 2 and m.status is Status.OK:
-        yard = parse_report(res.stdout, 2)[1]
+        yard = reports[1]
         if yard.samples:
             timing = timing_from_samples(yard.samples, yard.inner)
             m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, timing))

@@ -159,13 +159,13 @@ class _Runner:
 
     def run(self, workload: Workload, reference: Candidate, candidate: Candidate, built: Any, bench: BenchConfig,
             cache_dir: Path | None, cutoff: float | None = None,
-            contend: float | None = None) -> Measurement | SchedsearchError:
+            contend: float | None = None, quiet: bool = False) -> Measurement | SchedsearchError:
         from schedsearch.evaluate import default_cache_dir
         from schedsearch.evaluate.pipeline import run_candidate
 
         try:
             return run_candidate(workload, reference, candidate, built, bench, cache_dir or default_cache_dir(),
-                                 cutoff, contend)
+                                 cutoff, contend, quiet)
         except SchedsearchError as e:
             return e
 
@@ -593,7 +593,7 @@ class RayExecutor(BlockingCalls):
             wref, rref = detail
             runner = self._runner(node)
             ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff,
-                                    job.contend)
+                                    job.contend, job.quiet)
             self._flight[ref] = (job, "run", runner)
             return None
         if isinstance(value, SchedsearchError):

@@ -136,7 +136,8 @@ class Ledger:
         record = self.store.record_measurement(self.sid, m, gflops, speedup)
         ok = record.status is Status.OK
         reused = m.reused_candidate_id is not None
-        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok), reused=int(reused))
+        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok), reused=int(reused),
+                                           timed_beside=int(m.quiet is False and not reused))
         if tell:
             self.strategy.tell(record)
         if self.guide is not None:

@@ -600,12 +600,12 @@ class Pipeline:
         if jobs:
             self.executor.submit(self.workload, self.root, jobs)
 
-    def _evaluation(self, child: Candidate, contend: float | None = None) -> Job:
+    def _evaluation(self, child: Candidate, contend: float | None = None, quiet: bool = False) -> Job:
         """A job measuring ``child`` beside the current yardstick, with the cutoff of the
-        best so far (and ``contend``: see ``_contend``)."""
+        best so far (and ``contend``: see ``_contend``; ``quiet``: see ``Job.quiet``)."""
         yardsticks = self.ledger.yardsticks
         return Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self._cutoff(), contend=contend,
-                   yardstick=yardsticks.current if yardsticks is not None else None)
+                   yardstick=yardsticks.current if yardsticks is not None else None, quiet=quiet)
 
     def _merging(self, rnd: Round | None) -> bool:
         """Whether ``rnd`` takes the next round in (``_merge``): it is measured in the cost
@@ -673,7 +673,9 @@ class Pipeline:
     def _confirm(self, rnd: Round, child: Candidate, first: Measurement) -> None:
         """Measure ``child`` again (``first``: its first measurement, placed); the round
         waits for it as for any child being measured."""
-        job = self._evaluation(child)  # timed in full: it is measured as a new best
+        # Timed in full and quietly: it is measured as a new best, and what it measures decides
+        # where the search goes.
+        job = self._evaluation(child, quiet=True)
         rnd.measuring[job.id] = child
         self.confirming[job.id] = first
         self.executor.submit(self.workload, self.root, [job])
