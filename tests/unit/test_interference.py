@@ -70,7 +70,6 @@ def test_noisier_timings_beside_other_work_make_it_quiet_with_a_shared_probe() -
     feed(node, 0.02, 0.02 * NOISE_FACTOR * 1.5)
     kinds = [node.quiet_next() for _ in range(3 * PROBE_EVERY)]
     assert kinds.count(False) == 3 and node.verdict().disturbs is True
-    assert "quiet" in node.verdict().describe()
 
 
 def test_a_slowed_yardstick_makes_it_quiet_even_when_the_spread_holds() -> None:

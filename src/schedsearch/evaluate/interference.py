@@ -10,9 +10,10 @@ node's own timings.
 
 The evidence of one timing (``Evidence``) is its *noise*: the interquartile range over the
 median of the candidate's time over the yardstick's, round by round (of the candidate's own
-samples when it was timed alone); a kind's typical noise is the geometric mean of its timings'. Work beside the kernels comes and goes within a timing,
-hits some rounds and not others, and widens that spread. A paired timing also gives the
-yardstick's time a call, which work beside slows. Each node keeps the latest ``WINDOW``
+samples when it was timed alone). Work beside the kernels comes and goes within a timing,
+hits some rounds and not others, and widens that spread; a kind's typical noise is the
+geometric mean of its timings'. A paired timing also gives the yardstick's time a call,
+which work beside slows. Each node keeps the latest ``WINDOW``
 timings of each kind, quiet and shared. It starts quiet and alternates until it holds
 ``MIN_EVIDENCE`` of each; from then on its timings are shared while the shared ones are at
 most ``NOISE_FACTOR`` times as noisy as the quiet ones and their yardstick at most
@@ -78,14 +79,6 @@ class Verdict:
     slowdown: float | None
     disturbs: bool | None  # None: not judged yet
 
-    def describe(self) -> str:
-        """One phrase for the user: what the node found."""
-        if self.disturbs is None:
-            return "not judged yet"
-        parts = [f"timings beside other work {self.noise_factor:.2f}x as noisy"]
-        if self.slowdown is not None:
-            parts.append(f"{self.slowdown:.3f}x as slow")
-        return (", ".join(parts) + (": quiet" if self.disturbs else ": shared"))
 
 
 def evidence_of(samples: Sequence[float], yardstick_samples: Sequence[float] = (), yardstick: str = "",
