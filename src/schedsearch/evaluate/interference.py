@@ -80,7 +80,6 @@ class Verdict:
     disturbs: bool | None  # None: not judged yet
 
 
-
 def evidence_of(samples: Sequence[float], yardstick_samples: Sequence[float] = (), yardstick: str = "",
                 quiet: bool = True) -> Evidence | None:
     """The evidence of one timing from its samples (seconds a call, one per round) and the
