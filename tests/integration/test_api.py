@@ -157,16 +157,18 @@ def test_the_cli_and_the_api_find_the_same(tuned_file: tuple[schedsearch.TuneRes
                 "--db", str(db), "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    # Which of two near-tied candidates leads, and whether a new best ends the run without
-    # progress (``since_best``), depend on timing noise; every other count is exact.
+    # Which of two near-tied candidates leads, whether a new best ends the run without
+    # progress (``since_best``) and how many were timed beside other work (new bests are
+    # timed again quietly) depend on timing noise; every other count is exact.
     by_fp = {n.fingerprint: n for n in result.tree}
     cli_best = by_fp[out["best"]["fingerprint"]]
     # the CLI's best is the API's, or a near-tie of it in the API's own measurements
     assert (cli_best.fingerprint == result.best.fingerprint or within_noise(cli_best.timing, result.best.timing)
             or cli_best.seconds <= 1.1 * result.best.seconds)
-    exact = {k for k in out["candidates"] if k != "since_best"}
+    noisy = {"since_best", "timed_beside"}
+    exact = {k for k in out["candidates"] if k not in noisy}
     assert {k: out["candidates"][k] for k in exact} == {k: getattr(result.search.counters, k) for k in exact}
-    assert 0 <= out["candidates"]["since_best"] <= out["candidates"]["evaluated"]
+    assert all(0 <= out["candidates"][k] <= out["candidates"]["evaluated"] for k in noisy)
     cli_tree = json.loads(run_cli("tree", str(out["search_id"]), "--db", str(db), "--json").stdout)
     measured = [n["fingerprint"] for n in cli_tree if n["status"] != "pending"]
     assert measured == [r.fingerprint for r in result.tree if r.status is not Status.PENDING]
