@@ -395,18 +395,25 @@ def test_a_lone_kernel_stops_sampling_once_its_samples_agree(ref: Candidate, cac
     assert m.status is Status.OK and len(m.timing.samples) == expected
 
 
-def test_quiet_timing_pauses_the_node_for_the_timing_proper_only(ref: Candidate, cache: Path, monkeypatch) -> None:
-    from schedsearch.core import TimingMode
+@pytest.fixture
+def entered(monkeypatch) -> list[int]:
+    """One item for each time a timing paused the node (``evaluate.quiet``, spied on)."""
     from schedsearch.evaluate import pipeline
 
-    entered: list[int] = []
+    calls: list[int] = []
 
     @contextlib.contextmanager
     def spy(cache_dir: Path):
-        entered.append(1)
+        calls.append(1)
         yield 0
 
     monkeypatch.setattr(pipeline, "quiet", spy)
+    return calls
+
+
+def test_quiet_timing_pauses_the_node_for_the_timing_proper_only(ref: Candidate, cache: Path, entered) -> None:
+    from schedsearch.core import TimingMode
+
     quietly = dataclasses.replace(FAST, timing=TimingMode.QUIET)
     cand = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
     timed = evaluate_candidate(SGEMM, ref, cand, quietly, cache)
@@ -422,21 +429,13 @@ def test_quiet_timing_pauses_the_node_for_the_timing_proper_only(ref: Candidate,
     assert [m.status for m in side_by_side] == [Status.OK, Status.OK] and entered == [1, 1]
 
 
-def test_auto_timing_tries_both_kinds_and_follows_the_evidence(ref: Candidate, tmp_path: Path, monkeypatch) -> None:
+def test_auto_timing_tries_both_kinds_and_follows_the_evidence(ref: Candidate, tmp_path: Path, entered) -> None:
     """Auto timing starts quiet and alternates; once its evidence says the work beside a
     timing does not disturb it, most timings are shared, and a timing that must be quiet
     (a new best's second measurement) and the finalists are quiet all the same."""
     from schedsearch.core import TimingMode
-    from schedsearch.evaluate import interference, pipeline
+    from schedsearch.evaluate import interference
 
-    entered: list[int] = []
-
-    @contextlib.contextmanager
-    def spy(cache_dir: Path):
-        entered.append(1)
-        yield 0
-
-    monkeypatch.setattr(pipeline, "quiet", spy)
     auto = dataclasses.replace(FAST, timing=TimingMode.AUTO)
     cand = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
     kinds = [evaluate_candidate(SGEMM, ref, cand, auto, tmp_path, yardstick=ref).quiet for _ in range(4)]
