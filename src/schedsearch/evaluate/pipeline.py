@@ -34,7 +34,6 @@ from schedsearch.core import (
     sha256_text,
 )
 from schedsearch.errors import InfrastructureError, SearchError
-from schedsearch.evaluate.interference import evidence_of, of_node
 from schedsearch.evaluate.bench import (
     KernelReport,
     bench_lock,
@@ -45,6 +44,7 @@ from schedsearch.evaluate.bench import (
 )
 from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
+from schedsearch.evaluate.interference import evidence_of, of_node
 from schedsearch.evaluate.machine import machine_info
 from schedsearch.evaluate.process import ChildResult
 from schedsearch.evaluate.quiet import quiet, working
