@@ -55,3 +55,15 @@ def test_the_panel_counts_toward_early_stop_only_when_it_is_set():
 
     assert "no new best in 3 of 10" in drawn(10)
     assert "no new best" not in drawn(None)
+
+
+def test_the_panel_says_how_many_were_timed_beside_builds_once_any_were():
+    def drawn(beside):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=160)
+        with ProgressView(console, 60.0, "sgemm[M=8]") as view:
+            view(SearchEvent(EventKind.EVALUATED, 7, 4.0, Counters(evaluated=9, ok=9, timed_beside=beside)))
+        return out.getvalue()
+
+    assert "timed beside builds 6" in drawn(6)
+    assert "timed beside" not in drawn(0)

@@ -205,6 +205,8 @@ class ProgressView:
             f"generated {c.generated}   duplicate {c.duplicates}   illegal {c.illegal}   "
             f"evaluated {c.evaluated}   ok {c.ok}   failed {c.failed}"
             + (f"   pruned {c.pruned}" if c.pruned else "")
+            # auto timing's choice as it goes: how many were timed with builds running beside
+            + (f"   timed beside builds {c.timed_beside}" if c.timed_beside else "")
             + (f"   {rate:.1f}/s" if rate is not None else "")
         )
         best = e.best
