@@ -54,7 +54,7 @@ faster than the register tile each had measured in its first seconds at 2.35-2.4
 runs of an earlier invocation, give it the same ``--keep DIR`` and ``--resume``.
 
     .venv/bin/python benchmarks/search_efficiency.py [--budget 180] [--seeds 3] [--kernels sgemm512,conv1d_mc,i8]
-        [--notes] [--warm] [--throughput-budget 60] [--throughput-seeds 3] [--skip-throughput] [--out results.json] [--keep DIR [--resume]]
+        [--notes] [--warm] [--settings off,rank-notes] [--throughput-budget 60] [--throughput-seeds 3] [--skip-throughput] [--out results.json] [--keep DIR [--resume]]
         [--side-by-side 5]
 
 It takes about an hour with the defaults; run it on a quiet machine and name the CPU
@@ -554,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--throughput-seeds", type=int, default=3, help="throughput searches, one per seed [3]")
     p.add_argument("--timing", choices=("auto", "quiet", "shared"), default="auto", help="as schedsearch run --timing")
     p.add_argument("--skip-throughput", action="store_true")
+    p.add_argument("--settings", default=None, metavar="A,B",
+                   help="only these of the settings the other options ask for (e.g. off,rank-notes)")
     p.add_argument("--out", type=Path, default=None, help="write every run and the summary here (JSON)")
     p.add_argument("--keep", type=Path, default=None,
                    help="keep every run's database and its events (NAME.events.jsonl) in this folder")
@@ -584,6 +586,14 @@ def main(argv: list[str] | None = None) -> int:
     settings = (["off", "rank"] + (["off-lone", "rank-lone"] if args.lone else []) + (["rank-notes"] if args.notes else [])
                 + (["rank-warm"] if args.warm else [])
                 + (["rank-oracle"] if args.oracle else []))
+    if args.settings is not None:
+        wanted = [s.strip() for s in args.settings.split(",") if s.strip()]
+        unknown = [s for s in wanted if s not in settings]
+        if not wanted or unknown:
+            print(f"search_efficiency: --settings {args.settings}: choose among {', '.join(settings)} "
+                  "(--notes, --warm, --lone and --oracle add theirs)", file=sys.stderr)
+            return 2
+        settings = wanted
     runs: list[Run] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sched-eff-") as tmp:
