@@ -65,6 +65,14 @@ _DRIVER_FLAGS = ("-O2",)
 #: gcc's notes on the loops it vectorized or unrolled, written to a file in the build folder.
 _NOTES_FILE = "notes.txt"
 _NOTES_FLAG = f"-fopt-info-vec-loop-optimized={_NOTES_FILE}"
+#: How long an expansion waits for one child's build to read gcc's notes on it
+#: (``kernel_notes``); beyond it the child goes without notes and its measurement builds it
+#: again, under the full build timeout. Why: gcc 12's RTL combiner now and then takes half a
+#: minute on a kernel whose rows Exo unrolled (the i8 matmul on Zen 3: 29 s for one child,
+#: 96% of it the combiner, where its 403 siblings built in a median 0.3 s and at most 2.8 s),
+#: and the whole expansion waited for it. Builds run two to a core beside the expansion,
+#: so this is about 4x the slowest ordinary build.
+NOTES_WAIT_SECONDS = 12.0
 #: A private build folder (``.build-*``) older than this (and than twice the build timeout)
 #: belongs to no live build: its builder was killed with it.
 STALE_BUILD_SECONDS = 3600.0
@@ -133,9 +141,11 @@ def _compile(
     extra: tuple[str, ...],
     libs: tuple[str, ...],
     notes: Path | None = None,
+    timeout: float | None = None,
 ) -> tuple[str, float]:
     """Compile ``source`` into ``target`` atomically. Returns (error text or "", seconds).
     With ``notes``, ``extra`` holds ``_NOTES_FLAG`` and the notes gcc wrote go there.
+    ``timeout`` shortens ``config.build_timeout`` for this build.
 
     Raises InfrastructureError when the failure is the machine's, not the source's.
     """
@@ -148,17 +158,18 @@ def _compile(
     src = work / f"{target.stem}.c"
     tmp_out = work / f"out{target.suffix}"
     argv = compiler_argv(config) + list(flags) + list(extra) + ["-o", str(tmp_out), src.name] + list(libs)
+    limit = config.build_timeout if timeout is None else min(timeout, config.build_timeout)
     start = time.perf_counter()
     try:
         src.write_text(source)
         try:
-            res = run_child(argv, timeout=config.build_timeout, cwd=work, background=True,
+            res = run_child(argv, timeout=limit, cwd=work, background=True,
                             env={**os.environ, "TMPDIR": str(work)})
         except OSError as e:
             raise ToolchainError(f"The C compiler {config.cc!r} cannot be run ({e}).") from e
         seconds = time.perf_counter() - start
         if res.timed_out:
-            return f"compiler did not finish within {config.build_timeout:g} s", seconds
+            return f"compiler did not finish within {limit:g} s", seconds
         if res.returncode != 0:
             fault = machine_fault(res.returncode, f"{res.stderr}\n{res.stdout}")
             if fault:
@@ -228,11 +239,13 @@ def precompiled_immintrin(config: BenchConfig, flags: tuple[str, ...], cache_dir
         tmp_gch.unlink(missing_ok=True)
 
 
-def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False) -> BuildResult:
+def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False,
+                 timeout: float | None = None) -> BuildResult:
     """Compile a candidate's C into a shared object, or return the cached one.
 
-    Compiler errors and build timeouts come back as a failed BuildResult; only a compiler
-    that cannot be started at all raises ToolchainError.
+    Compiler errors and build timeouts come back as a failed BuildResult (never cached: a
+    later build tries again); only a compiler that cannot be started at all raises
+    ToolchainError. ``timeout`` shortens ``config.build_timeout`` for this build.
     """
     flags = kernel_flags(config, openmp)
     extra = _SHARED_FLAGS + ((_NOTES_FLAG,) if writes_notes(config) else ())
@@ -245,7 +258,7 @@ def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
         if header is not None:
             extra += ("-include", str(header))
     notes = path.with_suffix(".notes") if _NOTES_FLAG in extra else None
-    error, seconds = _compile(config, c_source, path, flags, extra, ("-lm",), notes)
+    error, seconds = _compile(config, c_source, path, flags, extra, ("-lm",), notes, timeout)
     if error:
         return BuildResult(key, None, error=error, seconds=seconds)
     return BuildResult(key, path, seconds=seconds)
@@ -256,13 +269,16 @@ def writes_notes(config: BenchConfig) -> bool:
     return "gcc" in machine_info(config).compiler_version.lower()
 
 
-def kernel_notes(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False) -> str | None:
+def kernel_notes(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False,
+                 wait: float | None = None) -> str | None:
     """gcc's notes on the loops of the kernel ``c_source`` (``-fopt-info-vec-loop-optimized``
     lines), built now if the cache has no build of it: the build a measurement then finds
-    ready. None when the compiler is not gcc or the kernel does not build."""
+    ready. None when the compiler is not gcc, the kernel does not build, or its build takes
+    longer than ``wait`` seconds (None: the build timeout; the build is then stopped and not
+    kept; an expansion waits ``NOTES_WAIT_SECONDS``)."""
     if not writes_notes(config):
         return None
-    result = build_kernel(c_source, config, cache_dir, openmp)
+    result = build_kernel(c_source, config, cache_dir, openmp, timeout=wait)
     if result.path is None:
         return None
     notes = result.path.with_suffix(".notes")

@@ -30,6 +30,7 @@ from typing import Any
 
 from schedsearch.core import BenchConfig, Candidate, Expansion, ExpansionPart, sha256_text
 from schedsearch.errors import InfrastructureError, SchedsearchError
+from schedsearch.evaluate import build
 from schedsearch.evaluate.build import artifact_key, kernel_flags, kernel_notes, writes_notes
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 
@@ -105,7 +106,8 @@ def worker_expander(factory: Any, workload: Any, options: Any, bench: BenchConfi
 def noting(expander: Any, bench: BenchConfig, cache_dir: Path) -> Any:
     """``expander`` reading gcc's notes on each child's kernel into its features
     (``use_notes``): each child is built as it is made, into the build cache its
-    measurement then takes it from. As it is when it cannot (a fake in a test) or the
+    measurement then takes it from (a child whose build outlasts ``NOTES_WAIT_SECONDS`` goes
+    without notes). As it is when it cannot (a fake in a test) or the
     compiler writes no notes."""
     use = getattr(expander, "use_notes", None)
     if use is None:
@@ -122,7 +124,7 @@ def noting(expander: Any, bench: BenchConfig, cache_dir: Path) -> Any:
 
 def _notes(c_source: str, openmp: bool, *, config: BenchConfig, cache_dir: Path) -> str | None:
     try:
-        return kernel_notes(c_source, config, cache_dir, openmp)
+        return kernel_notes(c_source, config, cache_dir, openmp, wait=build.NOTES_WAIT_SECONDS)
     except SchedsearchError:
         return None  # a machine fault: the build of this child for its measurement says so
 
