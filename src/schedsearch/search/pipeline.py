@@ -695,8 +695,13 @@ class Pipeline:
             self._take_in(rnd)
             # A streamed round in the cost model's order plans its next round as soon as a
             # shard per worker is in (the first of each holds a likely winner: the next round
-            # then grows from it while the rest of this one is still expanded).
-            if self._merging(rnd) and len(rnd.parts.get(parent.fingerprint, ())) >= self.workers:
+            # then grows from it while the rest of this one is still expanded). Not when the
+            # model leads: it ranks a node's children as a whole, and the next round's
+            # expansions would go ahead of this one's last shards (``expansion_priority``).
+            # conv1d_mc (Zen 3): the root's 5x16 tile came in 45-70 s into leading searches
+            # that had grown from the first shards' 6x16 ones; 15 s in with the model off.
+            if (self._merging(rnd) and not self.config.model_leads
+                    and len(rnd.parts.get(parent.fingerprint, ())) >= self.workers):
                 self._plan_next(rnd)
             self._fill()
             if rnd.expanded():
