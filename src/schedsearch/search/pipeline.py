@@ -19,11 +19,12 @@ were in first.
 In the cost model's order a round is not measured whole before the next: its early ask
 comes once its likely winners (within ``rounds.STREAM_GATE`` of its best prediction, at
 most one in-flight cap) are measured - for a streamed round, as soon as a shard per worker
-is in - and while the next round is expanded from them, the round's also-rans wait. The
-next round's children then join the same queue (``_merge``), so the likely winners one
-level deeper are measured before the also-rans of this one; those are measured when
-nothing more likely is left. Which children wait depends on the predictions only, so this
-keeps the same seed's search the same (streamed rounds aside, as above).
+is in (unless the model leads: then once all its shards are) - and while the next round is
+expanded from them, the round's also-rans wait. The next round's children then join the
+same queue (``_merge``), so the likely winners one level deeper are measured before the
+also-rans of this one; those are measured when nothing more likely is left. Which
+children wait depends on the predictions only, so this keeps the same seed's search the
+same (streamed rounds aside, as above).
 When the model leads (``SearchConfig.model_leads``: with gcc's notes it ranks a node's
 children right from the first round), a round expands one parent, sharded over every
 expander, and only one in-flight cap of likely winners beyond the early ask's own is
