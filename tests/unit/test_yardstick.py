@@ -152,6 +152,37 @@ def test_the_yardstick_follows_the_best_and_is_never_the_root() -> None:
     assert min(yard_times.values()) <= best.seconds * STEP
 
 
+def test_a_first_best_shorter_than_a_sample_is_the_yardstick_without_the_step() -> None:
+    ys = Yardsticks("root", short=5e-3)
+    a, b, c = fake_candidate("m1"), fake_candidate("m2"), fake_candidate("m3")
+    assert ys.consider(record(a.fingerprint, 0.9e-3), a, baseline=1e-3)  # 1.1x faster, but short
+    assert ys.current == a and ys.seconds == 0.9e-3
+    assert not ys.consider(record(b.fingerprint, 0.7e-3), b, baseline=1e-3)  # the next one: STEP again
+    slow = Yardsticks("root", short=5e-3)
+    assert not slow.consider(record(c.fingerprint, 9e-3), c, baseline=10e-3)  # longer than a sample
+    assert not slow.consider(record(c.fingerprint, 0.9e-3), c, baseline=None)  # no baseline: no bar yet
+    assert not Yardsticks("root").consider(record(a.fingerprint, 0.9e-3), a, baseline=1e-3)  # short off
+
+
+@pytest.mark.parametrize("base", [1e-3, 20e-3])
+def test_a_search_of_kernels_shorter_than_a_sample_times_beside_its_first_best(base: float) -> None:
+    """Every first-round kernel is at least 0.7x the root (``FakeTree``), never STEP times
+    faster: one is a yardstick only when a call of it is shorter than a sample (5 ms)."""
+    tree = FakeTree(failure_rate=0.0, moves=8, branching=4, base_seconds=base)
+    ex = FakeExecutor(tree, drift=lambda n: 1.0)
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=60)
+    store = InMemoryStore()
+    outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), ex, store, cfg)
+    times = {r.fingerprint: r.seconds for r in store.candidates(outcome.search_id) if r.status is Status.OK}
+    named = {fp for fp in ex.yardsticks.values() if fp is not None}
+    assert named
+    first_round = {fp for fp in named if times[fp] > base / STEP}
+    if base < cfg.bench.min_sample_seconds:
+        assert first_round and all(times[fp] >= 0.7 * base for fp in first_round)
+    else:
+        assert not first_round
+
+
 def test_a_resumed_search_keeps_timing_on_the_same_scale() -> None:
     tree = FakeTree(failure_rate=0.0, moves=8, branching=4)
     store = InMemoryStore()

@@ -73,6 +73,7 @@ class Ledger:
         *,
         activity: Callable[[], str],
         yardstick: bool = False,
+        short_call: float = 0.0,
     ) -> None:
         self.workload, self.root, self.strategy, self.store = workload, root, strategy, store
         self.on_event, self.clock, self.guide = on_event, clock, guide
@@ -86,8 +87,9 @@ class Ledger:
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
         self.streak_from: Timing | None = None  # the best a run without progress counts from (``_streak``)
-        # With ``yardstick``, candidates are timed beside one and put on its scale.
-        self.yardsticks = Yardsticks(root.fingerprint) if yardstick else None
+        # With ``yardstick``, candidates are timed beside one and put on its scale; a first
+        # one whose call is at most ``short_call`` (a sample's length) is taken at once.
+        self.yardsticks = Yardsticks(root.fingerprint, short_call) if yardstick else None
         self.phase = Phase.STARTING
         self.last_event = clock()
 

@@ -161,7 +161,7 @@ class _Run:
         )
         self.job_ids = itertools.count(1)
         self.ledger = Ledger(workload, root, strategy, store, on_event, clock, guide, activity=self._activity,
-                             yardstick=config.yardstick)
+                             yardstick=config.yardstick, short_call=config.bench.min_sample_seconds)
         self.pipeline = Pipeline(workload, root, strategy, executor, store, config, self.ledger, guide, stop,
                                  self.job_ids)
 

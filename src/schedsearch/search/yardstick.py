@@ -10,10 +10,20 @@ the candidate's time over the yardstick's, round by round (``Yardsticks.place``)
 
 The yardstick is the fastest kernel found, once it is ``STEP`` times faster than the last
 one (the first: than the unscheduled proc, which is never one: it is too slow to time beside
-every candidate). Its scale is its time when it became the yardstick, itself measured
+every candidate) - or, for the first, as soon as one call of it is shorter than a sample
+(``short``, ``BenchConfig.min_sample_seconds``): a sample of it then lasts what a sample of
+any candidate lasts. Its scale is its time when it became the yardstick, itself measured
 beside the previous yardstick, so every yardstick's scale is linked to the first. A
 yardstick is always fast, so timing it costs at most about as much as the candidate - and
 beside a candidate that cannot be the new best it is not run at all (``Paired.spared``).
+
+Why the short first one: a kernel whose steps each gain less than ``STEP`` had no yardstick
+for most of its search. In a search of the i8 matmul (784 ns unscheduled; Zen 3, 2 vCPUs)
+none of 511 candidates was timed beside one, and with a compiler running on the other vCPU
+the stage of all of C, the way to the fastest kernels, measured 824 ns, where other
+searches measured it at 484-544 ns; the search left it. Timed beside a 600 ns kernel of
+the first round while gcc ran beside, the same kernel's time over several processes
+spread 1.75x and its ratio to the yardstick 1.20x.
 """
 
 from __future__ import annotations
@@ -47,8 +57,9 @@ def paired_ratio(candidate: Sequence[float], yardstick: Sequence[float]) -> floa
 class Yardsticks:
     """The search's yardstick and the scale of every yardstick it has had."""
 
-    def __init__(self, root_fingerprint: str) -> None:
+    def __init__(self, root_fingerprint: str, short: float = 0.0) -> None:
         self.root_fingerprint = root_fingerprint
+        self.short = short  # a first yardstick this fast is taken without the STEP (module doc)
         self.current: Candidate | None = None
         self.seconds: float | None = None  # the current yardstick's time on the scale
         self.scales: dict[str, float] = {}  # yardstick fingerprint -> its time on the scale
@@ -93,15 +104,19 @@ class Yardsticks:
 
     def consider(self, record: CandidateRecord, candidate: Candidate, baseline: float | None) -> bool:
         """Make ``record`` (the new best; ``candidate`` its C) the yardstick if it is
-        ``STEP`` times faster than the current one (or than ``baseline``, the unscheduled
-        proc's time, when there is none yet). True when it became the yardstick."""
+        ``STEP`` times faster than the current one (or, when there is none yet, than
+        ``baseline``, the unscheduled proc's time, or if its time is ``short``). True when it
+        became the yardstick."""
         seconds = record.seconds
         if record.status is not Status.OK or seconds is None or seconds <= 0:
             return False
         if record.fingerprint == self.root_fingerprint or record.fingerprint in self.scales:
             return False
         bar = self.seconds if self.seconds is not None else baseline
-        if bar is None or seconds * STEP > bar:
+        if bar is None:
+            return False
+        first_and_short = self.seconds is None and seconds <= self.short and seconds < bar
+        if seconds * STEP > bar and not first_and_short:
             return False
         self.current, self.seconds = candidate, seconds
         self.scales[record.fingerprint] = seconds
