@@ -19,10 +19,10 @@ beside a candidate that cannot be the new best it is not run at all (``Paired.sp
 
 Why the short first one: a kernel whose steps each gain less than ``STEP`` had no yardstick
 for most of its search. In a search of the i8 matmul (784 ns unscheduled; Zen 3, 2 vCPUs)
-none of 511 candidates was timed beside one, and with a compiler running on the other vCPU
-the stage of all of C, the way to the fastest kernels, measured 824 ns, where other
-searches measured it at 484-544 ns; the search left it. Timed beside a 600 ns kernel of
-the first round while gcc ran beside, the same kernel's time over several processes
+none of 511 candidates was timed beside one, and timed alone beside the search's builds,
+the stage of all of C with k split by 2 and sunk, the way to the fastest kernels, measured
+824 ns, where five other searches measured it at 484-544 ns; the search left it. Timed beside a 600 ns kernel of
+the first round in 16 processes while compilers ran beside them, the same kernel's time
 spread 1.75x and its ratio to the yardstick 1.20x.
 """
 
