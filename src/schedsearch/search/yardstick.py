@@ -21,9 +21,9 @@ Why the short first one: a kernel whose steps each gain less than ``STEP`` had n
 for most of its search. In a search of the i8 matmul (784 ns unscheduled; Zen 3, 2 vCPUs)
 none of 511 candidates was timed beside one, and timed alone beside the search's builds,
 the stage of all of C with k split by 2 and sunk, the way to the fastest kernels, measured
-824 ns, where five other searches measured it at 484-544 ns; the search left it. Timed beside a 600 ns kernel of
-the first round in 16 processes while compilers ran beside them, the same kernel's time
-spread 1.75x and its ratio to the yardstick 1.20x.
+824 ns, where five other searches measured it at 484-544 ns; the search left it. Timed
+beside a 600 ns kernel of the first round in 16 processes while compilers ran beside them,
+the same kernel's time spread 1.75x and its ratio to the yardstick 1.20x.
 """
 
 from __future__ import annotations
