@@ -71,6 +71,8 @@ times through kernels that side by side all ran at 161 ns; a lucky new best also
 bar (``contend``, ``cutoff``) every later candidate is timed against and steers the
 strategy for the rest of the search. Big steps are confirmed too: one yardstick timed cold
 made a 185 ns i8 kernel look 71.7 ns, twice as fast as anything else the search found.
+How far apart the two times come is the search's timing noise (``search.repeats``); the
+strategy hears it (``heed_noise``) and counts times that close as tied.
 
 Candidates whose C an earlier search measured the same way take that measurement instead
 of being measured (``_reuse``; ``search.reuse`` says when). Reused measurements do not
@@ -108,6 +110,7 @@ from schedsearch.core import (
 from schedsearch.search.finalists import finalist_reserve
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.ledger import Ledger
+from schedsearch.search.repeats import RepeatNoise
 from schedsearch.search.ranking import expansion_priority
 from schedsearch.search.reuse import reuse_message, split
 from schedsearch.search.rounds import (
@@ -191,6 +194,8 @@ class Pipeline:
         self.costly_owed: set[int] = set()
         # Confirmation jobs in flight (``_take``): job id -> the first measurement, placed.
         self.confirming: dict[int, Measurement] = {}
+        # How far apart the two times of each confirmed candidate were: the strategy's ties.
+        self.repeats = RepeatNoise()
 
     # ------------------------------------------------------------------ for the driver
 
@@ -655,6 +660,7 @@ class Pipeline:
         for m in result.measurements:
             m = self.ledger.place(m)
             if first is not None:
+                self._heed_repeat(first, m)
                 m, note = confirmed(first, m)
                 self._measured(cur, m, note)
             elif self._to_confirm(m):
@@ -670,6 +676,14 @@ class Pipeline:
             return False
         best = top[0].seconds
         return best is not None and m.seconds < best
+
+    def _heed_repeat(self, first: Measurement, second: Measurement) -> None:
+        """Learn how far apart two measurements of one candidate came (both placed, both
+        ok), and tell the strategy the search's timing noise as it now stands."""
+        if first.seconds is None or second.seconds is None or second.status is not Status.OK:
+            return
+        self.repeats.add(first.seconds, second.seconds)
+        self.strategy.heed_noise(self.repeats.share())
 
     def _confirm(self, rnd: Round, child: Candidate, first: Measurement) -> None:
         """Measure ``child`` again (``first``: its first measurement, placed); the round
