@@ -15,8 +15,8 @@ and none of 9 cold runs (90 s to 2 minutes) reached 100 ns, where 5 of 9 without
 
 How close counts as tied is the search's own timing noise (``heed_noise``: the median gap
 between the two measurements of each confirmed new best, ``search.repeats``), never less
-than ``TIE_SHARE``. A fixed 2% fitted quiet machines; on a shared 2-vCPU host (Zen 3) the
-same C measured twice differs by 5-18%, and in a search of the i8 matmul the stage of C the
+than ``TIE_SHARE``. A fixed 2% fitted quiet machines; on a shared 2-vCPU host (Zen 3) a
+search's repeats came 2-8% apart, and in a search of the i8 matmul the stage of C the
 model predicted fastest, 2.2% slower than the best, was never weighed against it: the
 search followed the best's near-equal lineage for three minutes and never reached 95%.
 """

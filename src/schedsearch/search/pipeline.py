@@ -110,8 +110,8 @@ from schedsearch.core import (
 from schedsearch.search.finalists import finalist_reserve
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.ledger import Ledger
-from schedsearch.search.repeats import RepeatNoise
 from schedsearch.search.ranking import expansion_priority
+from schedsearch.search.repeats import RepeatNoise
 from schedsearch.search.reuse import reuse_message, split
 from schedsearch.search.rounds import (
     Round,

@@ -3,9 +3,10 @@
 Every new best is measured twice, in two processes (``pipeline``'s confirmation), so each
 search collects, as it goes, pairs of times of the same C taken seconds apart on the machine
 it runs on. How far apart they are is the timing noise that decides whether two near-equal
-candidates can be told apart - which on a quiet machine is about 2% and on a shared 2-vCPU
-host 5-18% for the fastest kernels (the i8 matmul, Zen 3). A fixed share cannot be right on
-both: best-first's ties (``best_first.tied``) take the share from here.
+candidates can be told apart. On a quiet machine that is about 2%; on a shared 2-vCPU host
+(Zen 3) the i8 matmul's searches saw their own repeats a median 2-8% apart as they went, and
+two searches' times of the same near-best C 5.6-18% apart. A fixed share cannot be right
+everywhere: best-first's ties (``best_first.tied``) take the share from here.
 
 Standard library only.
 """
