@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -11,7 +10,7 @@ from schedsearch.core import CandidateRecord, CostModelMode, SearchConfig, Statu
 from schedsearch.search import BestFirst, make_strategy, run_search
 from schedsearch.search.repeats import CEILING, FLOOR, MIN_REPEATS, RepeatNoise
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeCostModel, FakeExecutor, FakeTree, fake_root, fake_workload, oracle
+from schedsearch.testing.fakes import FakeCostModel, FakeTree, LuckyFirstTime, fake_root, fake_workload, oracle
 
 
 def test_the_share_is_the_floor_until_enough_repeats_are_in() -> None:
@@ -96,27 +95,13 @@ class Spy:
         self.inner.heed_noise(share)
 
 
-class FastFirstTime(FakeExecutor):
-    """Each candidate's first measurement comes out ``lucky`` times its true time; later ones true."""
-
-    def __init__(self, tree: FakeTree, lucky: float) -> None:
-        super().__init__(tree)
-        self.lucky = lucky
-
-    def _drifted(self, candidate, yardstick):
-        m = super()._drifted(candidate, yardstick)
-        if m.timing is None or self.evaluated.count(candidate.fingerprint) > 1:
-            return m
-        return dataclasses.replace(m, timing=m.timing.scaled(self.lucky))
-
-
 @pytest.mark.parametrize(("lucky", "share"), [(1 / 1.06, 0.06), (0.8, CEILING)])
 def test_a_search_tells_its_strategy_how_far_apart_its_confirmations_came(lucky: float, share: float) -> None:
     tree = FakeTree(moves=6, branching=3, failure_rate=0.0, features=True)
     cfg = SearchConfig(max_seconds=None, max_candidates=40, yardstick=False, confirm_best=True,
                        cost_model=CostModelMode.RANK)
     spy = Spy(make_strategy(cfg))
-    run_search(fake_workload(), fake_root(), spy, FastFirstTime(tree, lucky), InMemoryStore(), cfg,
+    run_search(fake_workload(), fake_root(), spy, LuckyFirstTime(tree, lucky), InMemoryStore(), cfg,
                cost_model=FakeCostModel(oracle(tree)))
     assert len(spy.heard) >= MIN_REPEATS  # one per confirmed new best
     assert spy.heard[:MIN_REPEATS - 1] == [FLOOR] * (MIN_REPEATS - 1)
@@ -127,5 +112,5 @@ def test_without_confirmation_the_strategy_hears_nothing() -> None:
     tree = FakeTree(moves=6, branching=3, failure_rate=0.0)
     cfg = SearchConfig(max_seconds=None, max_candidates=40, yardstick=False, confirm_best=False)
     spy = Spy(make_strategy(cfg))
-    run_search(fake_workload(), fake_root(), spy, FastFirstTime(tree, 0.8), InMemoryStore(), cfg)
+    run_search(fake_workload(), fake_root(), spy, LuckyFirstTime(tree, 0.8), InMemoryStore(), cfg)
     assert spy.heard == []

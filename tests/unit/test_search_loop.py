@@ -15,6 +15,7 @@ from schedsearch.testing.fakes import (
     FakeClock,
     FakeExecutor,
     FakeTree,
+    LuckyFirstTime,
     fake_root,
     fake_workload,
     fingerprint_of,
@@ -344,16 +345,6 @@ def test_a_deeper_schedule_wins_when_it_is_faster_beyond_noise() -> None:
     # m1+m2 is 2% slower than the fastest and their ranges (+-1%) only touch: no tie.
     assert labels[outcome.best.id] == "m1+m2+m2"
     assert "shorter schedule" not in fin.message
-
-
-class LuckyFirstTime(FakeExecutor):
-    """Each candidate's first measurement comes out 20% fast (a lucky moment); later ones true."""
-
-    def _drifted(self, candidate, yardstick):
-        m = super()._drifted(candidate, yardstick)
-        if m.timing is None or self.evaluated.count(candidate.fingerprint) > 1:
-            return m
-        return dataclasses.replace(m, timing=m.timing.scaled(0.8))
 
 
 def test_a_near_new_best_is_measured_twice_and_the_slower_time_counts() -> None:

@@ -424,6 +424,21 @@ class FakeExecutor:
         self.closed = True
 
 
+class LuckyFirstTime(FakeExecutor):
+    """A ``FakeExecutor`` whose every candidate's first measurement comes out ``lucky`` times
+    its true time (a lucky moment: 0.8 is 20% fast); later measurements are true."""
+
+    def __init__(self, tree: FakeTree, lucky: float = 0.8) -> None:
+        super().__init__(tree)
+        self.lucky = lucky
+
+    def _drifted(self, candidate: Candidate, yardstick: Candidate | None) -> Measurement:
+        m = super()._drifted(candidate, yardstick)
+        if m.timing is None or self.evaluated.count(candidate.fingerprint) > 1:
+            return m
+        return dataclasses.replace(m, timing=m.timing.scaled(self.lucky))
+
+
 class FakeCostModel:
     """``core.CostModel`` predicting with ``rule(features)``; records every call.
 
