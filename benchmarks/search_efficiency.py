@@ -73,7 +73,7 @@ import sys
 import tempfile
 import time
 import dataclasses
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,9 @@ class Run:
     # node), a search affords few, and which ones it expands decides how deep it gets
     expansions: int = 0
     db: str = ""  # its kept database ("" when not kept)
+    # where its time went (``run --json``'s ``time_spent``: seconds expanding, building,
+    # measuring, and with nothing being measured); empty for a run made before it was counted
+    spent: dict[str, float] = field(default_factory=dict)
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -235,7 +238,7 @@ def to_run(kernel: str, setting: str, seed: int, out: dict, db: Path | None = No
                spearman([n["predicted_speedup"] for n in settled], [n["speedup"] for n in settled]),
                len(settled), span([n["seconds"] for n in settled]),
                len({n["parent_id"] for n in out["tree"] if n["parent_id"] is not None}),
-               str(db) if db is not None else "")
+               str(db) if db is not None else "", spent=dict(out.get("time_spent") or {}))
 
 
 #: Kernels two runs must share for one's scale to be set against the other's (``on_one_scale``).
@@ -436,6 +439,14 @@ def judged(runs: list[Run], pooled: dict[str, float], rounds: int) -> tuple[dict
     return ({**pooled, **sbs.seconds} if sbs else pooled), sbs
 
 
+def median_spent(runs: list[Run]) -> dict[str, float]:
+    """The median of each kind of time spent over ``runs`` that counted it ({} if none did)."""
+    counted = [r.spent for r in runs if r.spent]
+    if not counted:
+        return {}
+    return {k: statistics.median(s.get(k, 0.0) for s in counted) for k in counted[0]}
+
+
 def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
     summary: dict = {}
     for kernel in dict.fromkeys(r.kernel for r in runs):
@@ -474,6 +485,7 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
                 "median_span": statistics.median(spans) if spans else None,
                 "settled_spearman": [r.settled for r in settled],
                 "settled_span": [r.settled_span for r in settled],
+                "time_spent": median_spent([r for r in mine if r.setting == setting]),
             }
         agreement = retest(mine)
         apart = spread(mine)
@@ -518,6 +530,11 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
             if row["first_round_spearman"]:
                 print(f"  {'':10s} the root's children as predicted before any measurement of this search: rank "
                       f"correlation {', '.join(f'{x:.2f}' for x in row['first_round_spearman'])}")
+            if row["time_spent"]:
+                t = row["time_spent"]
+                print(f"  {'':10s} time spent (median of the runs): workers expanding {t['expanding']:.0f} s and "
+                      f"building {t['building']:.0f} s; verifying and timing {t['measuring']:.0f} s; nothing being "
+                      f"measured for {t['idle']:.0f} s")
         if agreement is not None:
             print(f"  the same C measured by two runs: rank correlation {agreement[0]:.2f} "
                   f"({agreement[1]:.2f} over the faster half)")

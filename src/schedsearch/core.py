@@ -775,6 +775,22 @@ class ReuseScope(JsonRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class TimeSpent(JsonRecord):
+    """Where a search's time went, in seconds: the work its workers reported, by kind, and
+    the wall time the driver had nothing being measured. On a machine of few cores the
+    kinds compete for the same cores, so their sum against ``workers`` x elapsed says how
+    busy the workers were, and ``idle`` how long the search's measuring waited for Exo."""
+
+    expanding: float = 0.0  # expanders' own time (Exo; with gcc's notes, building every child too)
+    building: float = 0.0  # compiling candidates for their measurement (0 for one an expansion built)
+    measuring: float = 0.0  # verifying and timing candidates (the yardstick beside included)
+    idle: float = 0.0  # wall time with no candidate being measured (expansions only, or the driver)
+
+    def plus(self, **delta: float) -> TimeSpent:
+        return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})
+
+
+@dataclass(frozen=True, slots=True)
 class Counters(JsonRecord):
     generated: int = 0  # rewrites tried on expanded nodes: duplicates + illegal + new candidates
     duplicates: int = 0  # dropped because their C was already seen (among siblings or earlier)
@@ -789,6 +805,7 @@ class Counters(JsonRecord):
     since_best: int = 0
     # timed with the node's builds and expansions running beside (``TimingMode.AUTO``, ``SHARED``)
     timed_beside: int = 0
+    spent: TimeSpent = TimeSpent()  # where the time went (``TimeSpent``)
 
     def plus(self, **delta: int) -> Counters:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})

@@ -66,6 +66,22 @@ def test_run_json_has_the_documented_keys(searched: tuple[Path, dict]) -> None:
 
 
 @pytest.mark.slow
+def test_run_and_show_say_where_the_time_went(searched: tuple[Path, dict]) -> None:
+    db, out = searched
+    spent = out["time_spent"]
+    assert set(spent) == {"expanding", "building", "measuring", "idle"}
+    # Exo expanded, gcc built and the runner timed, each for a measurable while; with one
+    # process doing everything (--workers 0), their sum cannot exceed the search's own time
+    # by more than the finalists' re-measurement and the baseline timed before the clock.
+    assert spent["expanding"] > 0 and spent["building"] > 0 and spent["measuring"] > 0
+    assert spent["expanding"] + spent["building"] + spent["measuring"] <= out["elapsed_seconds"] * 1.5
+    shown = run_cli("show", str(out["search_id"]), "--db", str(db), "--json")
+    assert json.loads(shown.stdout)["time_spent"] == spent  # as stored
+    text = run_cli("show", str(out["search_id"]), "--db", str(db)).stderr
+    assert re.search(r"time spent\s+workers expanding \d+\.\d s and building \d+\.\d s", text)
+
+
+@pytest.mark.slow
 def test_list_show_tree(searched: tuple[Path, dict]) -> None:
     db, out = searched
     sid = str(out["search_id"])

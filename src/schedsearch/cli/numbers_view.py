@@ -114,6 +114,17 @@ def baseline_text(search: SearchRecord, root: CandidateRecord | None) -> str:
     return fmt_time(root.seconds, record_spread(root))
 
 
+def spent_text(search: SearchRecord) -> str:
+    """Where the search's time went (``TimeSpent``), in words; "" for a search that did
+    not record it (one made before it was counted)."""
+    t = search.counters.spent
+    if not (t.expanding or t.building or t.measuring or t.idle):
+        return ""
+    return (f"workers expanding {t.expanding:.1f} s and building {t.building:.1f} s; "
+            f"verifying and timing {t.measuring:.1f} s; nothing being measured for {t.idle:.1f} s "
+            f"of {search.elapsed_seconds:.1f} s")
+
+
 def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: CandidateRecord | None, db: str) -> Table:
     """Key facts of one search as a two-column grid (``show``'s header)."""
     grid = Table.grid(padding=(0, 2))
@@ -133,6 +144,7 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
                        + (f"; {c.reused} reused from earlier searches" if c.reused else "")
                        + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
         ("cost model", cost_model_text(search)),
+        *([("time spent", spent_text(search))] if spent_text(search) else []),
         ("baseline", baseline_text(search, root)),
         ("best", best_text(search, best)),
         ("machine", f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}"),

@@ -256,5 +256,6 @@ def _remeasured(
             return None
         for result in executor.poll(poll_seconds):
             if result.job.id == job.id:
+                ledger.spend(measurements=result.measurements)
                 return result.measurements
         ledger.tick()

@@ -122,6 +122,17 @@ class Ledger:
         """``m`` on the search's scale (``Yardsticks.place``; as it is without a yardstick)."""
         return self.yardsticks.place(m) if self.yardsticks is not None else m
 
+    def spend(self, *, expanding: float = 0.0, idle: float = 0.0, measurements: tuple[Measurement, ...] = ()) -> None:
+        """Count time spent (``Counters.spent``): an expansion's seconds, wall seconds with
+        nothing being measured, and the build and run seconds of ``measurements`` as they
+        come back from the executor (every one: a confirmation's second measurement and
+        the finalists' re-measurement cost time too, though neither is recorded alone)."""
+        building = sum(m.build_seconds for m in measurements if m.reused_candidate_id is None)
+        measuring = sum(m.run_seconds for m in measurements if m.reused_candidate_id is None)
+        spent = self.counters.spent.plus(expanding=max(0.0, expanding), idle=max(0.0, idle),
+                                         building=building, measuring=measuring)
+        self.counters = dataclasses.replace(self.counters, spent=spent)
+
     def record(self, m: Measurement, *, announce: bool, tell: bool = True, note: str = "") -> CandidateRecord:
         """Record one measurement: in the store, the counters, the strategy (``tell``), the
         cost model and the top list; ``announce``: with an ``evaluated`` event (``note``

@@ -283,6 +283,7 @@ class _Run:
         if expand_root:
             self.pipeline.expand_first([ledger.root_record])
         result = self.pipeline.wait_for(job)
+        ledger.spend(measurements=result.measurements)
         m = result.measurements[0] if result.measurements else None
         if m is None:
             raise SearchError(f"the executor returned no measurement for the unscheduled {self.workload.label}")

@@ -196,6 +196,8 @@ class Pipeline:
         self.confirming: dict[int, Measurement] = {}
         # How far apart the two times of each confirmed candidate were: the strategy's ties.
         self.repeats = RepeatNoise()
+        # Since when nothing has been measured (``_count_idle``; None: something is).
+        self.idle_since: float | None = None
 
     # ------------------------------------------------------------------ for the driver
 
@@ -310,6 +312,23 @@ class Pipeline:
     def run(self) -> SearchStatus:
         """Run rounds until a budget is spent or nothing is left to expand or measure
         (``completed``); raises ``Stopped`` as soon as ``stop`` is set."""
+        try:
+            return self._rounds()
+        finally:
+            self._count_idle(ending=True)
+
+    def _count_idle(self, ending: bool = False) -> None:
+        """Count the wall time with no candidate being measured (``TimeSpent.idle``): from
+        the first look that found nothing in flight to the first that found something (or
+        the end of the run). Looked at before every poll, where work is handed out."""
+        busy = self.current is not None and bool(self.current.measuring)
+        if self.idle_since is None and not busy and not ending:
+            self.idle_since = self.ledger.elapsed()
+        elif self.idle_since is not None and (busy or ending):
+            self.ledger.spend(idle=self.ledger.elapsed() - self.idle_since)
+            self.idle_since = None
+
+    def _rounds(self) -> SearchStatus:
         while True:
             self._check_stop()
             left = self._candidates_left()
@@ -326,6 +345,7 @@ class Pipeline:
             self._merge()
             self._fill()
             self.ledger.phase = Phase.MEASURING if self.current is not None else Phase.EXPANDING
+            self._count_idle()
             for result in self.executor.poll(POLL_SECONDS):
                 self._take(result)
             self.ledger.tick()
@@ -647,6 +667,9 @@ class Pipeline:
         """Record one finished job (or one shard of an expansion) of either round."""
         job = result.job
         nxt, cur = self.next, self.current
+        # Time spent counts whether or not the job is still wanted: it was spent.
+        self.ledger.spend(expanding=result.expansion.seconds if result.expansion is not None else 0.0,
+                          measurements=result.measurements)
         if result.expansion is not None:
             for rnd in (nxt, cur):
                 if rnd is not None and job.id in rnd.expanding:

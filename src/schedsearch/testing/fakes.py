@@ -21,6 +21,7 @@ import hashlib
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from schedsearch.core import (
     ArgRole,
@@ -45,6 +46,8 @@ from schedsearch.core import (
     Workload,
     sha256_text,
 )
+
+R = TypeVar("R", Expansion, Measurement)
 
 #: Feature version of the fake tree's vectors.
 FAKE_FEATURES = "fake-v1"
@@ -234,7 +237,9 @@ class FakeExecutor:
     The asynchronous half (``submit`` / ``poll`` / ``cancel``) runs one job at a time (a
     random one of those in flight with ``shuffle_seed``, else the oldest) for its fake
     duration; a ``poll`` advances ``clock`` by at most its timeout, so a long job spans
-    several polls, as a real one does. ``cancelled`` counts jobs abandoned by ``cancel``;
+    several polls, as a real one does. With ``report_seconds`` its result reports that
+    duration as its own (``Expansion.seconds``, ``Measurement.run_seconds``) - which the
+    finalists' reserve of time then counts too. ``cancelled`` counts jobs abandoned by ``cancel``;
     ``overlapped`` counts expansions submitted while evaluations were in flight.
     An expansion job with ``stream`` comes back in ``stream_shards`` results (children
     dealt out in turn, ``final`` on the last), each after its share of ``expand_seconds``.
@@ -256,8 +261,10 @@ class FakeExecutor:
         remeasure_seconds: float = 0.0,
         stream_shards: int = 1,
         drift: Callable[[int], float] | None = None,
+        report_seconds: bool = False,
     ) -> None:
         self.tree = tree or FakeTree()
+        self.report_seconds = report_seconds
         self.stream_shards = max(1, stream_shards)
         self.shards_sent: list[tuple[int, bool]] = []  # (job id, final) of every expansion result
         self.clock = clock
@@ -363,7 +370,8 @@ class FakeExecutor:
             self.yardsticks[candidate.fingerprint] = job.yardstick.fingerprint if job.yardstick else None
             if self.on_evaluate is not None:
                 self.on_evaluate(candidate)
-            return [JobResult(job, measurements=(self._drifted(candidate, job.yardstick),))]
+            m = self._drifted(candidate, job.yardstick)
+            return [JobResult(job, measurements=(self._reported(m, job),))]
         return [JobResult(job, measurements=tuple(self._remeasure(job.candidates)))]
 
     def _drifted(self, candidate: Candidate, yardstick: Candidate | None) -> Measurement:
@@ -384,7 +392,7 @@ class FakeExecutor:
         if not (job.stream and self.stream_shards > 1):
             self.expanded.append(parent.fingerprint)
             self.shards_sent.append((job.id, True))
-            return JobResult(job, expansion=self.tree.expand(parent, job.part))
+            return JobResult(job, expansion=self._reported(self.tree.expand(parent, job.part), job))
         if job.id not in self._shards_left:
             whole = self.tree.expand(parent, job.part)
             n = self.stream_shards
@@ -396,7 +404,7 @@ class FakeExecutor:
                 for k in range(n)
             ]
         shards = self._shards_left[job.id]
-        part = shards.pop(0)
+        part = self._reported(shards.pop(0), job)
         final = not shards
         if final:
             del self._shards_left[job.id]
@@ -405,6 +413,14 @@ class FakeExecutor:
             self._flight.append(job)  # the rest of it runs on, after the work queued meanwhile
         self.shards_sent.append((job.id, final))
         return JobResult(job, expansion=part, final=final)
+
+    def _reported(self, result: R, job: Job) -> R:
+        """``result`` (an Expansion or a Measurement) reporting the job's fake duration as its
+        own when ``report_seconds`` is set."""
+        if not self.report_seconds:
+            return result
+        key = "seconds" if isinstance(result, Expansion) else "run_seconds"
+        return dataclasses.replace(result, **{key: self._duration(job)})
 
     def _duration(self, job: Job) -> float:
         if job.kind is JobKind.EXPAND and job.stream:
