@@ -71,11 +71,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from schedsearch.search.ranking import SETTLED_AFTER, span, spearman
 
@@ -141,11 +144,38 @@ class Run:
     # where its time went (``run --json``'s ``time_spent``: seconds expanding, building,
     # measuring, and with nothing being measured); empty for a run made before it was counted
     spent: dict[str, float] = field(default_factory=dict)
+    cpu_busy: float | None = None  # the machine's CPU use over the run (``CpuBusy``), 0-1
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "schedsearch", *args], capture_output=True, text=True, env=env,
                           check=False)
+
+
+class CpuBusy:
+    """The machine's CPU use while a block runs (``with CpuBusy() as busy: ...``; then
+    ``busy.share``, 0-1 over all cores): whether the time a search's runner waited was time
+    the cores were busy with its expansions and builds, or time nothing used them."""
+
+    def __init__(self, every: float = 0.5) -> None:
+        self.every, self.samples = every, []
+        self.share: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        psutil.cpu_percent(None)  # the first call only sets the starting point
+        while not self._stop.wait(self.every):
+            self.samples.append(psutil.cpu_percent(None) / 100.0)
+
+    def __enter__(self) -> CpuBusy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.share = statistics.mean(self.samples) if self.samples else None
 
 
 def kept(db: Path) -> dict | None:
@@ -179,12 +209,14 @@ def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float,
     if setting.endswith("-notes"):
         extra = (*extra, "--compiler-notes")
     try:
-        r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
-                "--cost-model", mode, "--timing", timing, "--db", str(db), "--json",
-                "--events", str(db.with_suffix(".events.jsonl")), *extra, env=env)
+        with CpuBusy() as busy:
+            r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
+                    "--cost-model", mode, "--timing", timing, "--db", str(db), "--json",
+                    "--events", str(db.with_suffix(".events.jsonl")), *extra, env=env)
         if r.returncode != 0:
             raise SystemExit(f"schedsearch run {' '.join(kernel_args)} failed ({r.returncode}): {r.stderr[-2000:]}")
         out = _json(r, "run")
+        out["cpu_busy"] = busy.share  # over the whole process, Ray's start and the finalists included
         tree = cli("tree", str(out["search_id"]), "--db", str(db), "--json", env=env)
         out["tree"] = _json(tree, "tree")
         return out
@@ -238,7 +270,8 @@ def to_run(kernel: str, setting: str, seed: int, out: dict, db: Path | None = No
                spearman([n["predicted_speedup"] for n in settled], [n["speedup"] for n in settled]),
                len(settled), span([n["seconds"] for n in settled]),
                len({n["parent_id"] for n in out["tree"] if n["parent_id"] is not None}),
-               str(db) if db is not None else "", spent=dict(out.get("time_spent") or {}))
+               str(db) if db is not None else "", spent=dict(out.get("time_spent") or {}),
+               cpu_busy=out.get("cpu_busy"))
 
 
 #: Kernels two runs must share for one's scale to be set against the other's (``on_one_scale``).
@@ -378,10 +411,16 @@ def throughput(budget: float, workers: int, work: Path, seeds: int = 3, timing: 
         counts = out["candidates"]
         measured = counts["evaluated"] - counts.get("reused", 0)
         beside = counts.get("timed_beside", 0)
+        spent = out.get("time_spent") or {}
         runs.append({"seed": seed, "measured": measured, "elapsed": out["elapsed_seconds"],
-                     "per_second": measured / out["elapsed_seconds"], "timed_beside": beside})
+                     "per_second": measured / out["elapsed_seconds"], "timed_beside": beside,
+                     "time_spent": spent, "cpu_busy": out.get("cpu_busy")})
+        where = (f"; workers expanding {spent['expanding']:.0f} s and building {spent['building']:.0f} s, "
+                 f"verifying and timing {spent['measuring']:.0f} s, nothing measured {spent['idle']:.0f} s"
+                 if spent else "")
+        busy = f"; CPU {out['cpu_busy']:.0%} busy" if out.get("cpu_busy") is not None else ""
         print(f"throughput seed {seed}: {measured} measured in {out['elapsed_seconds']:.0f} s "
-              f"({beside} timed beside builds and expansions)", flush=True)
+              f"({beside} timed beside builds and expansions){where}{busy}", flush=True)
     return {"per_second": statistics.median(r["per_second"] for r in runs), "runs": runs, "workers": workers,
             "timing": timing}
 
@@ -486,6 +525,7 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
                 "settled_spearman": [r.settled for r in settled],
                 "settled_span": [r.settled_span for r in settled],
                 "time_spent": median_spent([r for r in mine if r.setting == setting]),
+                "cpu_busy": [r.cpu_busy for r in mine if r.setting == setting and r.cpu_busy is not None],
             }
         agreement = retest(mine)
         apart = spread(mine)
@@ -534,7 +574,9 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
                 t = row["time_spent"]
                 print(f"  {'':10s} time spent (median of the runs): workers expanding {t['expanding']:.0f} s and "
                       f"building {t['building']:.0f} s; verifying and timing {t['measuring']:.0f} s; nothing being "
-                      f"measured for {t['idle']:.0f} s")
+                      f"measured for {t['idle']:.0f} s"
+                      + (f"; the CPU was {', '.join(f'{b:.0%}' for b in row['cpu_busy'])} busy"
+                         if row["cpu_busy"] else ""))
         if agreement is not None:
             print(f"  the same C measured by two runs: rank correlation {agreement[0]:.2f} "
                   f"({agreement[1]:.2f} over the faster half)")
