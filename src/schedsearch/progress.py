@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from schedsearch.core import EventKind, SearchEvent
+from schedsearch.core import EventKind, SearchEvent, TimeSpent
 
 #: Events always shown at once (the others are throttled).
 KEY_EVENTS = frozenset({EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS,
@@ -61,6 +61,15 @@ def _best_text(event: SearchEvent) -> str:
     if best.speedup is not None:
         parts.append(f"{best.speedup:.3g}x")
     return " ".join(parts)
+
+
+def spent_text(spent: TimeSpent) -> str:
+    """Where a search's time went (``TimeSpent``), in words; "" before anything is counted."""
+    t = spent
+    if not (t.expanding or t.building or t.measuring or t.idle):
+        return ""
+    return (f"workers expanding {t.expanding:.1f} s and building {t.building:.1f} s; "
+            f"verifying and timing {t.measuring:.1f} s; nothing being measured for {t.idle:.1f} s")
 
 
 def _counts_text(event: SearchEvent) -> str:
@@ -136,6 +145,9 @@ class NotebookProgress(ProgressRenderer):
         caption = (f"<b>{html.escape(self.label)}</b> search {event.search_id} &middot; {event.elapsed:.1f} s "
                    f"&middot; {html.escape(state)} &middot; {html.escape(_counts_text(event))} &middot; "
                    f"{html.escape(_best_text(event))}")
+        spent = spent_text(event.counters.spent)
+        if spent:
+            caption += f"<br><small>{html.escape(spent)}</small>"
         return (f'<div><progress value="{done:.3f}" max="1" style="width: 24em"></progress> '
                 f"{100 * done:.0f}%<br><span>{caption}</span></div>")
 

@@ -14,7 +14,7 @@ from exo.stdlib.scheduling import divide_loop
 from schedsearch import api
 from schedsearch.app import CLI, PYTHON
 from schedsearch.app.compose import refuse_transient_db
-from schedsearch.core import Counters, EventKind, SearchEvent
+from schedsearch.core import Counters, EventKind, SearchEvent, TimeSpent
 from schedsearch.errors import StoreError, WorkloadError
 from schedsearch.progress import NotebookProgress, TextProgress, progress_renderer
 from schedsearch.transforms import build_proc
@@ -233,3 +233,10 @@ def test_no_progress_outside_a_notebook_unless_asked() -> None:
     assert progress_renderer(None, 10.0, None, "x") is None
     assert progress_renderer(False, 10.0, None, "x") is None
     assert isinstance(progress_renderer(True, 10.0, None, "x"), TextProgress)
+
+
+def test_the_notebook_bar_says_where_the_time_went_once_any_was_counted() -> None:
+    bar = NotebookProgress("axpy[N=8]", budget=100.0, max_candidates=None, handle=FakeHandle())
+    counted = SearchEvent(EventKind.EVALUATED, 1, 9.0, Counters(evaluated=4, spent=TimeSpent(expanding=7.5, idle=6.0)))
+    assert "workers expanding 7.5 s" in bar.html(counted) and "nothing being measured for 6.0 s" in bar.html(counted)
+    assert "workers expanding" not in bar.html(event(EventKind.EVALUATED, 9.0, evaluated=4))

@@ -8,7 +8,7 @@ import threading
 from rich.console import Console
 
 from schedsearch.cli.render import ProgressView
-from schedsearch.core import Counters, EventKind, SearchEvent
+from schedsearch.core import Counters, EventKind, SearchEvent, TimeSpent
 
 
 def test_the_terminal_panel_redraws_on_events_without_a_thread_of_its_own():
@@ -67,3 +67,17 @@ def test_the_panel_says_how_many_were_timed_beside_builds_once_any_were():
 
     assert "timed beside builds 6" in drawn(6)
     assert "timed beside" not in drawn(0)
+
+
+def test_the_panel_says_where_the_time_went_once_any_was_counted():
+    def drawn(spent):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=160)
+        with ProgressView(console, 60.0, "sgemm[M=8]") as view:
+            view(SearchEvent(EventKind.EVALUATED, 7, 4.0, Counters(evaluated=9, ok=9, spent=spent)))
+        return out.getvalue()
+
+    text = drawn(TimeSpent(expanding=12.25, building=3.5, measuring=1.0, idle=2.75))
+    assert "workers expanding 12.2 s and building 3.5 s" in text
+    assert "verifying and timing 1.0 s; nothing being measured for 2.8 s" in text
+    assert "workers expanding" not in drawn(TimeSpent())

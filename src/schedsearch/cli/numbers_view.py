@@ -19,8 +19,9 @@ from rich.text import Text
 from schedsearch.cli.render import (
     STATUS_STYLE, cost_model_text, describe, fmt_num, fmt_seconds, schedule_lines, step_text,
 )
-from schedsearch.core import CandidateRecord, SearchRecord, Workload
+from schedsearch.core import CandidateRecord, SearchRecord, TimeSpent, Workload
 from schedsearch.numbers import DeclaredBest, Ending, NumberKind, ending, steps_of
+from schedsearch.progress import spent_text
 
 BEST_MARK = "*"
 NOISE_MARK = "~"
@@ -114,15 +115,11 @@ def baseline_text(search: SearchRecord, root: CandidateRecord | None) -> str:
     return fmt_time(root.seconds, record_spread(root))
 
 
-def spent_text(search: SearchRecord) -> str:
-    """Where the search's time went (``TimeSpent``), in words; "" for a search that did
-    not record it (one made before it was counted)."""
-    t = search.counters.spent
-    if not (t.expanding or t.building or t.measuring or t.idle):
-        return ""
-    return (f"workers expanding {t.expanding:.1f} s and building {t.building:.1f} s; "
-            f"verifying and timing {t.measuring:.1f} s; nothing being measured for {t.idle:.1f} s "
-            f"of {search.elapsed_seconds:.1f} s")
+def search_spent_text(search: SearchRecord) -> str:
+    """Where the search's time went, of its elapsed time; "" for a search that did not
+    count it (one made before it was counted)."""
+    words = spent_text(search.counters.spent)
+    return f"{words} of {search.elapsed_seconds:.1f} s" if words else ""
 
 
 def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: CandidateRecord | None, db: str) -> Table:
@@ -144,7 +141,7 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
                        + (f"; {c.reused} reused from earlier searches" if c.reused else "")
                        + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
         ("cost model", cost_model_text(search)),
-        *([("time spent", spent_text(search))] if spent_text(search) else []),
+        *([("time spent", search_spent_text(search))] if search.counters.spent != TimeSpent() else []),
         ("baseline", baseline_text(search, root)),
         ("best", best_text(search, best)),
         ("machine", f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}"),

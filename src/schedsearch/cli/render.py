@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from schedsearch.core import CandidateRecord, EventKind, Phase, Rewrite, SearchEvent, SearchRecord, Status
+from schedsearch.progress import spent_text
 
 STATUS_STYLE = {
     Status.OK: "green",
@@ -218,7 +219,11 @@ class ProgressView:
             best_txt = Text("best -")
         if self.early_stop:
             best_txt.append(f"   no new best in {c.since_best} of {self.early_stop}", style="dim")
-        parts: list[object] = [head, phase, counts, best_txt]
+        parts: list[object] = [head, phase, counts]
+        spent = spent_text(c.spent)
+        if spent:  # where the time goes, as it goes: Exo, gcc, the runner, or waiting for them
+            parts.append(Text(spent, style="dim"))
+        parts.append(best_txt)
         if e.top:
             parts.append(candidates_table(e.top[:5]))
         if e.message:

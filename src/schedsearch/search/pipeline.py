@@ -196,7 +196,7 @@ class Pipeline:
         self.confirming: dict[int, Measurement] = {}
         # How far apart the two times of each confirmed candidate were: the strategy's ties.
         self.repeats = RepeatNoise()
-        # Since when nothing has been measured (``_count_idle``; None: something is).
+        # The last look that found nothing being measured (``_count_idle``; None: something was).
         self.idle_since: float | None = None
 
     # ------------------------------------------------------------------ for the driver
@@ -318,15 +318,15 @@ class Pipeline:
             self._count_idle(ending=True)
 
     def _count_idle(self, ending: bool = False) -> None:
-        """Count the wall time with no candidate being measured (``TimeSpent.idle``): from
-        the first look that found nothing in flight to the first that found something (or
-        the end of the run). Looked at before every poll, where work is handed out."""
+        """Count the wall time with no candidate being measured (``TimeSpent.idle``): the
+        time since the last look counts when that look found nothing in flight. Looked at
+        before every poll, where work is handed out, so the count is never more than a poll
+        behind (the live view shows it as it grows)."""
+        now = self.ledger.elapsed()
+        if self.idle_since is not None:
+            self.ledger.spend(idle=now - self.idle_since)
         busy = self.current is not None and bool(self.current.measuring)
-        if self.idle_since is None and not busy and not ending:
-            self.idle_since = self.ledger.elapsed()
-        elif self.idle_since is not None and (busy or ending):
-            self.ledger.spend(idle=self.ledger.elapsed() - self.idle_since)
-            self.idle_since = None
+        self.idle_since = None if busy or ending else now
 
     def _rounds(self) -> SearchStatus:
         while True:
