@@ -776,10 +776,12 @@ class ReuseScope(JsonRecord):
 
 @dataclass(frozen=True, slots=True)
 class TimeSpent(JsonRecord):
-    """Where a search's time went, in seconds: the work its workers reported, by kind, and
-    the wall time the driver had nothing being measured. On a machine of few cores the
-    kinds compete for the same cores, so their sum against ``workers`` x elapsed says how
-    busy the workers were, and ``idle`` how long the search's measuring waited for Exo."""
+    """Where a search's time went, in seconds: how long its jobs took, by kind (each as the
+    job itself timed it), and the wall time with nothing being measured - how long the
+    search's measuring waited for Exo. Expanders and builders are processes of their own
+    that share the node's cores, so on a machine of few cores the kinds overlap: their sum
+    may exceed ``workers`` times the elapsed time, and a kind's seconds include the time it
+    waited for a core."""
 
     expanding: float = 0.0  # expanders' own time (Exo; with gcc's notes, building every child too)
     building: float = 0.0  # compiling candidates for their measurement (0 for one an expansion built)
