@@ -34,7 +34,8 @@ expanded, the model's rank correlation
 measurement; and, for runs whose model predicted the first round, its rank correlation over
 the root's children: what history of other workloads and sizes is worth before this search
 has measured anything), how well the runs' measurements of the same C agree (the ceiling for any model's rank
-correlation), and, separately, the throughput (evaluated candidates a second) of SGEMM 256 with 2 workers
+correlation), where the runs' time went (``run --json``'s ``time_spent``, median over seeds) and how busy
+the CPU was over each run, and, separately, the throughput (evaluated candidates a second) of SGEMM 256 with 2 workers
 in the default rewrite space.
 
 A kernel's speed here is the median of every search-time measurement of its C (its
