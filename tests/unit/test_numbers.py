@@ -23,6 +23,7 @@ from schedsearch.core import (
     SearchRecord,
     SearchStatus,
     Status,
+    TimeSpent,
     Timing,
     Workload,
 )
@@ -210,3 +211,13 @@ def test_tables_in_a_log_keep_their_numbers_whole():
     text = out.getvalue()
     assert "490 us ±5.0%" in text and "a_very_long_loop_name_indeed #0 factor=16" in text and "…" not in text
     assert log.width == 80  # the console is left as it was
+
+
+def test_summary_says_where_the_time_went_once_it_was_counted():
+    spent = TimeSpent(expanding=80.25, building=30.0, measuring=20.5, idle=9.0)
+    text = _summary(_search(best_candidate_id=2, best_seconds=5.2e-4, best_speedup=1.9,
+                            counters=Counters(evaluated=3, ok=3, spent=spent)), PATH)
+    assert ("time spent: workers expanding 80.2 s and building 30.0 s; verifying and timing 20.5 s; "
+            "nothing being measured for 9.0 s of 61.0 s") in text
+    # A search stored before time was counted says nothing of it.
+    assert "time spent" not in _summary(_search(best_candidate_id=2, best_seconds=5.2e-4, best_speedup=1.9), PATH)

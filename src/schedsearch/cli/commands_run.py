@@ -19,7 +19,9 @@ from schedsearch.app.compose import DEFAULT_BUDGET, DEFAULT_WORKERS
 from schedsearch.app.event_log import EventLog
 from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
 
-from schedsearch.cli.numbers_view import STEPS_LEGEND, best_text, has_step_numbers, status_text, step_lines
+from schedsearch.cli.numbers_view import (
+    STEPS_LEGEND, best_text, has_step_numbers, search_spent_text, status_text, step_lines,
+)
 from schedsearch.cli.render import ProgressView, describe, fmt_seconds
 from schedsearch.cli.wiring import db_label, print_json, stderr_console
 from schedsearch.core import CandidateRecord, SearchEvent, SearchRecord, SearchStatus, Workload
@@ -125,6 +127,9 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
         f"baseline (unscheduled): {fmt_seconds(search.baseline_seconds)}"
         f"{_gflops_text(search.workload, search.baseline_seconds)}",
     ]
+    spent = search_spent_text(search)
+    if spent:
+        lines.append(f"time spent: {spent}")
     if best is not None:
         so_far = "best" if search.status is SearchStatus.COMPLETED else "best so far"
         lines.append(f"[bold green]{so_far}[/bold green]: {escape(best_text(search, best))}")

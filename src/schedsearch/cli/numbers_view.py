@@ -19,7 +19,7 @@ from rich.text import Text
 from schedsearch.cli.render import (
     STATUS_STYLE, cost_model_text, describe, fmt_num, fmt_seconds, schedule_lines, step_text,
 )
-from schedsearch.core import CandidateRecord, SearchRecord, TimeSpent, Workload
+from schedsearch.core import CandidateRecord, SearchRecord, Workload
 from schedsearch.numbers import DeclaredBest, Ending, NumberKind, ending, steps_of
 from schedsearch.progress import spent_text
 
@@ -141,7 +141,7 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
                        + (f"; {c.reused} reused from earlier searches" if c.reused else "")
                        + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
         ("cost model", cost_model_text(search)),
-        *([("time spent", search_spent_text(search))] if search.counters.spent != TimeSpent() else []),
+        *([("time spent", search_spent_text(search))] if search_spent_text(search) else []),
         ("baseline", baseline_text(search, root)),
         ("best", best_text(search, best)),
         ("machine", f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}"),
