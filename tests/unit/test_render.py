@@ -45,39 +45,28 @@ def test_the_cost_model_line_names_the_settled_accuracy_only_when_there_is_one()
             "candidates (times spanning 5.20x)") in text(late)
 
 
-def test_the_panel_counts_toward_early_stop_only_when_it_is_set():
-    def drawn(early_stop):
-        out = io.StringIO()
-        console = Console(file=out, force_terminal=True, width=120)
-        with ProgressView(console, 60.0, "sgemm[M=8]", early_stop=early_stop) as view:
-            view(SearchEvent(EventKind.EVALUATED, 7, 4.0, Counters(evaluated=9, ok=9, since_best=3)))
-        return out.getvalue()
+def drawn(counters: Counters, early_stop: int | None = None, width: int = 160) -> str:
+    """The panel drawn for one ``evaluated`` event carrying ``counters``."""
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=width)
+    with ProgressView(console, 60.0, "sgemm[M=8]", early_stop=early_stop) as view:
+        view(SearchEvent(EventKind.EVALUATED, 7, 4.0, counters))
+    return out.getvalue()
 
-    assert "no new best in 3 of 10" in drawn(10)
-    assert "no new best" not in drawn(None)
+
+def test_the_panel_counts_toward_early_stop_only_when_it_is_set():
+    counters = Counters(evaluated=9, ok=9, since_best=3)
+    assert "no new best in 3 of 10" in drawn(counters, early_stop=10, width=120)
+    assert "no new best" not in drawn(counters, width=120)
 
 
 def test_the_panel_says_how_many_were_timed_beside_builds_once_any_were():
-    def drawn(beside):
-        out = io.StringIO()
-        console = Console(file=out, force_terminal=True, width=160)
-        with ProgressView(console, 60.0, "sgemm[M=8]") as view:
-            view(SearchEvent(EventKind.EVALUATED, 7, 4.0, Counters(evaluated=9, ok=9, timed_beside=beside)))
-        return out.getvalue()
-
-    assert "timed beside builds 6" in drawn(6)
-    assert "timed beside" not in drawn(0)
+    assert "timed beside builds 6" in drawn(Counters(evaluated=9, ok=9, timed_beside=6))
+    assert "timed beside" not in drawn(Counters(evaluated=9, ok=9))
 
 
 def test_the_panel_says_where_the_time_went_once_any_was_counted():
-    def drawn(spent):
-        out = io.StringIO()
-        console = Console(file=out, force_terminal=True, width=160)
-        with ProgressView(console, 60.0, "sgemm[M=8]") as view:
-            view(SearchEvent(EventKind.EVALUATED, 7, 4.0, Counters(evaluated=9, ok=9, spent=spent)))
-        return out.getvalue()
-
-    text = drawn(TimeSpent(expanding=12.25, building=3.5, measuring=1.0, idle=2.75))
+    text = drawn(Counters(evaluated=9, ok=9, spent=TimeSpent(expanding=12.25, building=3.5, measuring=1.0, idle=2.75)))
     assert "workers expanding 12.2 s and building 3.5 s" in text
     assert "verifying and timing 1.0 s; nothing being measured for 2.8 s" in text
-    assert "workers expanding" not in drawn(TimeSpent())
+    assert "workers expanding" not in drawn(Counters(evaluated=9, ok=9))
