@@ -95,7 +95,12 @@ def test_list_show_tree(searched: tuple[Path, dict]) -> None:
     nodes = json.loads(run_cli("tree", sid, "--db", str(db), "--json").stdout)
     assert len(nodes) >= 15  # the root plus at least 14 evaluated
     for n in nodes:
-        assert set(n) >= {"candidate_id", "parent_id", "depth", "fingerprint", "status", "seconds", "speedup", "step"}
+        assert set(n) >= {"candidate_id", "parent_id", "depth", "fingerprint", "status", "seconds", "speedup", "step",
+                          "build_seconds", "run_seconds"}
+    # Each measured candidate says what measuring it cost: every one was timed, and this
+    # search's own cache started empty, so some were built for it.
+    measured = [n for n in nodes if n["status"] == "ok"]
+    assert all(n["run_seconds"] > 0 for n in measured) and any(n["build_seconds"] > 0 for n in measured)
     roots = [n for n in nodes if n["parent_id"] is None]
     assert len(roots) == 1 and roots[0]["depth"] == 0
     ids = {n["candidate_id"] for n in nodes}

@@ -79,7 +79,8 @@ def _add(store, sid, steps, parent, text, status, seconds=None):
     error = "" if status in (Status.OK, Status.PENDING) else f"{status.value}: details\nmore lines"
     if status is not Status.PENDING:
         speedup = BASELINE / seconds if seconds is not None else None
-        store.record_measurement(sid, Measurement(fingerprint, status, timing, error), None, speedup)
+        m = Measurement(fingerprint, status, timing, error, build_seconds=0.25, run_seconds=0.125, measured_at=1.5)
+        store.record_measurement(sid, m, None, speedup)
     return fingerprint
 
 
@@ -133,6 +134,9 @@ def test_dataframe_has_one_row_per_candidate_with_flat_values(tree):
     assert list(rows["status"]) == ["ok", "ok", "wrong_result", "build_error", "ok", "ok", "pending"]
     assert rows.loc[5, "speedup"] == pytest.approx(4.25)
     assert rows.loc[2, "seconds"] == pytest.approx(BASELINE / 2)
+    # What measuring each one cost, and when; the pending one has not been measured.
+    assert (rows.loc[4, "build_seconds"], rows.loc[4, "run_seconds"], rows.loc[4, "measured_at"]) == (0.25, 0.125, 1.5)
+    assert rows.loc[7, "build_seconds"] == 0.0 and pd.isna(rows.loc[7, "measured_at"])
     assert pd.isna(rows.loc[3, "seconds"]) and pd.isna(rows.loc[3, "speedup"])
     assert rows.loc[3, "error"] == "wrong_result: details"
     assert bool(rows.loc[2, "expanded"]) and not bool(rows.loc[5, "expanded"])

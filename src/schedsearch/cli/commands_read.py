@@ -52,6 +52,9 @@ def _record_json(r: CandidateRecord, parent: CandidateRecord | None, best: Decla
         "within_noise": s.within_noise,
         "step": step_text(r),
         "measured_at": r.measured_at,  # seconds of the search's own elapsed time
+        # what measuring it cost: its build (0 when found ready) and its verification and timing
+        "build_seconds": r.build_seconds,
+        "run_seconds": r.run_seconds,
         "predicted_speedup": math.exp(-r.predicted) if r.predicted is not None else None,
         "error": r.error,
         "declared_best": best_json(best) if best is not None and best.record.id == r.id else None,

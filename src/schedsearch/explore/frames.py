@@ -33,6 +33,9 @@ NODE_COLUMNS = (
     "fingerprint",
     "expanded",
     "error",
+    "measured_at",
+    "build_seconds",
+    "run_seconds",
 )
 
 #: ``time`` is the median in a readable unit and ``spread`` half its interquartile range
@@ -74,7 +77,7 @@ def nodes_frame(nodes: Sequence[TreeNode]) -> pandas.DataFrame:
     frame = pd.DataFrame(rows, columns=list(NODE_COLUMNS))
     # Nullable ints keep the root's missing parent as <NA> instead of turning ids into floats.
     frame["parent_id"] = frame["parent_id"].astype("Int64")
-    for column in ("seconds", "gflops", "speedup", "gain"):
+    for column in ("seconds", "gflops", "speedup", "gain", "measured_at", "build_seconds", "run_seconds"):
         frame[column] = frame[column].astype("float64")
     frame["within_noise"] = frame["within_noise"].astype("boolean")
     return frame

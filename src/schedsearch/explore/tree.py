@@ -43,6 +43,11 @@ class TreeNode:
     fingerprint: str
     expanded: bool
     error: str  # first line of the error text, "" when none
+    # What measuring it cost: seconds of the search's own elapsed time it was measured at, and
+    # the seconds its build and its verification and timing took (0 for a build found ready).
+    measured_at: float | None = None
+    build_seconds: float = 0.0
+    run_seconds: float = 0.0
 
     @staticmethod
     def of(record: CandidateRecord, describe: Callable[[Rewrite], str] = Rewrite.describe,
@@ -65,6 +70,9 @@ class TreeNode:
             fingerprint=record.fingerprint,
             expanded=record.expanded,
             error=record.error.strip().splitlines()[0] if record.error.strip() else "",
+            measured_at=record.measured_at,
+            build_seconds=record.build_seconds,
+            run_seconds=record.run_seconds,
         )
 
 
