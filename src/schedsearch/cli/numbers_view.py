@@ -141,7 +141,7 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
                        + (f"; {c.reused} reused from earlier searches" if c.reused else "")
                        + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
         ("cost model", cost_model_text(search)),
-        *([("time spent", search_spent_text(search))] if search_spent_text(search) else []),
+        *([("time spent", spent)] if (spent := search_spent_text(search)) else []),
         ("baseline", baseline_text(search, root)),
         ("best", best_text(search, best)),
         ("machine", f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}"),
