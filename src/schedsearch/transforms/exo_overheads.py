@@ -55,7 +55,8 @@ finds a name in one dictionary lookup (``ScopedValues``), its IR classes the pla
 ``isinstance`` of ordinary classes, with field checks that remember the exact types they
 have accepted, its C backend a ``lift_to_cir`` that finds each node's range once, from
 its children's (``lifting_to_cir``), and its index normalization and constant folding no
-edit where nothing changed (``unchanged_when_equal``). All six return what Exo would have got, so
+edit where nothing changed (``unchanged_when_equal``), and its effect checks a context extraction
+that works out each statement's context once (``exo_contexts``). All seven return what Exo would have got, so
 every rewrite, every proc and all generated C stay the same (the rewrite tests check C
 byte for byte). If Exo's internals are not the ones these were written against, nothing is
 changed and Exo is only slower.
@@ -72,7 +73,7 @@ import typing
 from dataclasses import dataclass
 from types import FrameType
 
-from schedsearch.transforms import z3_pool
+from schedsearch.transforms import exo_contexts, z3_pool
 
 _installed = False
 
@@ -373,7 +374,7 @@ def install() -> bool:
         from exo.core.LoopIR import CIR, LoopIR
         from exo.frontend import boundscheck, parse_fragment, pattern_match
         from exo.rewrite import (LoopIR_scheduling, LoopIR_unification, analysis_simplify, new_analysis_core,
-                                 range_analysis)
+                                 new_eff, range_analysis)
         from pysmt import logics
     except ImportError:
         return False
@@ -385,7 +386,8 @@ def install() -> bool:
             getattr(LoopIR_compiler.lift_to_cir, "__module__", None) != LoopIR_compiler.__name__ or \
             not all(hasattr(range_analysis, name) for name in ("IndexRange", "is_zero")) or \
             not all(callable(getattr(getattr(LoopIR_scheduling, name, None), "map_e", None))
-                    for name in ("_DoNormalize", "DoSimplify")):
+                    for name in ("_DoNormalize", "DoSimplify")) or \
+            not exo_contexts.expected(new_eff):
         return False
     for module in parsers:
         module.inspect = _CheapInspect
@@ -399,6 +401,7 @@ def install() -> bool:
     LoopIR_compiler.lift_to_cir = lifting_to_cir(LoopIR, CIR, range_analysis)
     LoopIR_scheduling._DoNormalize.map_e = unchanged_when_equal(LoopIR_scheduling._DoNormalize.map_e)
     LoopIR_scheduling.DoSimplify.map_e = unchanged_when_equal(LoopIR_scheduling.DoSimplify.map_e, LoopIR.Const)
+    new_eff.ContextExtraction = exo_contexts.remembering_contexts(new_eff.ContextExtraction)
     _plain_ir_checks()
     _installed = True
     return True
