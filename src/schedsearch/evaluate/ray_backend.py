@@ -76,6 +76,13 @@ _HOMES_KEPT = 4096
 #: first are back after a sixth of the time, and an actor is soon free for an expansion
 #: asked for meanwhile; each repeats the parent's proposal (cheap next to its rewrites).
 STREAM_SHARDS_PER_ACTOR = 6
+#: Shards per expander actor, ahead of those, that hold one heavy rewrite each (a register
+#: tile: ``expand.dealt``) when a stream job is cut up: every register tile of the root is
+#: made before its cheap rewrites. The rules propose their best guess first, but it is not
+#: always the best: conv1d_mc's fastest tile on Zen 3 (5 rows, 331 us) was the fourth
+#: proposed, dealt into the sixth of ten shards, and came back 12-23 s in, behind 30 cheap
+#: splits and reorders that measured 20-40x slower.
+STREAM_LEADS_PER_ACTOR = 4
 
 # The watchdog runs with ``python -I -c``: standard library only. It learns the driver's
 # Ray processes (children whose command line names the ray package, and all their
@@ -444,7 +451,8 @@ class RayExecutor(BlockingCalls):
         parent's rewrites are shared out among several actors (a search's first round
         expands the root alone, and a register-tile node can take seconds). Each shard
         comes back as its own result (``JobResult.final`` on the last); the search merges
-        them. A ``stream`` job is cut into ``STREAM_SHARDS_PER_ACTOR`` times as many."""
+        them. A ``stream`` job is cut into ``STREAM_LEADS_PER_ACTOR`` +
+        ``STREAM_SHARDS_PER_ACTOR`` times as many."""
         import ray
 
         wref = self._workload_ref(workload)
@@ -458,10 +466,11 @@ class RayExecutor(BlockingCalls):
                 if job.stream:
                     # The search waits for this expansion: small shards, each sent back
                     # as soon as it is done, so measuring starts after the first of them.
-                    # The first shard of each actor holds one heavy rewrite alone
-                    # (``expand.dealt``): the likely best come back first.
-                    lead = shards
-                    shards *= STREAM_SHARDS_PER_ACTOR
+                    # The first shards of each actor hold one heavy rewrite alone
+                    # (``expand.dealt``; fewer heavy rewrites, fewer such shards): the
+                    # likely best come back first.
+                    lead = shards * STREAM_LEADS_PER_ACTOR
+                    shards = lead + shards * STREAM_SHARDS_PER_ACTOR
                 for shard, index in enumerate(self._expanders_for(job.candidates[0], shards, spread)):
                     args = (wref, job.candidates[0], shard, shards, lead, job.part)
                     shards_for.setdefault(index, []).append((job, args, shards))
