@@ -509,6 +509,10 @@ class Expansion(JsonRecord):
     replayed: int = 0  # steps of the parent's schedule re-applied to rebuild its proc (0: it was cached)
     remembered: bool = False  # read back from the expansions kept on disk, not expanded again
     deferred: int = 0  # rewrites this (FIRST) expansion left for the parent's DEFERRED part
+    # Of a sharded expansion: how many of its shards hold one heavy rewrite alone, ahead of
+    # the rest (``expand.dealt``; the same in every shard), and whether this one is such a shard.
+    leads: int = 0
+    leading: bool = False
 
     @staticmethod
     def merge(parts: Sequence[Expansion]) -> Expansion:
@@ -542,6 +546,7 @@ class Expansion(JsonRecord):
             replayed=sum(part.replayed for part in parts),
             remembered=all(part.remembered for part in parts),
             deferred=max((part.deferred for part in parts), default=0),
+            leads=max((part.leads for part in parts), default=0),
         )
 
 

@@ -167,6 +167,32 @@ def test_shards_of_one_expansion_merge_into_the_unsharded_one(small, shards, lea
     assert (merged.attempted, merged.illegal, merged.duplicates) == (alone.attempted, alone.illegal, alone.duplicates)
 
 
+def test_each_shard_says_how_many_shards_lead_and_whether_it_is_one(small, monkeypatch):
+    """A sharded expansion's shards each say how many shards hold one heavy rewrite alone
+    (``Expansion.leads``) and whether they are one (``leading``); merged, the count stays.
+    Splits stand in for register tiles here (heavy for this test): they cost little."""
+    import types
+
+    import schedsearch.transforms.expand as expand_module
+
+    real = expand_module.rule_for
+
+    def rule_for(kind):
+        rule = real(kind)
+        return types.SimpleNamespace(heavy=kind is RewriteKind.SPLIT, deferred=rule.deferred)
+
+    monkeypatch.setattr(expand_module, "rule_for", rule_for)
+    root = root_candidate(small)
+    parts = [Expander(small).expand(root, shard, 6, lead=2) for shard in range(6)]
+    assert [p.leads for p in parts] == [2] * 6
+    assert [p.leading for p in parts] == [True, True, False, False, False, False]
+    assert all(len(p.children) == 1 and p.children[0].schedule.steps[-1].kind is RewriteKind.SPLIT
+               for p in parts[:2])
+    assert Expansion.merge(parts).leads == 2
+    plain = [Expander(small).expand(root, shard, 3) for shard in range(3)]
+    assert [(p.leads, p.leading) for p in plain] == [(0, False)] * 3
+
+
 def _kinds(*kinds: RewriteKind) -> list[Rewrite]:
     return [Rewrite(kind, f"i #{n}", ()) for n, kind in enumerate(kinds)]
 

@@ -468,26 +468,42 @@ def test_a_leading_model_keeps_a_search_reproducible_whatever_the_completion_ord
     assert runs[0][:2] == runs[1][:2] == runs[2][:2]
 
 
-def test_a_leading_model_plans_the_next_round_once_the_roots_streamed_shards_are_all_in() -> None:
-    """It ranks a node's children as a whole: the next round is asked for once the root's
-    last shard is in, not from the first shard per worker (whose best need not be the
-    round's; conv1d_mc on Zen 3 grew from the first shards' tiles). Without the lead the
-    next round is asked while the root's shards still come in."""
+def _asked_before_the_root_was_in(leads: bool, stream_leads: int = 0, shards: int = 4) -> bool:
+    """Whether a search asked for its second round before the root's streamed expansion
+    was all in."""
     from schedsearch.core import EventKind
 
-    def asked_before_the_root_was_in(leads: bool) -> bool:
-        clock = FakeClock(100.0)
-        cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=30, cost_model=CostModelMode.RANK,
-                           seed=5, model_leads=leads)
-        ex = FakeExecutor(LEADS_TREE, clock=clock, eval_seconds=0.1, expand_seconds=6.0, stream_shards=4)
-        events = []
-        run_search(fake_workload(), fake_root(LEADS_TREE.moves), make_strategy(cfg), ex, InMemoryStore(), cfg,
-                   events.append, clock=clock, cost_model=FakeCostModel(oracle(LEADS_TREE)))
-        root_fp = fake_root(LEADS_TREE.moves).fingerprint
-        root_in = next(e.elapsed for e in events if e.kind is EventKind.EXPANDED and e.record.fingerprint == root_fp)
-        second_ask = [e.elapsed for e in events if e.kind is EventKind.ASKED][1]
-        assert [final for _, final in ex.shards_sent[:4]] == [False, False, False, True]  # the root streamed
-        return second_ask < root_in
+    clock = FakeClock(100.0)
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=30, cost_model=CostModelMode.RANK,
+                       seed=5, model_leads=leads)
+    ex = FakeExecutor(LEADS_TREE, clock=clock, eval_seconds=0.1, expand_seconds=6.0, stream_shards=shards,
+                      stream_leads=stream_leads)
+    events = []
+    run_search(fake_workload(), fake_root(LEADS_TREE.moves), make_strategy(cfg), ex, InMemoryStore(), cfg,
+               events.append, clock=clock, cost_model=FakeCostModel(oracle(LEADS_TREE)))
+    root_fp = fake_root(LEADS_TREE.moves).fingerprint
+    root_in = next(e.elapsed for e in events if e.kind is EventKind.EXPANDED and e.record.fingerprint == root_fp)
+    second_ask = [e.elapsed for e in events if e.kind is EventKind.ASKED][1]
+    root_job = ex.shards_sent[0][0]
+    root_shards = [final for job, final in ex.shards_sent if job == root_job]
+    assert root_shards == [False] * (shards - 1) + [True]  # the root streamed
+    return second_ask < root_in
 
-    assert not asked_before_the_root_was_in(True)
-    assert asked_before_the_root_was_in(False)
+
+def test_a_leading_model_plans_the_next_round_once_the_roots_streamed_shards_are_all_in() -> None:
+    """It ranks a node's children as a whole: with no shard that leads with a heavy rewrite
+    alone, the next round is asked for once the root's last shard is in, not from the first
+    shard per worker (whose best need not be the round's; conv1d_mc on Zen 3 grew from the
+    first shards' tiles). Without the lead the next round is asked while the root's shards
+    still come in."""
+    assert not _asked_before_the_root_was_in(True)
+    assert _asked_before_the_root_was_in(False)
+
+
+def test_a_leading_model_plans_the_next_round_once_every_leading_shard_is_in() -> None:
+    """Shards that each hold one heavy rewrite alone (register tiles) come first; once all
+    of them are in, a leading model plans its next round from them while the cheap rest of
+    the root is still expanded. Four leading shards of eight: asked before the root is in;
+    the same eight shards with none leading: asked only once the root is in."""
+    assert _asked_before_the_root_was_in(True, stream_leads=4, shards=8)
+    assert not _asked_before_the_root_was_in(True, stream_leads=0, shards=8)

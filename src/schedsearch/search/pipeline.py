@@ -92,6 +92,7 @@ from schedsearch.core import (
     Candidate,
     CandidateRecord,
     EventKind,
+    Expansion,
     ExpansionPart,
     Executor,
     Job,
@@ -731,19 +732,27 @@ class Pipeline:
             rnd.streamed = True
         if rnd is self.current:
             self._take_in(rnd)
-            # A streamed round in the cost model's order plans its next round as soon as a
-            # shard per worker is in (the first of each holds a likely winner: the next round
-            # then grows from it while the rest of this one is still expanded). Not when the
-            # model leads: it ranks a node's children as a whole, and the next round's
-            # expansions would go ahead of this one's last shards (``expansion_priority``).
-            # conv1d_mc (Zen 3): the root's 5x16 tile came in 45-70 s into leading searches
-            # that had grown from the first shards' 6x16 ones; 15 s in with the model off.
-            if (self._merging(rnd) and not self.config.model_leads
-                    and len(rnd.parts.get(parent.fingerprint, ())) >= self.workers):
+            if self._merging(rnd) and self._leaders_in(rnd.parts.get(parent.fingerprint, ())):
                 self._plan_next(rnd)
             self._fill()
             if rnd.expanded():
                 self._plan_next(rnd)
+
+    def _leaders_in(self, parts: Sequence[Expansion]) -> bool:
+        """Whether a streamed round in the cost model's order plans its next round now, with
+        ``parts`` of a parent's expansion in (the next round then grows from them while the
+        rest of this one is still expanded): once a shard per worker is in (the first of each
+        holds a likely winner), or, when the model leads, once every shard that holds a heavy
+        rewrite alone (a register tile, ``Expansion.leading``) is in - a leading model ranks
+        a node's children as a whole, and the next round's expansions go ahead of this one's
+        last shards (``expansion_priority``). A leading model waits for all of a parent's
+        shards when none leads. conv1d_mc (Zen 3): the root's 5x16 tile came in 45-70 s
+        into leading searches that had grown from the first shards' 6x16 ones; 15 s in with
+        the model off."""
+        if not self.config.model_leads:
+            return len(parts) >= self.workers
+        leads = max((e.leads for e in parts), default=0)
+        return leads > 0 and sum(e.leading for e in parts) >= leads
 
     def _measured(self, rnd: Round, m: Measurement, note: str = "") -> None:
         """Record one child's measurement (``note``: said with it); its parent is expanded

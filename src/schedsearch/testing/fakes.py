@@ -242,7 +242,9 @@ class FakeExecutor:
     finalists' reserve of time then counts too. ``cancelled`` counts jobs abandoned by ``cancel``;
     ``overlapped`` counts expansions submitted while evaluations were in flight.
     An expansion job with ``stream`` comes back in ``stream_shards`` results (children
-    dealt out in turn, ``final`` on the last), each after its share of ``expand_seconds``.
+    dealt out in turn, ``final`` on the last), each after its share of ``expand_seconds``;
+    with ``stream_leads``, the first that many shards hold one child alone each, the first
+    ones in the tree's order (``Expansion.leading``, as a real one's register tiles).
     With ``drift``, the machine's speed changes: the n-th evaluation's times are the tree's
     times multiplied by ``drift(n)``, and so are those of the yardstick it is timed beside
     (``Job.yardstick``; ``yardsticks`` records which, per candidate).
@@ -260,12 +262,14 @@ class FakeExecutor:
         fail_remeasure: bool = False,
         remeasure_seconds: float = 0.0,
         stream_shards: int = 1,
+        stream_leads: int = 0,
         drift: Callable[[int], float] | None = None,
         report_seconds: bool = False,
     ) -> None:
         self.tree = tree or FakeTree()
         self.report_seconds = report_seconds
         self.stream_shards = max(1, stream_shards)
+        self.stream_leads = max(0, stream_leads)
         self.shards_sent: list[tuple[int, bool]] = []  # (job id, final) of every expansion result
         self.clock = clock
         self.eval_seconds = eval_seconds
@@ -396,12 +400,15 @@ class FakeExecutor:
         if job.id not in self._shards_left:
             whole = self.tree.expand(parent, job.part)
             n = self.stream_shards
+            lead = min(self.stream_leads, n - 1, len(whole.children))
+            rest = whole.children[lead:]
+            groups = [whole.children[k:k + 1] for k in range(lead)] + [rest[k::n - lead] for k in range(n - lead)]
             self._shards_left[job.id] = [
-                dataclasses.replace(whole, children=whole.children[k::n], duplicates=whole.duplicates if k == 0 else 0,
+                dataclasses.replace(whole, children=group, duplicates=whole.duplicates if k == 0 else 0,
                                     illegal=whole.illegal if k == 0 else 0,
-                                    attempted=len(whole.children[k::n]) + (whole.duplicates + whole.illegal
-                                                                           if k == 0 else 0))
-                for k in range(n)
+                                    attempted=len(group) + (whole.duplicates + whole.illegal if k == 0 else 0),
+                                    leads=lead, leading=k < lead)
+                for k, group in enumerate(groups)
             ]
         shards = self._shards_left[job.id]
         part = self._reported(shards.pop(0), job)

@@ -73,14 +73,19 @@ def dealt(rewrites: Sequence[Rewrite], shard: int, shards: int, lead: int = 0,
     time one of them takes, and the expensive work starts at once on every worker, as in
     longest-first scheduling. Everything else is dealt out over the other shards."""
     positions = list(range(len(rewrites))) if pool is None else list(pool)
-    heavy: list[int] = []
-    if 0 < lead < shards:
-        heavy = [p for p in positions if rule_for(rewrites[p].kind).heavy][:lead]
+    heavy = _leading(rewrites, shards, lead, positions)
     if shard < len(heavy):
         return [heavy[shard]]
     taken = set(heavy)
     rest = [p for p in positions if p not in taken]
     return rest[shard - len(heavy) :: shards - len(heavy)]
+
+
+def _leading(rewrites: Sequence[Rewrite], shards: int, lead: int, positions: Sequence[int]) -> list[int]:
+    """The positions of the heavy rewrites that lead, one to a shard (``dealt``)."""
+    if not 0 < lead < shards:
+        return []
+    return [p for p in positions if rule_for(rewrites[p].kind).heavy][:lead]
 
 
 #: A parent whose proc has at least this many statements is large: its ``Rule.deferred``
@@ -283,6 +288,8 @@ class Expander:
         many it left for the DEFERRED one (``Expansion.deferred``). With ``shards`` > 1 only
         the rewrites ``dealt`` gives ``shard`` (with ``lead`` leading shards) are tried, so
         several workers can share one parent; ``Expansion.merge`` puts the shards together.
+        Each shard says how many shards lead with a heavy rewrite alone and whether it is one
+        (``Expansion.leads``, ``Expansion.leading``).
         Never raises for a bad parent: the Expansion then carries ``error``.
         """
         started = time.perf_counter()
@@ -304,6 +311,7 @@ class Expander:
         order: list[int] = []
         illegal = duplicates = 0
         memo = CallMemo()  # rewrites of one parent often start with the same Exo call
+        leads = len(_leading(rewrites, shards, lead, pool))
         for position in dealt(rewrites, shard, shards, lead, pool):
             rewrite = rewrites[position]
             child = try_apply(proc, rewrite, memo)
@@ -343,4 +351,6 @@ class Expander:
             replayed=replayed,
             order=tuple(order),
             deferred=left,
+            leads=leads,
+            leading=shard < leads,
         )
