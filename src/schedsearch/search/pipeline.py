@@ -19,7 +19,8 @@ were in first.
 In the cost model's order a round is not measured whole before the next: its early ask
 comes once its likely winners (within ``rounds.STREAM_GATE`` of its best prediction, at
 most one in-flight cap) are measured - for a streamed round, as soon as a shard per worker
-is in (unless the model leads: then once all its shards are) - and while the next round is
+is in (unless the model leads: then once every shard that holds a register tile alone is
+in, or all its shards when none does, ``_leaders_in``) - and while the next round is
 expanded from them, the round's also-rans wait. The next round's children then join the
 same queue (``_merge``), so the likely winners one level deeper are measured before the
 also-rans of this one; those are measured when nothing more likely is left. Which
