@@ -961,9 +961,11 @@ class Job:
     longer than ``cutoff`` seconds is timed by that call alone; one whose warm call takes
     longer than ``contend`` seconds cannot be the new best and gets the fewest samples.
     An expansion with ``stream`` is wanted piece by piece: nothing else is left to measure,
-    so the executor may share it out in small shards and return each as it finishes. An
-    expansion tries the ``part`` of the parent's rewrites it names (``ExpansionPart``). An
-    executor that must hold expansions back starts those of lower ``priority`` first."""
+    so the executor may share it out in small shards and return each as it finishes; with
+    ``all_heavy_first`` every heavy rewrite (a register tile) is made alone before the rest
+    (else only the first per worker). An expansion tries the ``part`` of the parent's
+    rewrites it names (``ExpansionPart``). An executor that must hold expansions back starts
+    those of lower ``priority`` first."""
 
     id: int
     kind: JobKind
@@ -971,6 +973,7 @@ class Job:
     cutoff: float | None = None
     contend: float | None = None
     stream: bool = False
+    all_heavy_first: bool = False
     part: ExpansionPart = ExpansionPart.ALL
     priority: float = 0.0
     yardstick: Candidate | None = None  # evaluate: time the candidate beside this kernel (``Paired``)

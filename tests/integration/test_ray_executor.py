@@ -117,23 +117,29 @@ def test_an_idle_actor_takes_an_expansion_waiting_for_a_busy_one(ray_executor) -
     assert sum(1 for c in even[:3] if done[c.fingerprint].replayed > 0) >= 1
 
 
-def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor) -> None:
-    """A ``stream`` job is cut into STREAM_LEADS_PER_ACTOR + STREAM_SHARDS_PER_ACTOR shards
-    per actor, each sent back as it finishes, ``final`` on the last; together they hold the
-    unstreamed children, and the first STREAM_LEADS_PER_ACTOR shards of each actor hold one
-    register tile alone each, the first ones proposed."""
-    from schedsearch.core import Job, JobKind
+@pytest.mark.parametrize("all_heavy_first", [False, True])
+def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor, all_heavy_first) -> None:
+    """A ``stream`` job is cut into STREAM_SHARDS_PER_ACTOR shards per actor (and
+    STREAM_LEADS_PER_ACTOR more with ``all_heavy_first``), each sent back as it finishes,
+    ``final`` on the last; together they hold the unstreamed children. The first shard of
+    each actor holds one of the first register tiles alone - with ``all_heavy_first`` its
+    first STREAM_LEADS_PER_ACTOR shards do, one tile each."""
+    from schedsearch.core import Job, JobKind, RewriteKind
     from schedsearch.evaluate.ray_backend import STREAM_LEADS_PER_ACTOR, STREAM_SHARDS_PER_ACTOR
     from schedsearch.transforms import load_workload, root_candidate
 
     workload = load_workload(str(MATMUL), "sgemm", {"M": 32, "N": 32, "K": 16})
     root = root_candidate(workload)
-    ray_executor.submit(workload, root, [Job(7001, JobKind.EXPAND, (root,), stream=True)])
+    job_id = 7001 + all_heavy_first
+    ray_executor.submit(workload, root, [Job(job_id, JobKind.EXPAND, (root,), stream=True,
+                                             all_heavy_first=all_heavy_first)])
     results = []
     deadline = time.monotonic() + 300
     while not (results and results[-1].final) and time.monotonic() < deadline:
-        results += [r for r in ray_executor.poll(0.25) if r.job.id == 7001]
-    shards = len(ray_executor._actors) * (STREAM_LEADS_PER_ACTOR + STREAM_SHARDS_PER_ACTOR)
+        results += [r for r in ray_executor.poll(0.25) if r.job.id == job_id]
+    actors = len(ray_executor._actors)
+    lead = actors * (STREAM_LEADS_PER_ACTOR if all_heavy_first else 1)
+    shards = actors * STREAM_SHARDS_PER_ACTOR + (lead if all_heavy_first else 0)
     assert len(results) == shards
     assert [r.final for r in results] == [False] * (shards - 1) + [True]
     assert all(not r.expansion.error for r in results)
@@ -142,15 +148,14 @@ def test_a_streamed_expansion_comes_back_shard_by_shard(ray_executor) -> None:
     assert streamed == {c.fingerprint for c in whole.children}
     positions = sorted(p for r in results for p in r.expansion.order)
     assert positions == sorted(whole.order) or set(whole.order) <= set(positions)
-    # each actor's first shards held one register tile alone each (this root has fewer
-    # tiles than leading shards: every one of them)
-    from schedsearch.core import RewriteKind
-
-    alone = {r.expansion.children[0].fingerprint for r in results if len(r.expansion.children) == 1}
+    # the leading shards held one register tile alone each: the first ones proposed (this
+    # root has more tiles than actors, fewer than four leading shards per actor)
     tiles = [c.fingerprint for c in whole.children if c.schedule.steps[-1].kind is RewriteKind.REGISTER_TILE]
-    lead = len(ray_executor._actors) * STREAM_LEADS_PER_ACTOR
-    assert len(tiles) > len(ray_executor._actors)
-    assert len(tiles) <= lead and set(tiles) <= alone
+    assert actors < len(tiles) <= actors * STREAM_LEADS_PER_ACTOR
+    leading = [r.expansion for r in results if r.expansion.leading]
+    assert all(e.leads == min(lead, len(tiles)) for e in (r.expansion for r in results))
+    assert sorted(c.fingerprint for e in leading for c in e.children) == sorted(tiles[:lead])
+    assert all(len(e.children) == 1 for e in leading)
 
 
 def test_an_expansion_asked_for_meanwhile_goes_ahead_of_a_streamed_ones_remaining_shards(ray_executor) -> None:

@@ -507,3 +507,28 @@ def test_a_leading_model_plans_the_next_round_once_every_leading_shard_is_in() -
     the same eight shards with none leading: asked only once the root is in."""
     assert _asked_before_the_root_was_in(True, stream_leads=4, shards=8)
     assert not _asked_before_the_root_was_in(True, stream_leads=0, shards=8)
+
+
+def test_only_a_leading_model_asks_for_every_heavy_rewrite_first() -> None:
+    """A streamed expansion asks for every register tile first (``Job.all_heavy_first``)
+    when the model leads - it goes on once they are all in - and not otherwise, where the
+    cheap children measured as they come keep the builders busy."""
+    from schedsearch.core import JobKind
+
+    seen = []
+
+    class Recording(FakeExecutor):
+        def submit(self, workload, reference, jobs):
+            seen.extend(j for j in jobs if j.kind is JobKind.EXPAND)
+            super().submit(workload, reference, jobs)
+
+    for leads in (True, False):
+        seen.clear()
+        cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=30, cost_model=CostModelMode.RANK,
+                           seed=5, model_leads=leads)
+        run_search(fake_workload(), fake_root(LEADS_TREE.moves), make_strategy(cfg),
+                   Recording(LEADS_TREE, stream_shards=4), InMemoryStore(), cfg,
+                   cost_model=FakeCostModel(oracle(LEADS_TREE)))
+        streamed = [j for j in seen if j.stream]
+        assert streamed and all(j.all_heavy_first is leads for j in streamed)
+        assert not any(j.all_heavy_first for j in seen if not j.stream)

@@ -77,11 +77,13 @@ _HOMES_KEPT = 4096
 #: asked for meanwhile; each repeats the parent's proposal (cheap next to its rewrites).
 STREAM_SHARDS_PER_ACTOR = 6
 #: Shards per expander actor, ahead of those, that hold one heavy rewrite each (a register
-#: tile: ``expand.dealt``) when a stream job is cut up: every register tile of the root is
-#: made before its cheap rewrites. The rules propose their best guess first, but it is not
-#: always the best: conv1d_mc's fastest tile on Zen 3 (5 rows, 331 us) was the fourth
-#: proposed, dealt into the sixth of ten shards, and came back 12-23 s in, behind 30 cheap
-#: splits and reorders that measured 20-40x slower.
+#: tile: ``expand.dealt``) when a stream job asks for every heavy rewrite first
+#: (``Job.all_heavy_first``: the model leads): every register tile of the root is then made
+#: before its cheap rewrites. The rules propose their best guess first, but it is not always
+#: the best: conv1d_mc's fastest tile on Zen 3 (5 rows, 331 us) was the fourth proposed,
+#: dealt into the sixth of ten shards, and came back 12-23 s in. Not for every stream job:
+#: with the model off or not leading, the cheap children measured as they come keep the
+#: builders busy, and all tiles first cut SGEMM 256's 60-s throughput from 3.31 to 2.76 a second.
 STREAM_LEADS_PER_ACTOR = 4
 
 # The watchdog runs with ``python -I -c``: standard library only. It learns the driver's
@@ -451,8 +453,8 @@ class RayExecutor(BlockingCalls):
         parent's rewrites are shared out among several actors (a search's first round
         expands the root alone, and a register-tile node can take seconds). Each shard
         comes back as its own result (``JobResult.final`` on the last); the search merges
-        them. A ``stream`` job is cut into ``STREAM_LEADS_PER_ACTOR`` +
-        ``STREAM_SHARDS_PER_ACTOR`` times as many."""
+        them. A ``stream`` job is cut into ``STREAM_SHARDS_PER_ACTOR`` times as many
+        (``STREAM_LEADS_PER_ACTOR`` more with ``Job.all_heavy_first``)."""
         import ray
 
         wref = self._workload_ref(workload)
@@ -466,11 +468,15 @@ class RayExecutor(BlockingCalls):
                 if job.stream:
                     # The search waits for this expansion: small shards, each sent back
                     # as soon as it is done, so measuring starts after the first of them.
-                    # The first shards of each actor hold one heavy rewrite alone
-                    # (``expand.dealt``; fewer heavy rewrites, fewer such shards): the
-                    # likely best come back first.
-                    lead = shards * STREAM_LEADS_PER_ACTOR
-                    shards = lead + shards * STREAM_SHARDS_PER_ACTOR
+                    # The first shard of each actor (its first few, ``all_heavy_first``)
+                    # holds one heavy rewrite alone (``expand.dealt``; fewer heavy
+                    # rewrites, fewer such shards): the likely best come back first.
+                    if job.all_heavy_first:
+                        lead = shards * STREAM_LEADS_PER_ACTOR
+                        shards = lead + shards * STREAM_SHARDS_PER_ACTOR
+                    else:
+                        lead = shards
+                        shards *= STREAM_SHARDS_PER_ACTOR
                 for shard, index in enumerate(self._expanders_for(job.candidates[0], shards, spread)):
                     args = (wref, job.candidates[0], shard, shards, lead, job.part)
                     shards_for.setdefault(index, []).append((job, args, shards))

@@ -523,8 +523,11 @@ class Pipeline:
         for parent in parents:
             part = self._part_for(parent)
             rnd.part[parent.fingerprint] = part
+            # A leading model goes on once every register tile is in (``_leaders_in``): they
+            # come first. Otherwise the cheap rewrites share the shards with all but the first
+            # tile per worker: measured as they come, they keep the builders busy.
             job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream, part=part,
-                      priority=expansion_priority(parent))
+                      priority=expansion_priority(parent), all_heavy_first=stream and self.config.model_leads)
             rnd.expanding[job.id] = parent
             jobs.append(job)
         self.executor.submit(self.workload, self.root, jobs)
