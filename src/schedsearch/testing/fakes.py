@@ -243,8 +243,9 @@ class FakeExecutor:
     ``overlapped`` counts expansions submitted while evaluations were in flight.
     An expansion job with ``stream`` comes back in ``stream_shards`` results (children
     dealt out in turn, ``final`` on the last), each after its share of ``expand_seconds``;
-    with ``stream_leads``, the first that many shards hold one child alone each, the first
-    ones in the tree's order (``Expansion.leading``, as a real one's register tiles).
+    with ``stream_leads``, a job that asks for every heavy rewrite first
+    (``Job.all_heavy_first``) has its first that many shards hold one child alone each, the
+    first ones in the tree's order (``Expansion.leading``, as a real one's register tiles).
     With ``drift``, the machine's speed changes: the n-th evaluation's times are the tree's
     times multiplied by ``drift(n)``, and so are those of the yardstick it is timed beside
     (``Job.yardstick``; ``yardsticks`` records which, per candidate).
@@ -400,7 +401,7 @@ class FakeExecutor:
         if job.id not in self._shards_left:
             whole = self.tree.expand(parent, job.part)
             n = self.stream_shards
-            lead = min(self.stream_leads, n - 1, len(whole.children))
+            lead = min(self.stream_leads if job.all_heavy_first else 0, n - 1, len(whole.children))
             rest = whole.children[lead:]
             groups = [whole.children[k:k + 1] for k in range(lead)] + [rest[k::n - lead] for k in range(n - lead)]
             self._shards_left[job.id] = [
