@@ -80,7 +80,8 @@ class Guidance:
             predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
         if len(predictions) != len(children):
             return Ordering(list(children), {}, [])
-        order, drawn = ranking.measuring_order(predictions, self._rng, apart=self.apart)
+        kinds = [c.schedule.steps[-1].kind.value if c.schedule.steps else "" for c in children]
+        order, drawn = ranking.measuring_order(predictions, self._rng, apart=self.apart, kinds=kinds)
         ordered = [children[i] for i in order]
         explored = frozenset(children[i].fingerprint for i in drawn)
         predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
