@@ -131,6 +131,19 @@ def test_defer_costly_off_expands_every_parent_whole() -> None:
     assert any(TREE.costly(label_of(r.schedule).split("+")[-1]) for r in rows if r.depth == 1)
 
 
+def test_a_leading_model_expands_its_pick_whole() -> None:
+    """A leading model's one parent a round comes with its costly rewrites: its children of
+    both parts are measured from the first round it is expanded in."""
+    outcome, store, ex = _search(cost_model=CostModelMode.RANK, model_leads=True)
+    assert {part for _, part in ex.parts_asked} == {ExpansionPart.ALL}
+    fps = [fp for fp, _ in ex.parts_asked]
+    assert len(fps) == len(set(fps))  # each parent once
+    rows = store.candidates(outcome.search_id)
+    assert any(TREE.costly(label_of(r.schedule).split("+")[-1]) for r in rows if r.depth == 1)
+    # The same options without a leading model defer them.
+    assert ExpansionPart.DEFERRED in {part for _, part in _search(cost_model=CostModelMode.RANK)[2].parts_asked}
+
+
 @pytest.mark.parametrize("mode", [CostModelMode.RANK, CostModelMode.OFF])
 def test_two_part_searches_are_reproducible_whatever_the_completion_order(mode: CostModelMode) -> None:
     runs = []
