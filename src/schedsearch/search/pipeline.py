@@ -187,8 +187,8 @@ class Pipeline:
         # Only a strategy that takes single nodes back (not whole rounds) can pick it again.
         # A leading model's pick is expanded whole, sharded over every expander: the model
         # picked it as the one node to go on from, and its costly rewrites are where the next
-        # step often is. On SGEMM 512 with AVX2 (Zen 3) the 6x16 tile's packed B panel came
-        # 13-17 s after the tile's cheap children, with the expansion of one of them.
+        # step often is. On SGEMM 512 with AVX2 (Zen 3) the first tile's packed B panel came
+        # 7-14 s after that tile's cheap children, with the expansion of one of them.
         self.split = config.defer_costly and not strategy.whole_rounds and not config.model_leads
         self.first_done: set[int] = set()  # parents whose first part has been asked for
         self.second_done: set[int] = set()  # ... and those whose second part has been asked for
