@@ -488,6 +488,9 @@ class Candidate(JsonRecord):
     parent: str | None = None
     depth: int = 0
     features: FeatureVector | None = None  # computed where the candidate was generated
+    # Its kernel was built where it was generated (for the compiler's notes on it): a
+    # measurement there finds the build ready and spends the benchmark runner's time alone.
+    built: bool = False
 
     @property
     def uses_openmp(self) -> bool:

@@ -45,7 +45,9 @@ def test_an_expander_that_reads_the_notes_sees_which_children_gcc_leaves_scalar(
     assert work_estimate(staged[0].features) < -0.5
     plain_reorder = plain.candidate(reorder.schedule, root)
     assert work_estimate(plain_reorder.features) == pytest.approx(0.0)  # the statement count cannot tell
-    # The children were built as they were made: their measurements find the builds ready.
+    # The children were built as they were made: their measurements find the builds ready,
+    # and each says so (``Candidate.built``); an expander without the notes builds nothing.
+    assert reorder.built and staged[0].built and not plain_reorder.built
     assert build_kernel(reorder.c_source, BenchConfig(), tmp_path).cached
 
 
@@ -100,7 +102,7 @@ def test_an_expansion_goes_on_without_the_notes_of_a_slow_build(tmp_path: Path, 
     children = noted.expand(root).children
     assert time.perf_counter() - started < 20.0  # 30 s a build otherwise, children two at a time
     notes_at = FEATURE_NAMES.index("compiler_notes")
-    assert children and all(c.features.values[notes_at] == 0.0 for c in children)
+    assert children and all(c.features.values[notes_at] == 0.0 and not c.built for c in children)
     plain = {c.fingerprint: c.features for c in Expander(i8, ExpandOptions()).expand(root).children}
     assert all(plain[c.fingerprint] == c.features for c in children)
 

@@ -32,8 +32,12 @@ expander, and only one in-flight cap of likely winners beyond the early ask's ow
 placed while the next round is expanded: that round merges as soon as it is in. With a
 model that ranked the i8 matmul's children backwards (no notes) that cap let the search
 grow from the wrong picks (1 of 3 runs reached 95%); with a perfect one it halved the time
-to 95% (14.1 -> 7.2 s, Zen 4). Both points are counted in places, so the same seed still
-gives the same search.
+to 95% (14.1 -> 7.2 s, Zen 4). Both points are counted in places. While that round is
+expanded and nothing is being measured, the also-rans behind the gate are measured one at
+a time (``_runner_idle``), those gcc's notes built already: only the benchmark runner's
+otherwise idle time is spent. How many are measured before the merge depends on how long
+the expansion takes, so a leading search is the same for the same seed as long as its work
+completes in the same order.
 Measurements stream back and are recorded one by one (``ledger``); the driver is the
 store's only writer, and it never runs Exo or a compiler itself, so it stays responsive:
 it looks at ``stop`` and the budget at least four times a second and sends a ``tick``
@@ -123,6 +127,7 @@ from schedsearch.search.rounds import (
     expansion_message,
     final_part,
     likely,
+    next_built,
     next_child,
     take_shards,
 )
@@ -623,9 +628,10 @@ class Pipeline:
             if left is not None and left <= 0:
                 break
             gated = self._gated(rnd)
-            if gated and rnd.shut():
-                break  # the rest wait for the merge
-            child = next_child(rnd, gated)
+            # The rest wait for the merge once the gate is shut (``Round.shut``).
+            child = None if gated and rnd.shut() else next_child(rnd, gated)
+            if child is None and gated and self._runner_idle(rnd):
+                child = next_built(rnd)  # the next also-ran, while nothing else can be measured
             if child is None:
                 break
             rnd.take_place(child.fingerprint)
@@ -655,6 +661,22 @@ class Pipeline:
         before a merge then depends on the predictions alone, never on timing."""
         return (self._merging(rnd) and rnd.placed >= rnd.open_until
                 and (bool(rnd.ask_after) or self.next is not None))
+
+    def _runner_idle(self, rnd: Round) -> bool:
+        """Whether an also-ran of the gated round ``rnd`` is measured now, one at a time: the
+        model leads, nothing is being measured, and the next round is still being expanded.
+        Only one whose kernel was built for gcc's notes is taken (``rounds.next_built``), so it
+        costs the benchmark runner's time alone, which would otherwise go unused until the
+        merge; one whose build outlasted the notes' wait would be built now, beside the
+        expansion (the i8 matmul's slowest took 20-29 s, Zen 3). On the
+        i8 matmul (Zen 3) a leading search measured nothing for 117-133 s of 180: a depth-3
+        node's whole expansion, with a build per child, took 40-50 s, while the also-rans
+        behind the gate - 0.07 s of timing each - waited; a depth-2 child made 22 s in, the
+        start of the best kernel's line, was measured 115 s in. How many also-rans are
+        measured before the merge depends on how long the expansion takes, so a leading
+        search is the same for the same seed only as far as its expansions take the same time."""
+        return (self.config.model_leads and not rnd.measuring and self.next is not None
+                and not self.next.expanded() and not rnd.ask_after)
 
     def _cutoff(self) -> float | None:
         """Seconds per call beyond which a candidate is timed by its verification call alone:

@@ -127,6 +127,16 @@ def next_child(rnd: Round, gated: bool = False) -> Candidate | None:
     return None
 
 
+def next_built(rnd: Round) -> Candidate | None:
+    """The first queued child of ``rnd`` whose kernel is built already (``Candidate.built``),
+    taken out of the queue (None: no such child)."""
+    for i, child in enumerate(rnd.queue):
+        if child.built:
+            del rnd.queue[i]
+            return child
+    return None
+
+
 def passes(rnd: Round, child: Candidate, bar: float) -> bool:
     """Whether ``child`` is measured while ``rnd`` is gated: predicted within ``bar``, or -
     once the round's own expansions are all in - placed by an exploration draw. Why the

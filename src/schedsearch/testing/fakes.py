@@ -102,7 +102,10 @@ def fake_features(schedule: Schedule, moves: int) -> FeatureVector:
     return FeatureVector(FAKE_FEATURES, (*counts, float(len(schedule))))
 
 
-def _candidate(schedule: Schedule, parent: str | None, depth: int, moves: int | None = None) -> Candidate:
+def _candidate(schedule: Schedule, parent: str | None, depth: int, moves: int | None = None,
+               unbuilt: frozenset[str] = frozenset()) -> Candidate:
+    """A fake node; with features (``moves``) it is built where it was made (as with gcc's
+    notes), unless its label is in ``unbuilt``."""
     label = label_of(schedule)
     source = _c_source(label)
     return Candidate(
@@ -113,6 +116,7 @@ def _candidate(schedule: Schedule, parent: str | None, depth: int, moves: int | 
         parent=parent,
         depth=depth,
         features=fake_features(schedule, moves) if moves is not None else None,
+        built=moves is not None and label not in unbuilt,
     )
 
 
@@ -157,7 +161,8 @@ class FakeTree:
     statuses: Mapping[str, Status] = field(default_factory=dict)
     remeasure_times: Mapping[str, float] = field(default_factory=dict)
     unreplayable: frozenset[str] = frozenset()  # labels whose expansion reports an error
-    features: bool = False  # children carry ``fake_features``
+    features: bool = False  # children carry ``fake_features`` and are built (``Candidate.built``) ...
+    unbuilt: frozenset[str] = frozenset()  # ... but for these labels
     costly_every: int = 0
 
     def seconds(self, label: str) -> float:
@@ -195,7 +200,7 @@ class FakeTree:
         moves = self.moves if self.features else None
         children = tuple(
             _candidate(parent.schedule.then(Rewrite.make(RewriteKind.SPLIT, m)), parent.fingerprint, parent.depth + 1,
-                       moves)
+                       moves, self.unbuilt)
             for m in proposed
         )
         return Expansion(

@@ -32,7 +32,7 @@ from schedsearch.core import (
 from schedsearch.errors import ReplayError
 from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
-from schedsearch.transforms.features import CacheSizes, candidate_features, feature_vector, machine_caches
+from schedsearch.transforms.features import CacheSizes, candidate_features, feature_vector, machine_caches, noted
 from schedsearch.transforms.replay import EXO_CATCH, rejected_by_exo, replay, try_apply
 from schedsearch.transforms.rules import describe, propose_all, rule_for
 from schedsearch.transforms.workload import bound_proc_from_source
@@ -338,7 +338,7 @@ class Expander:
         features = self._features_of([(c_source, schedule) for schedule, c_source, _, _ in made])
         children = [
             Candidate(schedule=schedule, c_source=c_source, fingerprint=fp, proc_text=text,
-                      parent=parent.fingerprint, depth=parent.depth + 1, features=vector)
+                      parent=parent.fingerprint, depth=parent.depth + 1, features=vector, built=noted(vector))
             for (schedule, c_source, fp, text), vector in zip(made, features, strict=True)
         ]
         return Expansion(

@@ -637,6 +637,12 @@ def work_estimate(vector: FeatureVector) -> float | None:
     return vector.values[_WORK_INDEX]
 
 
+def noted(vector: FeatureVector | None) -> bool:
+    """Whether ``vector`` holds the compiler's notes on its kernel: the kernel was built for them."""
+    return (vector is not None and vector.version == FEATURE_VERSION and len(vector.values) == len(FEATURE_NAMES)
+            and bool(vector.values[_NOTES_INDEX]))
+
+
 _WORK_INDEX = FEATURE_NAMES.index("log2_work_over_root")
 _NOTES_INDEX = FEATURE_NAMES.index("compiler_notes")
 _VECTOR_WORK_INDEX = FEATURE_NAMES.index("log2_vector_work_over_root")
