@@ -629,3 +629,31 @@ def test_a_leading_guide_orders_by_each_childs_last_rewrite_kind() -> None:
     plain = Guidance(FakeCostModel(lambda f: f.values[0]), seed=1, prune=False)  # the model does not lead
     assert [c.fingerprint for c in plain.order(kids, seconds_left=None, seconds_per_candidate=None,
                                                candidates_left=None).children].index("c8") > 4
+
+
+def test_a_leading_guide_measures_a_child_not_built_for_its_notes_after_the_built_ones() -> None:
+    """A child whose build outlasted the notes' wait would be built when measured: when the
+    model leads it comes after the built children (each part in predicted order), so it
+    cannot hold a round's next ask. Without the lead, or with nothing built (no notes at all),
+    the order is the predictions' alone."""
+    from schedsearch.core import FeatureVector, Rewrite, RewriteKind, Schedule
+    from schedsearch.search.guidance import Guidance
+    from schedsearch.search.ranking import ALIKE
+
+    def kid(i: int, predicted: float, built: bool):
+        steps = (Rewrite.make(RewriteKind.SPLIT, f"m{i}"),)
+        return dataclasses.replace(fake_root(), fingerprint=f"c{i}", schedule=Schedule(steps),
+                                   features=FeatureVector("t", (predicted,)), built=built)
+
+    kids = [kid(i, -1.0 + 0.5 * i, built=i != 0) for i in range(4)]  # the fastest predicted is not built
+
+    def order(apart: float, children=kids) -> list[str]:
+        guide = Guidance(FakeCostModel(lambda f: f.values[0]), seed=1, prune=False, apart=apart)
+        ordering = guide.order(children, seconds_left=None, seconds_per_candidate=None, candidates_left=None)
+        return [c.fingerprint for c in ordering.children]
+
+    unbuilt = [dataclasses.replace(c, built=False) for c in kids]
+    alone = order(ALIKE, unbuilt)  # nothing built: the predictions' order (and the same draws)
+    assert alone[0] == "c0"
+    assert order(ALIKE) == [fp for fp in alone if fp != "c0"] + ["c0"]
+    assert order(0.0) == order(0.0, unbuilt) and order(0.0)[0] == "c0"
