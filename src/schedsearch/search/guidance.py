@@ -35,16 +35,6 @@ class Ordering:
     explored: frozenset[str] = frozenset()  # placed by an exploration draw, not by prediction
 
 
-def built_first(ordered: Sequence[Candidate]) -> list[Candidate]:
-    """``ordered`` with the children built where they were made (``Candidate.built``) first,
-    each part in its own order. When the model leads, every child is built for gcc's notes
-    but one whose build outlasted their wait: it would be built in full when measured, and
-    among the likely winners it held a round's next ask as long. On the i8 matmul (Zen 3) one
-    such child a search took 15-31 s to build, and the next round was asked for 20-24 s after
-    its expansion was in. Its prediction, without the notes, is the less sure one too."""
-    return [c for c in ordered if c.built] + [c for c in ordered if not c.built]
-
-
 class Guidance:
     """The cost model's part in one run of a search (one instance per run)."""
 
@@ -93,8 +83,6 @@ class Guidance:
         kinds = [c.schedule.steps[-1].kind.value if c.schedule.steps else "" for c in children]
         order, drawn = ranking.measuring_order(predictions, self._rng, apart=self.apart, kinds=kinds)
         ordered = [children[i] for i in order]
-        if self.apart and any(c.built for c in ordered):
-            ordered = built_first(ordered)
         explored = frozenset(children[i].fingerprint for i in drawn)
         predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
         short = ranking.budget_is_short(

@@ -209,9 +209,6 @@ class Pipeline:
         self.repeats = RepeatNoise()
         # The last look that found nothing being measured (``_count_idle``; None: something was).
         self.idle_since: float | None = None
-        # Whether children come built where they were made (for gcc's notes): from then on one
-        # that is not holds no early ask (``Round.ready_to_ask``).
-        self.builds_made = False
 
     # ------------------------------------------------------------------ for the driver
 
@@ -417,7 +414,7 @@ class Pipeline:
                 # One in-flight cap of likely winners more while the next round is expanded,
                 # then the merge: the model's picks are trusted to lead (``SearchConfig``).
                 rnd.shut_at = k + self.in_flight_cap
-        if rnd.ready_to_ask(k):
+        if all(i in rnd.measured_places for i in range(k)):
             self.next = self._start_expanding()
             return
         rnd.ask_after = k
@@ -587,7 +584,6 @@ class Pipeline:
         ledger = self.ledger
         assert ledger.sid is not None
         fresh, ledger.counters = take_shards(rnd, self.seen, ledger.counters)
-        self.builds_made = self.builds_made or any(c.built for c in fresh)
         rest = list(rnd.queue)
         ordered, predicted, rnd.explored = self._measuring_order(fresh, rest)
         rnd.keys.update(predicted)
@@ -639,15 +635,11 @@ class Pipeline:
             if child is None:
                 break
             rnd.take_place(child.fingerprint)
-            if self.builds_made and not child.built:
-                rnd.unbuilt_places.add(rnd.place[child.fingerprint])
             job = self._evaluation(child, contend=self._contend())
             rnd.measuring[job.id] = child
             jobs.append(job)
         if jobs:
             self.executor.submit(self.workload, self.root, jobs)
-        if rnd.ask_after and rnd.ready_to_ask(rnd.ask_after):
-            self._early_ask(rnd)  # the last places it waited for went to children still to be built
 
     def _evaluation(self, child: Candidate, contend: float | None = None, quiet: bool = False) -> Job:
         """A job measuring ``child`` beside the current yardstick, with the cutoff of the
@@ -805,7 +797,7 @@ class Pipeline:
         if hold:
             assert place is not None
             rnd.held[place] = record
-            if rnd.ready_to_ask(rnd.ask_after):
+            if all(i in rnd.measured_places for i in range(rnd.ask_after)):
                 self._early_ask(rnd)
         parent_id = rnd.parent_of.get(m.fingerprint)
         if parent_id is not None:

@@ -90,9 +90,6 @@ class Round:
     place: dict[str, int] = field(default_factory=dict)  # child fingerprint -> place in measuring order
     placed: int = 0  # places given so far
     measured_places: set[int] = field(default_factory=set)
-    # Places given to children not built where they were made, in a search whose children
-    # are (``Candidate.built``): an early ask does not wait for them (``asked_after_measured``).
-    unbuilt_places: set[int] = field(default_factory=set)
     held: dict[int, CandidateRecord] = field(default_factory=dict)  # place -> measured, not yet told
 
     def expanded(self) -> bool:
@@ -108,13 +105,6 @@ class Round:
     def shut(self) -> bool:
         """Whether every place before ``shut_at`` is given (never without one)."""
         return self.shut_at is not None and self.placed >= self.shut_at
-
-    def ready_to_ask(self, k: int) -> bool:
-        """Whether the round's first ``k`` places are measured, or given to children whose
-        build is still to be made (``unbuilt_places``): a build that outlasted the compiler
-        notes' wait takes 15-31 s more (the i8 matmul, Zen 3), and the round's next ask
-        waited that long for it."""
-        return all(i in self.measured_places or i in self.unbuilt_places for i in range(k))
 
     def take_place(self, fingerprint: str) -> None:
         """The child leaves the queue: its place in measuring order is the next one."""
