@@ -665,16 +665,11 @@ class Pipeline:
     def _runner_idle(self, rnd: Round) -> bool:
         """Whether an also-ran of the gated round ``rnd`` is measured now, one at a time: the
         model leads, nothing is being measured, and the next round is still being expanded.
-        Only one whose kernel was built for gcc's notes is taken (``rounds.next_built``), so it
+        Only one whose kernel was built for gcc's notes is taken (``rounds.next_built``): it
         costs the benchmark runner's time alone, which would otherwise go unused until the
-        merge; one whose build outlasted the notes' wait would be built now, beside the
-        expansion (the i8 matmul's slowest took 20-29 s, Zen 3). On the
-        i8 matmul (Zen 3) a leading search measured nothing for 117-133 s of 180: a depth-3
-        node's whole expansion, with a build per child, took 40-50 s, while the also-rans
-        behind the gate - 0.07 s of timing each - waited; a depth-2 child made 22 s in, the
-        start of the best kernel's line, was measured 115 s in. How many also-rans are
-        measured before the merge depends on how long the expansion takes, so a leading
-        search is the same for the same seed only as far as its expansions take the same time."""
+        merge. On the i8 matmul (Zen 3) a leading search measured nothing for 117-133 s of 180:
+        a depth-3 node's whole expansion, a build per child, took 40-50 s while the also-rans
+        (0.07 s of timing each) waited behind the gate. Timing-dependent: see the module text."""
         return (self.config.model_leads and not rnd.measuring and self.next is not None
                 and not self.next.expanded() and not rnd.ask_after)
 

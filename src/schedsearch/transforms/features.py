@@ -630,7 +630,7 @@ def work_estimate(vector: FeatureVector) -> float | None:
     ranks what was then measured with a rank correlation of about 0.7, and its first or
     second pick is within 5% of the fastest kernel any search found.
     """
-    if vector.version != FEATURE_VERSION or len(vector.values) != len(FEATURE_NAMES):
+    if not _current(vector):
         return None
     if vector.values[_NOTES_INDEX]:
         return vector.values[_VECTOR_WORK_INDEX]
@@ -639,8 +639,12 @@ def work_estimate(vector: FeatureVector) -> float | None:
 
 def noted(vector: FeatureVector | None) -> bool:
     """Whether ``vector`` holds the compiler's notes on its kernel: the kernel was built for them."""
-    return (vector is not None and vector.version == FEATURE_VERSION and len(vector.values) == len(FEATURE_NAMES)
-            and bool(vector.values[_NOTES_INDEX]))
+    return vector is not None and _current(vector) and bool(vector.values[_NOTES_INDEX])
+
+
+def _current(vector: FeatureVector) -> bool:
+    """Whether ``vector`` is of this feature version (its values can be read by name)."""
+    return vector.version == FEATURE_VERSION and len(vector.values) == len(FEATURE_NAMES)
 
 
 _WORK_INDEX = FEATURE_NAMES.index("log2_work_over_root")
