@@ -13,7 +13,23 @@ the search actually has to separate), how many of the held-out fastest 10 the mo
 its own top 10, and how far apart the held-out times are (90th over 10th percentile: near
 1, only measurement noise separates them).
 
-    .venv/bin/python benchmarks/model_accuracy.py DB [DB ...] [--after 200] [--history]
+Two yardsticks for those numbers, also per search:
+
+- ``recorded``: the rank correlation of the predictions the search itself made for the
+  held-out candidates (``candidates.predicted``, made before each was measured, by the model
+  it had then) - what ``show`` reported as the correlation after ``SETTLED_AFTER``.
+- ``repeat``: how well the held-out measurements would rank a second measurement of the same
+  kernels, from their own spread: each time is drawn again from a log-normal as wide as its
+  samples' interquartile range, and the rank correlation of two such draws is taken (median
+  of ``REPEATS``, seeded). No model can rank the held-out times better than they rank
+  themselves; this bound is optimistic, since a host that drifts between two measurements
+  moves them further apart than the samples of one do.
+
+``--others`` fits on every measurement of the same workload in the *other* databases given
+too (the same kernel searched again on this machine, as a store that kept them all holds):
+with thousands of samples of the workload, what is left of the error is not for want of data.
+
+    .venv/bin/python benchmarks/model_accuracy.py DB [DB ...] [--after 200] [--history] [--others]
 
 It fits one small model per search: seconds, not minutes.
 """
@@ -23,8 +39,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sqlite3
+import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from schedsearch.core import FeatureVector, TrainingSample
@@ -33,6 +52,10 @@ from schedsearch.transforms.features import work_estimate
 from schedsearch.search.ranking import spearman
 
 TOP = 10
+#: Monte Carlo draws of ``repeatability``.
+REPEATS = 64
+#: A measurement's interquartile range over this is one standard deviation of a normal.
+IQR_PER_SIGMA = 1.349
 
 
 def searches(db: Path) -> list[tuple[int, str, float]]:
@@ -45,19 +68,55 @@ def searches(db: Path) -> list[tuple[int, str, float]]:
             for i, proc, sizes, t in rows]
 
 
-def samples(db: Path, search_id: int) -> list[TrainingSample]:
+@dataclass(frozen=True)
+class Measured:
+    """One ``ok`` measurement of a search, as the model learns it and as the search saw it."""
+
+    sample: TrainingSample
+    predicted: float | None  # the search's own prediction, made before it was measured
+    spread: float  # log(q3 / q1) of its samples (0 when unknown)
+
+
+def measured(db: Path, search_id: int) -> list[Measured]:
     """The search's ok measurements with features, in the order they were made."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
         base = con.execute("select baseline_seconds from searches where id = ?", (search_id,)).fetchone()[0]
         rows = con.execute(
-            "select features, time_median from candidates where search_id = ? and status = 'ok' "
-            "and time_median is not null and features is not null and reused_search_id is null "
+            "select features, time_median, predicted, time_q1, time_q3 from candidates where search_id = ? "
+            "and status = 'ok' and time_median is not null and features is not null and reused_search_id is null "
             "order by measured_at", (search_id,)).fetchall()
     out = []
-    for features, seconds in rows:
+    for features, seconds, predicted, q1, q3 in rows:
         f = json.loads(features)
-        out.append(TrainingSample(FeatureVector(f["version"], tuple(f["values"])), math.log(seconds / base)))
+        spread = math.log(q3 / q1) if q1 and q3 and q1 > 0 and q3 >= q1 else 0.0
+        out.append(Measured(TrainingSample(FeatureVector(f["version"], tuple(f["values"])), math.log(seconds / base)),
+                            predicted, spread))
     return out
+
+
+def samples(db: Path, search_id: int) -> list[TrainingSample]:
+    """The search's ok measurements with features, in the order they were made."""
+    return [m.sample for m in measured(db, search_id)]
+
+
+def recorded(rest: list[Measured]) -> float | None:
+    """Rank correlation of the search's own predictions for ``rest`` with their times."""
+    pairs = [(m.predicted, m.sample.log_ratio) for m in rest if m.predicted is not None]
+    return spearman([p for p, _ in pairs], [t for _, t in pairs]) if pairs else None
+
+
+def repeatability(rest: list[Measured], seed: int = 0) -> float | None:
+    """The rank correlation two measurements of ``rest`` would have, each time drawn again
+    around its own from a log-normal as wide as its samples (median over ``REPEATS``)."""
+    rng = random.Random(seed)
+    sigmas = [m.spread / IQR_PER_SIGMA for m in rest]
+    times = [m.sample.log_ratio for m in rest]
+
+    def draw() -> list[float]:
+        return [t + rng.gauss(0.0, s) for t, s in zip(times, sigmas, strict=True)]
+
+    rhos = [r for _ in range(REPEATS) if (r := spearman(draw(), draw())) is not None]
+    return statistics.median(rhos) if rhos else None
 
 
 def held_out(train: list[TrainingSample], rest: list[TrainingSample], estimate: bool = True) -> dict:
@@ -88,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dbs", nargs="+", type=Path)
     p.add_argument("--after", type=int, default=200, help="measurements the model is fitted on [200]")
     p.add_argument("--history", action="store_true", help="also fit on the database's earlier searches")
+    p.add_argument("--others", action="store_true",
+                   help="also fit on the same workload's measurements in the other databases given")
     p.add_argument("--no-estimate", action="store_true", help="fit the trees without the work estimate")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -95,23 +156,29 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"model_accuracy: no such database: {', '.join(missing)}", file=sys.stderr)
         return 2
+    known = {db: searches(db) for db in args.dbs}
     results = []
     for db in args.dbs:
-        known = searches(db)
-        for search_id, label, started in known:
-            mine = samples(db, search_id)
+        for search_id, label, started in known[db]:
+            mine = measured(db, search_id)
             if len(mine) < args.after + TOP:
                 continue  # too few measurements to hold any out
-            history = [s for other, _, t in known if other != search_id and t < started for s in samples(db, other)]
-            train = (history if args.history else []) + mine[: args.after]
+            history = [s for other, _, t in known[db] if other != search_id and t < started for s in samples(db, other)]
+            others = [s for elsewhere in args.dbs if args.others and elsewhere != db
+                      for other, name, _ in known[elsewhere] if name == label for s in samples(elsewhere, other)]
+            train = (history if args.history else []) + others + [m.sample for m in mine[: args.after]]
+            rest = mine[args.after:]
             row = {"db": db.name, "search": search_id, "workload": label, "history": len(train) - args.after,
-                   **held_out(train, mine[args.after:], estimate=not args.no_estimate)}
+                   **held_out(train, [m.sample for m in rest], estimate=not args.no_estimate),
+                   "recorded": recorded(rest), "repeat": repeatability(rest)}
             results.append(row)
             if not args.json:
-                rho = "-" if row["spearman"] is None else f"{row['spearman']:.2f}"
-                fast = "-" if row["spearman_faster_half"] is None else f"{row['spearman_faster_half']:.2f}"
-                print(f"{db.name} #{search_id} {label}: fitted on {args.after} (+{row['history']} earlier), "
-                      f"{row['held_out']} held out: rank correlation {rho} (faster half {fast}), "
+                def show(x: float | None) -> str:
+                    return "-" if x is None else f"{x:.2f}"
+                print(f"{db.name} #{search_id} {label}: fitted on {args.after} (+{row['history']} more), "
+                      f"{row['held_out']} held out: rank correlation {show(row['spearman'])} "
+                      f"(faster half {show(row['spearman_faster_half'])}; the search's own predictions "
+                      f"{show(row['recorded'])}; the times' own repeatability {show(row['repeat'])}), "
                       f"top {TOP} overlap {row[f'top{TOP}_overlap']}; their times span "
                       f"{row['p90_over_p10'] or 0:.2f}x (90th / 10th percentile)")
     if args.json:
