@@ -146,6 +146,9 @@ class Run:
     # measuring, and with nothing being measured); empty for a run made before it was counted
     spent: dict[str, float] = field(default_factory=dict)
     cpu_busy: float | None = None  # the machine's CPU use over the run (``CpuBusy``), 0-1
+    # how well the settled measurements would rank a second measurement of themselves (the
+    # search's ``settled_repeat``): the most ``settled`` can be expected to reach
+    settled_repeat: float | None = None
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -272,7 +275,7 @@ def to_run(kernel: str, setting: str, seed: int, out: dict, db: Path | None = No
                len(settled), span([n["seconds"] for n in settled]),
                len({n["parent_id"] for n in out["tree"] if n["parent_id"] is not None}),
                str(db) if db is not None else "", spent=dict(out.get("time_spent") or {}),
-               cpu_busy=out.get("cpu_busy"))
+               cpu_busy=out.get("cpu_busy"), settled_repeat=model.get("settled_repeat"))
 
 
 #: Kernels two runs must share for one's scale to be set against the other's (``on_one_scale``).
@@ -525,6 +528,7 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
                 "median_span": statistics.median(spans) if spans else None,
                 "settled_spearman": [r.settled for r in settled],
                 "settled_span": [r.settled_span for r in settled],
+                "settled_repeat": [r.settled_repeat for r in settled],
                 "time_spent": median_spent([r for r in mine if r.setting == setting]),
                 "cpu_busy": [r.cpu_busy for r in mine if r.setting == setting and r.cpu_busy is not None],
             }
@@ -566,8 +570,10 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
                 print(f"  {'':10s} the last predictions' times spanned {row['median_span']:.2f}x (median); {told}")
             if row["settled_spearman"]:
                 print(f"  {'':10s} every prediction after the {SETTLED_AFTER}th measurement: rank correlation "
-                      + ", ".join(f"{x:.2f} (times spanning {y:.2f}x)" if y else f"{x:.2f}"
-                                  for x, y in zip(row["settled_spearman"], row["settled_span"], strict=True)))
+                      + ", ".join(f"{x:.2f} (times spanning {y:.2f}x" + (f"; themselves at most {z:.2f})" if z else ")")
+                                  if y else f"{x:.2f}"
+                                  for x, y, z in zip(row["settled_spearman"], row["settled_span"],
+                                                     row["settled_repeat"], strict=True)))
             if row["first_round_spearman"]:
                 print(f"  {'':10s} the root's children as predicted before any measurement of this search: rank "
                       f"correlation {', '.join(f'{x:.2f}' for x in row['first_round_spearman'])}")

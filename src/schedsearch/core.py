@@ -899,6 +899,10 @@ class ModelAccuracy(JsonRecord):
     settled_spearman: float | None = None
     settled_pairs: int = 0
     settled_span: float | None = None
+    # How well those measured times would rank a second measurement of themselves, from
+    # each one's sample spread (``ranking.repeatability``): the most the settled rank
+    # correlation can be expected to reach on this host (an optimistic bound).
+    settled_repeat: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

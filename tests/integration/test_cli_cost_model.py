@@ -25,7 +25,8 @@ def test_cost_model_through_the_cli(tmp_path: Path) -> None:
     out1 = json.loads(first.stdout)
     assert out1["cost_model"] == {"mode": "off", "spearman": None, "pairs": 0, "window": None, "trained_on": 0,
                                   "span": None, "concordance": None, "distinct_pairs": 0, "settled_after": 0,
-                                  "settled_spearman": None, "settled_pairs": 0, "settled_span": None}
+                                  "settled_spearman": None, "settled_pairs": 0, "settled_span": None,
+                                  "settled_repeat": None}
 
     # The recorded measurements carry real features and train a real model.
     store = open_store(str(db), create=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import threading
 
@@ -43,6 +44,9 @@ def test_the_cost_model_line_names_the_settled_accuracy_only_when_there_is_one()
                          settled_spearman=0.81, settled_pairs=412, settled_span=5.2)
     assert ("Since the search's 200th measurement: rank correlation 0.81 over 412 predicted-then-measured "
             "candidates (times spanning 5.20x)") in text(late)
+    assert "rank themselves" not in text(late)
+    noisy = dataclasses.replace(late, settled_repeat=0.47)
+    assert "measured again, those times would rank themselves at about 0.47 at best" in text(noisy)
 
 
 def drawn(counters: Counters, early_stop: int | None = None, width: int = 160) -> str:

@@ -12,7 +12,7 @@ import pytest
 from schedsearch.core import CandidateRecord, CostModelMode, JobKind, SearchConfig, Status, StrategyKind, Timing
 from schedsearch.search import BestFirst, make_strategy, run_search
 from schedsearch.search.ranking import (
-    budget_is_short, concordance, kept_after_pruning, measuring_order, span, spearman,
+    budget_is_short, concordance, kept_after_pruning, measuring_order, repeatability, span, spearman,
 )
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.fakes import (
@@ -128,12 +128,15 @@ def test_every_prediction_after_the_settling_count_is_scored(monkeypatch: pytest
     # 40 measurements: the 26th to the 40th were predicted after the first 25
     assert accuracy.settled_after == 25 and accuracy.settled_pairs == 15
     assert accuracy.settled_spearman == pytest.approx(1.0) and accuracy.settled_span > 1.0
+    # The fake's timings spread ±1% around times further apart: they would rank themselves again.
+    assert accuracy.settled_repeat is not None and accuracy.settled_repeat > 0.9
     poor = _search(CostModelMode.RANK, FakeCostModel(lambda f: -truth(f)), max_candidates=40)
     assert poor[1].get_search(poor[0].search_id).model_accuracy.settled_spearman == pytest.approx(-1.0)
     monkeypatch.setattr(ranking, "SETTLED_AFTER", 40)
     short = _search(CostModelMode.RANK, FakeCostModel(truth), max_candidates=40)
     unsettled = short[1].get_search(short[0].search_id).model_accuracy
     assert unsettled.settled_pairs == 0 and unsettled.settled_spearman is None
+    assert unsettled.settled_repeat is None
 
 
 def test_a_poor_model_scores_poorly() -> None:
@@ -259,6 +262,22 @@ def test_concordance_counts_only_pairs_the_measurements_tell_apart() -> None:
     assert pairs == 5 and share == pytest.approx(0.0)
     assert concordance([0, 0, 1, 1], timings)[0] == pytest.approx(4.5 / 5)  # the tied 2.0/4.0 pair counts half
     assert concordance([0, 1], [_timing(1.0), _timing(1.005)]) == (None, 0)
+
+
+def test_repeatability_is_how_well_the_times_would_rank_themselves_again() -> None:
+    apart = [_timing(1.0 + i) for i in range(40)]  # ±1% around times a whole unit apart
+    assert repeatability(apart) == pytest.approx(1.0, abs=0.01)
+    close = [_timing(1.0 + 0.001 * i, spread=0.2) for i in range(40)]  # ±10% around times 0.1% apart
+    assert abs(repeatability(close)) < 0.3
+    between = [_timing(1.0 + 0.02 * i, spread=0.2) for i in range(40)]
+    assert abs(repeatability(close)) < repeatability(between) < 1.0 - 0.01
+    assert repeatability(between) == repeatability(list(between))  # seeded: the same answer
+    assert repeatability(between) != repeatability(between, seed=1)
+    exact = [Timing(median=1.0 + i, min=1.0 + i, q1=1.0 + i, q3=1.0 + i) for i in range(5)]
+    assert repeatability(exact) == pytest.approx(1.0)  # no spread: they rank themselves exactly
+    assert repeatability(apart[:2]) is None
+    # A long search's many settled times: a sample of them, evenly spaced, answers the same.
+    assert repeatability([_timing(1.0 + i) for i in range(5000)]) == pytest.approx(1.0, abs=0.01)
 
 
 def test_span_is_the_90th_over_the_10th_percentile() -> None:

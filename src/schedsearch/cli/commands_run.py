@@ -192,6 +192,7 @@ def cost_model_json(search: SearchRecord) -> dict[str, Any]:
         "settled_spearman": a.settled_spearman if a else None,
         "settled_pairs": a.settled_pairs if a else 0,
         "settled_span": a.settled_span if a else None,
+        "settled_repeat": a.settled_repeat if a else None,
     }
 
 

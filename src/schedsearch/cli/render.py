@@ -96,6 +96,9 @@ def cost_model_text(search: SearchRecord) -> str:
                  f"over {a.settled_pairs} predicted-then-measured candidates")
         if a.settled_span is not None:
             text += f" (times spanning {a.settled_span:.2f}x)"
+        if a.settled_repeat is not None:
+            # Whether the model or the timing noise is what holds it down.
+            text += f"; measured again, those times would rank themselves at about {a.settled_repeat:.2f} at best"
     return text
 
 

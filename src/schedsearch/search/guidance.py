@@ -48,9 +48,9 @@ class Guidance:
         self._rng = random.Random(f"measuring order {seed}")
         # (predicted, measured) log time ratios of the latest measured children, and their timings.
         self._scored: deque[tuple[float, float, Timing]] = deque(maxlen=ranking.ACCURACY_WINDOW)
-        # Every (predicted, measured, median) pair after the first ``SETTLED_AFTER`` measurements.
+        # Every (predicted, measured, timing) after the first ``SETTLED_AFTER`` measurements.
         self._learned = 0
-        self._settled: list[tuple[float, float, float]] = []
+        self._settled: list[tuple[float, float, Timing]] = []
 
     def order(
         self,
@@ -105,7 +105,7 @@ class Guidance:
         if record.predicted is not None and record.timing is not None:
             self._scored.append((record.predicted, measured, record.timing))
             if self._learned >= ranking.SETTLED_AFTER:
-                self._settled.append((record.predicted, measured, record.timing.median))
+                self._settled.append((record.predicted, measured, record.timing))
         self._learned += 1
         if record.features is not None:
             self.model.observe([TrainingSample(record.features, measured, self.workload_key)])
@@ -123,5 +123,6 @@ class Guidance:
             span=ranking.span([t.median for t in timings]), concordance=share, distinct_pairs=distinct,
             settled_after=ranking.SETTLED_AFTER,
             settled_spearman=ranking.spearman([p for p, _, _ in self._settled], [m for _, m, _ in self._settled]),
-            settled_pairs=len(self._settled), settled_span=ranking.span([t for _, _, t in self._settled]),
+            settled_pairs=len(self._settled), settled_span=ranking.span([t.median for _, _, t in self._settled]),
+            settled_repeat=ranking.repeatability([t for _, _, t in self._settled]),
         )

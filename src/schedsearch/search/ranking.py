@@ -33,6 +33,14 @@ ACCURACY_WINDOW = 50
 #: Measurements of the workload after which every further prediction is also scored
 #: (``ModelAccuracy.settled_*``): by then the model has learned from the search itself.
 SETTLED_AFTER = 200
+#: Draws of ``repeatability``: its median then moves by a few hundredths from one seed to
+#: another.
+REPEAT_DRAWS = 32
+#: Times ``repeatability`` looks at, at most (evenly spaced over the rest): about 50 ms a
+#: call, which a search makes once a round, however long it runs.
+REPEAT_SAMPLE = 400
+#: A normal distribution's interquartile range in standard deviations.
+IQR_PER_SIGMA = 1.349
 
 
 def measuring_order(predictions: Sequence[float], rng: random.Random,
@@ -159,6 +167,30 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
         return statistics.correlation(_ranks(xs), _ranks(ys))
     except statistics.StatisticsError:
         return None
+
+
+def repeatability(timings: Sequence[Timing], seed: int = 0) -> float | None:
+    """The rank correlation two measurements of these kernels would have with each other:
+    each time drawn again around its median from a log-normal as wide as its own samples
+    (their interquartile range), and the median over ``REPEAT_DRAWS`` pairs of such draws.
+    No prediction ranks the measured times better than they rank themselves, so this is the
+    most a rank correlation with them can be expected to reach. An optimistic bound: a host
+    that drifts between two measurements moves them further apart than the samples of one
+    spread. Seeded, so the same timings give the same answer; None for fewer than 3."""
+    if len(timings) < 3:
+        return None
+    if len(timings) > REPEAT_SAMPLE:
+        step = len(timings) / REPEAT_SAMPLE
+        timings = [timings[int(i * step)] for i in range(REPEAT_SAMPLE)]
+    rng = random.Random(f"repeatability {seed}")
+    centres = [math.log(t.median) if t.median > 0 else 0.0 for t in timings]
+    sigmas = [math.log(t.q3 / t.q1) / IQR_PER_SIGMA if 0 < t.q1 <= t.q3 else 0.0 for t in timings]
+
+    def draw() -> list[float]:
+        return [c + rng.gauss(0.0, s) for c, s in zip(centres, sigmas, strict=True)]
+
+    rhos = [r for _ in range(REPEAT_DRAWS) if (r := spearman(draw(), draw())) is not None]
+    return statistics.median(rhos) if rhos else None
 
 
 def measured_log_ratio(record: CandidateRecord) -> float | None:
