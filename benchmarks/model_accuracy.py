@@ -19,9 +19,8 @@ Two yardsticks for those numbers, also per search:
   held-out candidates (``candidates.predicted``, made before each was measured, by the model
   it had then) - what ``show`` reported as the correlation after ``SETTLED_AFTER``.
 - ``repeat``: how well the held-out measurements would rank a second measurement of the same
-  kernels, from their own spread: each time is drawn again from a log-normal as wide as its
-  samples' interquartile range, and the rank correlation of two such draws is taken (median
-  of ``REPEATS``, seeded). No model can rank the held-out times better than they rank
+  kernels, from their own spread (``ranking.repeatability``, what a search records as
+  ``settled_repeat``). No model can rank the held-out times better than they rank
   themselves; this bound is optimistic, since a host that drifts between two measurements
   moves them further apart than the samples of one do.
 
@@ -39,23 +38,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import sqlite3
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from schedsearch.core import FeatureVector, TrainingSample
+from schedsearch.core import FeatureVector, Timing, TrainingSample
 from schedsearch.model import LearnedCostModel
 from schedsearch.transforms.features import work_estimate
-from schedsearch.search.ranking import spearman
+from schedsearch.search.ranking import repeatability, spearman
 
 TOP = 10
-#: Monte Carlo draws of ``repeatability``.
-REPEATS = 64
-#: A measurement's interquartile range over this is one standard deviation of a normal.
-IQR_PER_SIGMA = 1.349
 
 
 def searches(db: Path) -> list[tuple[int, str, float]]:
@@ -74,7 +67,7 @@ class Measured:
 
     sample: TrainingSample
     predicted: float | None  # the search's own prediction, made before it was measured
-    spread: float  # log(q3 / q1) of its samples (0 when unknown)
+    timing: Timing
 
 
 def measured(db: Path, search_id: int) -> list[Measured]:
@@ -82,15 +75,15 @@ def measured(db: Path, search_id: int) -> list[Measured]:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
         base = con.execute("select baseline_seconds from searches where id = ?", (search_id,)).fetchone()[0]
         rows = con.execute(
-            "select features, time_median, predicted, time_q1, time_q3 from candidates where search_id = ? "
+            "select features, time_median, predicted, time_q1, time_q3, time_min from candidates where search_id = ? "
             "and status = 'ok' and time_median is not null and features is not null and reused_search_id is null "
             "order by measured_at", (search_id,)).fetchall()
     out = []
-    for features, seconds, predicted, q1, q3 in rows:
+    for features, seconds, predicted, q1, q3, fastest in rows:
         f = json.loads(features)
-        spread = math.log(q3 / q1) if q1 and q3 and q1 > 0 and q3 >= q1 else 0.0
+        timing = Timing(median=seconds, min=fastest or seconds, q1=q1 or seconds, q3=q3 or seconds)
         out.append(Measured(TrainingSample(FeatureVector(f["version"], tuple(f["values"])), math.log(seconds / base)),
-                            predicted, spread))
+                            predicted, timing))
     return out
 
 
@@ -103,20 +96,6 @@ def recorded(rest: list[Measured]) -> float | None:
     """Rank correlation of the search's own predictions for ``rest`` with their times."""
     pairs = [(m.predicted, m.sample.log_ratio) for m in rest if m.predicted is not None]
     return spearman([p for p, _ in pairs], [t for _, t in pairs]) if pairs else None
-
-
-def repeatability(rest: list[Measured], seed: int = 0) -> float | None:
-    """The rank correlation two measurements of ``rest`` would have, each time drawn again
-    around its own from a log-normal as wide as its samples (median over ``REPEATS``)."""
-    rng = random.Random(seed)
-    sigmas = [m.spread / IQR_PER_SIGMA for m in rest]
-    times = [m.sample.log_ratio for m in rest]
-
-    def draw() -> list[float]:
-        return [t + rng.gauss(0.0, s) for t, s in zip(times, sigmas, strict=True)]
-
-    rhos = [r for _ in range(REPEATS) if (r := spearman(draw(), draw())) is not None]
-    return statistics.median(rhos) if rhos else None
 
 
 def held_out(train: list[TrainingSample], rest: list[TrainingSample], estimate: bool = True) -> dict:
@@ -170,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             rest = mine[args.after:]
             row = {"db": db.name, "search": search_id, "workload": label, "history": len(train) - args.after,
                    **held_out(train, [m.sample for m in rest], estimate=not args.no_estimate),
-                   "recorded": recorded(rest), "repeat": repeatability(rest)}
+                   "recorded": recorded(rest), "repeat": repeatability([m.timing for m in rest])}
             results.append(row)
             if not args.json:
                 def show(x: float | None) -> str:
