@@ -98,6 +98,10 @@ def recorded(rest: list[Measured]) -> float | None:
     return spearman([p for p, _ in pairs], [t for _, t in pairs]) if pairs else None
 
 
+def _shown(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
 def held_out(train: list[TrainingSample], rest: list[TrainingSample], estimate: bool = True) -> dict:
     """Rank correlations and top-10 overlap of a model fitted on ``train`` over ``rest``."""
     model = LearnedCostModel(train, background=False, estimate=work_estimate if estimate else None)
@@ -142,22 +146,21 @@ def main(argv: list[str] | None = None) -> int:
             mine = measured(db, search_id)
             if len(mine) < args.after + TOP:
                 continue  # too few measurements to hold any out
-            history = [s for other, _, t in known[db] if other != search_id and t < started for s in samples(db, other)]
+            history = [s for other, _, t in known[db] if args.history and other != search_id and t < started
+                       for s in samples(db, other)]
             others = [s for elsewhere in args.dbs if args.others and elsewhere != db
                       for other, name, _ in known[elsewhere] if name == label for s in samples(elsewhere, other)]
-            train = (history if args.history else []) + others + [m.sample for m in mine[: args.after]]
+            train = history + others + [m.sample for m in mine[: args.after]]
             rest = mine[args.after:]
             row = {"db": db.name, "search": search_id, "workload": label, "history": len(train) - args.after,
                    **held_out(train, [m.sample for m in rest], estimate=not args.no_estimate),
                    "recorded": recorded(rest), "repeat": repeatability([m.timing for m in rest])}
             results.append(row)
             if not args.json:
-                def show(x: float | None) -> str:
-                    return "-" if x is None else f"{x:.2f}"
                 print(f"{db.name} #{search_id} {label}: fitted on {args.after} (+{row['history']} more), "
-                      f"{row['held_out']} held out: rank correlation {show(row['spearman'])} "
-                      f"(faster half {show(row['spearman_faster_half'])}; the search's own predictions "
-                      f"{show(row['recorded'])}; the times' own repeatability {show(row['repeat'])}), "
+                      f"{row['held_out']} held out: rank correlation {_shown(row['spearman'])} "
+                      f"(faster half {_shown(row['spearman_faster_half'])}; the search's own predictions "
+                      f"{_shown(row['recorded'])}; the times' own repeatability {_shown(row['repeat'])}), "
                       f"top {TOP} overlap {row[f'top{TOP}_overlap']}; their times span "
                       f"{row['p90_over_p10'] or 0:.2f}x (90th / 10th percentile)")
     if args.json:
