@@ -49,6 +49,20 @@ def test_is_an_executor(ray_executor) -> None:
     assert info.cores >= 1 and info.compiler_version
 
 
+def test_a_private_cluster_describes_the_machine_its_workers_see(ray_executor) -> None:
+    # The executor answers for the cluster it started without asking a worker (that would
+    # wait for a worker process to start); the answer must be the one a worker gives.
+    import ray
+
+    from schedsearch.evaluate.ray_backend import _machine_task
+
+    from tests.integration.conftest import FAST_BENCH
+
+    seen_by_a_worker = ray.get(ray.remote(num_cpus=0)(_machine_task).remote(FAST_BENCH), timeout=120)
+    assert ray_executor.machine() == seen_by_a_worker
+    assert seen_by_a_worker.fingerprint == ray_executor.machine().fingerprint
+
+
 def test_expands_and_streams_evaluations_of_a_real_matmul(ray_executor, sgemm) -> None:
     workload, root = sgemm
     (expansion,) = list(ray_executor.expand(workload, [root]))

@@ -29,6 +29,9 @@ from schedsearch.errors import ClusterError, InfrastructureError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, ending
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from schedsearch.app import SearchRun
     from schedsearch.warm_start import WarmStart
 
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_WORKERS", "EXIT_INTERRUPTED", "gflops", "resume_command", "run_command",
@@ -81,29 +84,36 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
         warm = session.warm_start()
         for line in warm.summary() if warm is not None else ():
             console.print(line, highlight=False, markup=False)
-        with session.runner(address) as runner, \
-                ProgressView(console, session.config.max_seconds, session.workload.label,
-                             session.config.max_candidates, early_stop=session.config.early_stop) as view:
-            log = EventLog(events) if events is not None else None
+        with session.runner(address) as runner:
+            with ProgressView(console, session.config.max_seconds, session.workload.label,
+                              session.config.max_candidates, early_stop=session.config.early_stop) as view:
+                log = EventLog(events) if events is not None else None
 
-            def observe(event: SearchEvent) -> None:
-                if log is not None:
-                    log(event)
-                view(event)
+                def observe(event: SearchEvent) -> None:
+                    if log is not None:
+                        log(event)
+                    view(event)
 
-            run = runner.run(observe, signals=(signal.SIGINT, signal.SIGTERM))
+                run = runner.run(observe, signals=(signal.SIGINT, signal.SIGTERM))
+            # Reported before the workers are released: shutting a private Ray cluster down
+            # takes seconds (3 s on a 2-core Zen 3), and everything reported is in the store.
+            _report(run, db, as_json, console)
     except (InfrastructureError, StoreError, ClusterError) as e:
         # The machine, not a candidate, stopped the search: say how to continue it.
         if e.search_id is None:
             raise
         raise type(e)(f"{e}; search {e.search_id} is marked failed and keeps everything measured — once "
                       f"that is fixed, continue it with `schedsearch resume {e.search_id}{_db_args(db)}`") from e
+    if run.search.status is SearchStatus.INTERRUPTED:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _report(run: SearchRun, db: str | None, as_json: bool, console: Console) -> None:
+    """The search's JSON (``--json``, on stdout) and its summary (on stderr)."""
     if as_json:
         print_json(run_json(run.search, run.declared, db, run.warm))
     for line in report_lines(run.search, run.declared, list(run.lineage), db):
         console.print(line, highlight=False)
-    if run.search.status is SearchStatus.INTERRUPTED:
-        sys.exit(EXIT_INTERRUPTED)
 
 
 def _db_args(db: str | None) -> str:

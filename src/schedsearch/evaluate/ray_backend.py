@@ -651,6 +651,12 @@ class RayExecutor(BlockingCalls):
         """The measuring setup, as a worker sees it (computed once)."""
         import ray
 
+        if self._machine is None and self._owns_ray:
+            # A private cluster's workers are processes of this machine with this
+            # environment: asking one would only wait for a worker to start.
+            from schedsearch.evaluate import machine_info
+
+            self._machine = machine_info(self._bench)
         if self._machine is None:
             try:
                 self._machine = ray.get(self._machine_fn.remote(self._bench), timeout=_MACHINE_TIMEOUT)
