@@ -106,3 +106,49 @@ def test_kill_9_on_ray_leaves_no_process_and_resumes(tmp_path: Path) -> None:
         time.sleep(0.5)
     assert processes_with(marker) == [], "processes of the killed run are still alive"
     resume_and_check(db, measured(db), "--workers", "0")
+
+
+def _ray_starting(marker: str) -> bool:
+    """Whether the run's private Ray cluster has begun to start (its GCS server is up)."""
+    for pid in processes_with(marker):
+        try:
+            if b"gcs_server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_while_the_cluster_starts_is_said_at_once_and_leaves_nothing(tmp_path: Path, signum) -> None:
+    # While ray.init runs: its own SIGTERM handler (an exit in the middle of the start) and
+    # its C++ failure handler (a stack trace over the terminal) must not take the signal.
+    marker = f"SCHEDSEARCH_TEST_RUN={uuid.uuid4().hex}"
+    key, value = marker.split("=")
+    proc = start_run(tmp_path / "start.db", "--workers", "2", env={key: value})
+    deadline = time.monotonic() + 60
+    while not _ray_starting(marker):
+        assert proc.poll() is None and time.monotonic() < deadline, "the cluster never started"
+        time.sleep(0.05)
+    lines: list[tuple[float, str]] = []
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # until the process closes it
+        lines.append((time.monotonic() - sent, line.rstrip()))
+    proc.wait(timeout=30)
+    took = time.monotonic() - sent
+    err = "\n".join(text for _, text in lines)
+    assert proc.returncode == 130, err
+    said = [t for t, text in lines if "stopping" in text]
+    assert said and said[0] < 2.0, f"the stop was said {said[:1]} s after the signal: {err}"
+    assert took < 15.0, f"exited {took:.1f} s after the signal"
+    assert "Traceback" not in err and "SIGTERM received" not in err, err
+    assert err.splitlines()[-1] == "schedsearch: error: interrupted", err
+    deadline = time.monotonic() + 15
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert processes_with(marker) == [], "processes of the interrupted start are still alive"
+    assert not (tmp_path / "start.db").exists() or json.loads(
+        run_cli("list", "--db", str(tmp_path / "start.db"), "--json").stdout) == []

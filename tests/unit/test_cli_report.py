@@ -1,5 +1,6 @@
-"""``schedsearch run`` reports a search before it releases the workers: shutting a private
-Ray cluster down takes seconds, and the user should not wait for it to read the results."""
+"""``schedsearch run`` around the search: it reports before it releases the workers (shutting
+a private Ray cluster down takes seconds), and a signal while they start is said at once and
+ends the run before a search is recorded."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def _session(order: list[str], monkeypatch: pytest.MonkeyPatch) -> SearchSession
     tree = FakeTree(moves=6, branching=4, seed=3)
     config = SearchConfig(max_seconds=None, max_candidates=12, seed=0, warm_start=False)
     session = SearchSession(fake_workload(), fake_root(tree.moves), config, InMemoryStore())
-    monkeypatch.setattr(session, "runner", lambda address=None: SearchRunner(session, _Released(tree, order), None))
+    monkeypatch.setattr(session, "runner",
+                        lambda address=None, stop=None: SearchRunner(session, _Released(tree, order), None))
     return session
 
 
@@ -46,3 +48,35 @@ def test_the_summary_and_the_json_come_before_the_workers_are_released(monkeypat
     out, err = capsys.readouterr()
     assert '"search_id"' in out and "completed" in err
     assert session.store.get_search(session.search_id).status is SearchStatus.COMPLETED
+
+
+def test_the_first_signal_asks_for_a_stop_and_is_announced_the_second_aborts() -> None:
+    import signal
+    import threading
+
+    from schedsearch.app import stop_on_signals
+
+    stop, said = threading.Event(), []
+    before = signal.getsignal(signal.SIGUSR1)
+    with stop_on_signals(stop, (signal.SIGUSR1,), announce=lambda: said.append("stopping")):
+        signal.raise_signal(signal.SIGUSR1)
+        assert stop.is_set() and said == ["stopping"]
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGUSR1)
+        assert said == ["stopping"]
+    assert signal.getsignal(signal.SIGUSR1) == before  # the caller's handler is back
+
+
+def test_a_stop_while_the_workers_start_ends_the_run_before_a_search_is_recorded(monkeypatch) -> None:
+    order: list[str] = []
+    session = _session(order, monkeypatch)
+
+    def runner(address=None, stop=None):
+        stop.set()  # as a Ctrl-C while the cluster started would
+        return SearchRunner(session, _Released(FakeTree(moves=6, branching=4, seed=3), order), None)
+
+    monkeypatch.setattr(session, "runner", runner)
+    with pytest.raises(KeyboardInterrupt):
+        commands_run._drive(session, None, None, as_json=False)
+    assert order == ["workers released"]
+    assert session.search_id is None and session.store.list_searches() == []

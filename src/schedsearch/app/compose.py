@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,9 +109,11 @@ def db_label(url: str | None) -> str:
 
 
 def make_executor(
-    workers: int, address: str | None, bench: BenchConfig, expand: ExpandOptions, cache_dir: Path | None = None
+    workers: int, address: str | None, bench: BenchConfig, expand: ExpandOptions, cache_dir: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> Executor:
-    """LocalExecutor for ``--workers 0``, otherwise a RayExecutor (local cluster or --address)."""
+    """LocalExecutor for ``--workers 0``, otherwise a RayExecutor (local cluster or --address)
+    whose start ``stop`` cuts short (``KeyboardInterrupt``)."""
     from schedsearch.transforms import Expander
 
     if workers == 0 and address is None:
@@ -119,7 +122,8 @@ def make_executor(
         return LocalExecutor(Expander, expand, bench, cache_dir)
     from schedsearch.evaluate.ray_backend import RayExecutor
 
-    return RayExecutor(Expander, expand, bench, workers=max(workers, 1), address=address, cache_dir=cache_dir)
+    return RayExecutor(Expander, expand, bench, workers=max(workers, 1), address=address, cache_dir=cache_dir,
+                       stop=stop)
 
 
 def make_cost_model(config: SearchConfig, store: Store, executor: Executor) -> CostModel | None:

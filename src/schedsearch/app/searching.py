@@ -182,11 +182,12 @@ class SearchSession:
         """Close the store."""
         self.store.close()
 
-    def runner(self, address: str | None = None) -> SearchRunner:
+    def runner(self, address: str | None = None, stop: threading.Event | None = None) -> SearchRunner:
         """The executor (in-process for 0 workers, else Ray: a local cluster or ``address``)
-        and the cost model, ready to search; a context manager that releases both."""
+        and the cost model, ready to search; a context manager that releases both. ``stop``,
+        set while a Ray cluster starts, cuts its start short (``KeyboardInterrupt``)."""
         config = self.config
-        executor = make_executor(config.workers, address, config.bench, config.expand)
+        executor = make_executor(config.workers, address, config.bench, config.expand, stop=stop)
         try:
             model = make_cost_model(config, self.store, executor)
         except BaseException:
@@ -328,10 +329,10 @@ def resumed_config(search: SearchRecord, budget: float | None, max_candidates: i
 
 @contextmanager
 def stop_on_signals(stop: threading.Event, signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
-                    ) -> Iterator[None]:
+                    announce: Callable[[], None] | None = None) -> Iterator[None]:
     """The first of ``signals`` (Ctrl-C, a notebook's interrupt) asks the search to stop
-    cleanly; a second one aborts. Outside the main thread, where Python cannot install
-    handlers, nothing is installed."""
+    cleanly (and calls ``announce``); a second one aborts. Outside the main thread, where
+    Python cannot install handlers, nothing is installed."""
     if not signals or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -340,6 +341,8 @@ def stop_on_signals(stop: threading.Event, signals: tuple[signal.Signals, ...] =
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
+        if announce is not None:
+            announce()
 
     previous = {s: signal.signal(s, handler) for s in signals}
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import signal
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, TextIO
 
 from schedsearch.app import (
@@ -14,6 +15,7 @@ from schedsearch.app import (
     gflops_of,
     resume_search,
     start_search,
+    stop_on_signals,
 )
 from schedsearch.app.compose import DEFAULT_BUDGET, DEFAULT_WORKERS
 from schedsearch.app.event_log import EventLog
@@ -84,7 +86,19 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
         warm = session.warm_start()
         for line in warm.summary() if warm is not None else ():
             console.print(line, highlight=False, markup=False)
-        with session.runner(address) as runner:
+        # One stop for the whole run: a signal while the workers start (a private Ray
+        # cluster takes 5 s) is said at once and ends the start; one during the search stops
+        # it cleanly (the live view says so).
+        stop, searching = threading.Event(), threading.Event()
+
+        def starting_stopped() -> None:
+            if not searching.is_set():
+                console.print("schedsearch: stopping...", highlight=False, markup=False)
+
+        with stop_on_signals(stop, (signal.SIGINT, signal.SIGTERM), announce=starting_stopped), \
+                session.runner(address, stop=stop) as runner:
+            if stop.is_set():
+                raise KeyboardInterrupt
             with ProgressView(console, session.config.max_seconds, session.workload.label,
                               session.config.max_candidates, early_stop=session.config.early_stop) as view:
                 log = EventLog(events) if events is not None else None
@@ -94,7 +108,8 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
                         log(event)
                     view(event)
 
-                run = runner.run(observe, signals=(signal.SIGINT, signal.SIGTERM))
+                searching.set()
+                run = runner.run(observe, stop=stop)
             # Reported before the workers are released: shutting a private Ray cluster down
             # takes seconds (3 s on a 2-core Zen 3), and everything reported is in the store.
             _report(run, db, as_json, console)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import math
+import signal
 import sys
+import threading
 from typing import Any
 
 import click
@@ -271,10 +273,23 @@ def regress(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str
     sys.exit(code)
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    """Say that the command stops, then stop it as Ctrl-C does."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write("schedsearch: stopping...\n")
+        sys.stderr.flush()
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: usage errors become one line on stderr and exit code 2."""
     # Exo's checks run native code (z3) in this process: if that ever crashes, say where.
     faulthandler.enable()
+    # Ctrl-C and SIGTERM end a command alike (exit 130, workers released), said at once:
+    # what follows them (releasing workers, closing a store) can take seconds. A search, from
+    # the start of its workers on, replaces this with a clean stop (``stop_on_signals``).
+    previous = ({signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+                if threading.current_thread() is threading.main_thread() else {})
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         with json_stdout() if "--json" in args else contextlib.nullcontext():
@@ -289,5 +304,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("schedsearch: interrupted", err=True)
         sys.exit(130)
+    finally:
+        for signum, handler in previous.items():  # a caller's own (main called in a process of its own)
+            signal.signal(signum, handler)
     sys.exit(0)
 

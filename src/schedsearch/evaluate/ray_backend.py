@@ -40,6 +40,7 @@ import contextlib
 import itertools
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -287,7 +288,9 @@ def _use_token_auth_when_available() -> None:
 
 
 def _init_with_deadline(timeout: float, **kwargs: Any) -> None:
-    """``ray.init`` in a helper thread, so an unresponsive cluster cannot hang us for minutes."""
+    """``ray.init`` in a helper thread, so an unresponsive cluster cannot hang us for minutes.
+    Only to connect to a running cluster: a local one started off the main thread leaves
+    its driver waiting a minute at exit for the GCS that ``ray.shutdown`` stopped."""
     import ray
 
     outcome: list[BaseException | None] = []
@@ -314,6 +317,27 @@ def _init_with_deadline(timeout: float, **kwargs: Any) -> None:
         ) from err
 
 
+@contextlib.contextmanager
+def _sigterm_left_to_caller() -> Iterator[None]:
+    """Keep ``ray.init`` from installing its SIGTERM handler (``sys.exit(15)``) while it
+    starts a private cluster. Raised in the middle of the start, that exit left a driver that
+    shut down cleanly and then crashed at exit (SIGSEGV) now and then; the caller's handler
+    instead asks for a stop, and the start is shut down once it is complete. Ray installs it
+    through ``ray._private.utils.set_sigterm_handler``: where that is missing (another Ray),
+    nothing is changed and the caller sees the exit (``RayExecutor._connect`` hands it on)."""
+    from ray._private import utils
+
+    install = getattr(utils, "set_sigterm_handler", None)
+    if install is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = install
+
+
 def _quiet_kwargs() -> dict[str, Any]:
     return {
         "log_to_driver": False,
@@ -333,6 +357,10 @@ class RayExecutor(BlockingCalls):
     connection is used and left open by ``close()``. Raises ``ClusterError`` when the
     cluster cannot be started or reached (an unreachable address fails within seconds).
     With ``address``, the workers must have this package installed (same version).
+    ``stop`` (set by a Ctrl-C or SIGTERM handler) while a private cluster starts: the
+    constructor raises ``KeyboardInterrupt`` once ``ray.init`` returns (it cannot be cut short
+    cleanly), having shut the cluster down. A SIGTERM that ``ray.init``'s own handler takes
+    meanwhile goes to the caller's handler.
     """
 
     def __init__(
@@ -345,6 +373,7 @@ class RayExecutor(BlockingCalls):
         address: str | None = None,
         cache_dir: Path | None = None,
         connect_timeout: float = 15.0,
+        stop: threading.Event | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("RayExecutor needs workers >= 1 (use LocalExecutor for 0)")
@@ -369,10 +398,11 @@ class RayExecutor(BlockingCalls):
         self._waiting: dict[int, ShardQueue[tuple[Job, tuple[Any, ...], int]]] = {}
         self._submissions = itertools.count()  # one line for all actors' queues (``shard_queue.source``)
         self._runners: dict[str, Any] = {}
-        self._connect(address, connect_timeout)
-        import ray
-
+        self._stop = stop
         try:
+            self._connect(address, connect_timeout)
+            import ray
+
             # One retry, for a worker that died under a task rather than because of it: a
             # force-cancelled task's worker is killed, and Ray may already have leased that
             # worker to the next task of the same kind (a build submitted just after a
@@ -394,6 +424,12 @@ class RayExecutor(BlockingCalls):
         if address is not None:
             # Before ray is imported: its core library reads the auth mode when it loads.
             _use_token_auth_when_available()
+        else:
+            # Before ray is imported too (it reads this then): Ray's C++ failure handler
+            # would print a stack trace over the user's terminal for a SIGTERM that lands
+            # while this driver connects to its private cluster, and abort. The search's own
+            # faults come back as data, and the CLI has Python's faulthandler.
+            os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         import ray
 
         if address is not None:
@@ -405,12 +441,31 @@ class RayExecutor(BlockingCalls):
             return
         if ray.is_initialized():
             return
-        try:
-            ray.init(address="local", num_cpus=self._workers, **_quiet_kwargs())
-        except Exception as e:  # a local start can fail in many ways
-            raise ClusterError(f"cannot start a local Ray cluster: {type(e).__name__}: {e}") from e
+        # The watchdog first: a driver stopped while the cluster starts must not leave
+        # Ray's processes behind (``close`` shuts down what started, the watchdog the rest).
         self._owns_ray = True
         self._start_watchdog(os.path.dirname(ray.__file__))
+        main = threading.current_thread() is threading.main_thread()
+        ours = signal.getsignal(signal.SIGTERM) if main else None
+        ours = signal.SIG_DFL if ours is None else ours
+        try:
+            with _sigterm_left_to_caller():
+                ray.init(address="local", num_cpus=self._workers, **_quiet_kwargs())
+        except SystemExit as e:
+            if not main or e.code != signal.SIGTERM:
+                raise
+            # A Ray whose own SIGTERM handler could not be kept out took the signal (it
+            # exits with its number): hand it to the caller's handler.
+            signal.signal(signal.SIGTERM, ours)
+            signal.raise_signal(signal.SIGTERM)
+            raise KeyboardInterrupt from None  # the caller's handler only asked for a stop
+        except Exception as e:  # a local start can fail in many ways
+            raise ClusterError(f"cannot start a local Ray cluster: {type(e).__name__}: {e}") from e
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, ours)  # the caller's, whatever ray.init set
+        if self._stop is not None and self._stop.is_set():
+            raise KeyboardInterrupt  # stopped while the cluster started: nothing more is started
 
     def _start_watchdog(self, marker: str) -> None:
         if not sys.platform.startswith("linux"):
@@ -682,7 +737,8 @@ class RayExecutor(BlockingCalls):
         self._waiting = {}
         self._workload_refs.clear()
         if self._owns_ray:
-            ray.shutdown()
+            with contextlib.suppress(Exception):  # a start cut short leaves Ray half up
+                ray.shutdown()
         if self._watchdog is not None:
             # EOF tells the watchdog to sweep up anything the shutdown left behind.
             if self._watchdog.stdin is not None:
