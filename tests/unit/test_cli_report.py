@@ -58,13 +58,40 @@ def test_the_first_signal_asks_for_a_stop_and_is_announced_the_second_aborts() -
 
     stop, said = threading.Event(), []
     before = signal.getsignal(signal.SIGUSR1)
-    with stop_on_signals(stop, (signal.SIGUSR1,), announce=lambda: said.append("stopping")):
+    announced = threading.Event()
+
+    def announce() -> None:
+        said.append(threading.current_thread().name)
+        announced.set()
+
+    with stop_on_signals(stop, (signal.SIGUSR1,), announce=announce):
         signal.raise_signal(signal.SIGUSR1)
-        assert stop.is_set() and said == ["stopping"]
+        assert stop.is_set() and announced.wait(2.0)
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGUSR1)
-        assert said == ["stopping"]
+    # Announced once, and not by the main thread: it may be held up in native code.
+    assert len(said) == 1 and said[0] != threading.main_thread().name
     assert signal.getsignal(signal.SIGUSR1) == before  # the caller's handler is back
+    assert signal.set_wakeup_fd(-1) == -1  # and no wakeup fd is left behind
+
+
+def test_a_signal_announces_at_once_while_the_main_thread_waits_in_native_code() -> None:
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from schedsearch.app import stop_on_signals
+
+    stop, announced_at = threading.Event(), []
+    with stop_on_signals(stop, (signal.SIGUSR1,), announce=lambda: announced_at.append(time.monotonic())):
+        sent = time.monotonic()
+        threading.Timer(0.2, signal.raise_signal, (signal.SIGUSR1,)).start()
+        # The main thread waits 1.5 s in native code: Python's handler runs only after it.
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(1.5)"], check=True)
+        assert stop.is_set()
+    assert announced_at and announced_at[0] - sent < 1.0
 
 
 def test_a_stop_while_the_workers_start_ends_the_run_before_a_search_is_recorded(monkeypatch) -> None:
