@@ -112,8 +112,9 @@ def make_executor(
     workers: int, address: str | None, bench: BenchConfig, expand: ExpandOptions, cache_dir: Path | None = None,
     stop: threading.Event | None = None,
 ) -> Executor:
-    """LocalExecutor for ``--workers 0``, otherwise a RayExecutor (local cluster or --address)
-    whose start ``stop`` cuts short (``KeyboardInterrupt``)."""
+    """LocalExecutor for ``--workers 0``, otherwise a RayExecutor (local cluster or --address);
+    ``stop``, set while a private cluster starts, makes it shut the cluster down as soon as it
+    is up and raise ``KeyboardInterrupt``."""
     from schedsearch.transforms import Expander
 
     if workers == 0 and address is None:

@@ -186,7 +186,7 @@ class SearchSession:
     def runner(self, address: str | None = None, stop: threading.Event | None = None) -> SearchRunner:
         """The executor (in-process for 0 workers, else Ray: a local cluster or ``address``)
         and the cost model, ready to search; a context manager that releases both. ``stop``,
-        set while a Ray cluster starts, cuts its start short (``KeyboardInterrupt``)."""
+        set while a private Ray cluster starts, ends it as soon as it is up (``KeyboardInterrupt``)."""
         config = self.config
         executor = make_executor(config.workers, address, config.bench, config.expand, stop=stop)
         try:

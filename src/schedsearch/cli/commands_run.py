@@ -25,7 +25,7 @@ from schedsearch.cli.numbers_view import (
     STEPS_LEGEND, best_text, has_step_numbers, search_spent_text, status_text, step_lines,
 )
 from schedsearch.cli.render import ProgressView, describe, fmt_seconds
-from schedsearch.cli.wiring import db_label, print_json, stderr_console
+from schedsearch.cli.wiring import STOPPING, db_label, print_json, stderr_console
 from schedsearch.core import CandidateRecord, SearchEvent, SearchRecord, SearchStatus, Workload
 from schedsearch.errors import ClusterError, InfrastructureError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, ending
@@ -93,7 +93,7 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
 
         def starting_stopped() -> None:
             if not searching.is_set():
-                console.print("schedsearch: stopping...", highlight=False, markup=False)
+                console.print(STOPPING, highlight=False, markup=False)
 
         with stop_on_signals(stop, (signal.SIGINT, signal.SIGTERM), announce=starting_stopped), \
                 session.runner(address, stop=stop) as runner:

@@ -15,7 +15,7 @@ import click
 
 from schedsearch.app.compose import MAX_BUDGET
 from schedsearch.cli import commands_read, commands_run
-from schedsearch.cli.wiring import handle_errors, json_stdout, parse_sizes
+from schedsearch.cli.wiring import STOPPING, handle_errors, json_stdout, parse_sizes
 from schedsearch.targets import TARGETS
 
 TARGET_CHOICES = ["auto", *(t.name.value for t in TARGETS)]
@@ -276,7 +276,7 @@ def regress(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str
 def _interrupt(signum: int, frame: Any) -> None:
     """Say that the command stops, then stop it as Ctrl-C does."""
     with contextlib.suppress(OSError):
-        sys.stderr.write("schedsearch: stopping...\n")
+        sys.stderr.write(STOPPING + "\n")
         sys.stderr.flush()
     raise KeyboardInterrupt
 

@@ -57,6 +57,10 @@ INPUT_ERRORS = (WorkloadError, ScheduleFileError, StoreError, InfrastructureErro
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
+#: What a command says the moment a Ctrl-C or SIGTERM reaches it, before the search runs.
+STOPPING = "schedsearch: stopping..."
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> None:
     """Print one line on stderr and exit."""
     click.echo(f"schedsearch: error: {message}", err=True)

@@ -324,7 +324,7 @@ def _sigterm_left_to_caller() -> Iterator[None]:
     shut down cleanly and then crashed at exit (SIGSEGV) now and then; the caller's handler
     instead asks for a stop, and the start is shut down once it is complete. Ray installs it
     through ``ray._private.utils.set_sigterm_handler``: where that is missing (another Ray),
-    nothing is changed and the caller sees the exit (``RayExecutor._connect`` hands it on)."""
+    nothing is changed, and only after the start is the caller's handler put back."""
     from ray._private import utils
 
     install = getattr(utils, "set_sigterm_handler", None)
@@ -359,8 +359,7 @@ class RayExecutor(BlockingCalls):
     With ``address``, the workers must have this package installed (same version).
     ``stop`` (set by a Ctrl-C or SIGTERM handler) while a private cluster starts: the
     constructor raises ``KeyboardInterrupt`` once ``ray.init`` returns (it cannot be cut short
-    cleanly), having shut the cluster down. A SIGTERM that ``ray.init``'s own handler takes
-    meanwhile goes to the caller's handler.
+    cleanly), having shut the cluster down; ``ray.init`` is kept from taking SIGTERM meanwhile.
     """
 
     def __init__(
@@ -451,14 +450,6 @@ class RayExecutor(BlockingCalls):
         try:
             with _sigterm_left_to_caller():
                 ray.init(address="local", num_cpus=self._workers, **_quiet_kwargs())
-        except SystemExit as e:
-            if not main or e.code != signal.SIGTERM:
-                raise
-            # A Ray whose own SIGTERM handler could not be kept out took the signal (it
-            # exits with its number): hand it to the caller's handler.
-            signal.signal(signal.SIGTERM, ours)
-            signal.raise_signal(signal.SIGTERM)
-            raise KeyboardInterrupt from None  # the caller's handler only asked for a stop
         except Exception as e:  # a local start can fail in many ways
             raise ClusterError(f"cannot start a local Ray cluster: {type(e).__name__}: {e}") from e
         finally:
