@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from schedsearch.core import KERNEL_SYMBOL, ArgRole, ArgSpec, BenchConfig, DType
 from schedsearch.errors import ToolchainError
 from schedsearch.evaluate import check_toolchain, default_cache_dir, machine_info
-from schedsearch.evaluate.build import build_driver, build_kernel
+from schedsearch.evaluate.build import build_driver, build_kernel, prepare_builds
 
 C_OK = f"void {KERNEL_SYMBOL}(void *ctxt, float *x) {{ x[0] += 1.0f; }}\n"
 
@@ -181,6 +182,47 @@ def test_intrinsics_kernels_share_one_precompiled_immintrin(tmp_path: Path) -> N
     assert all("-include" in c for c in calls[1:3]) and "-include" not in calls[3]
     trace = log.read_text()
     assert trace.count(".h.gch") == 2 and "\n! " in trace and "\nx " not in trace
+
+
+def logging_cc(tmp_path: Path, header_seconds: float = 0.0) -> tuple[BenchConfig, Path]:
+    """A compiler that logs each compile's arguments (and takes ``header_seconds`` longer to
+    precompile a header), and the log."""
+    log = tmp_path / "log"
+    script = tmp_path / "cc.sh"
+    script.write_text(f'#!/bin/sh\n[ "$1" = --version ] && exec gcc "$@"\necho "ARGS $*" >> "{log}"\n'
+                      f'case "$*" in *c-header*) sleep {header_seconds};; esac\nexec gcc "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return BenchConfig(cc=f"sh {script}"), log
+
+
+def compiles(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if line.startswith("ARGS")] if log.exists() else []
+
+
+def test_builders_that_need_the_header_at_once_precompile_it_once(tmp_path: Path) -> None:
+    # A search's first two builds ask for the header together: one precompiles it while the
+    # other waits for it (not a second compile of the same header), and both use it.
+    cfg, log = logging_cc(tmp_path, header_seconds=1.0)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda v: build_kernel(simd_c(v), cfg, tmp_path / "cache"), ["1.0f", "2.0f"]))
+    assert all(r.ok for r in results)
+    calls = compiles(log)
+    assert sum("c-header" in c for c in calls) == 1
+    assert sum("-include" in c for c in calls) == 2
+
+
+def test_a_targets_header_is_precompiled_ahead_of_its_kernels(tmp_path: Path) -> None:
+    cfg, log = logging_cc(tmp_path)
+    cache = tmp_path / "cache"
+    # Nothing to make ready for a target without a header, or with one not worth precompiling.
+    assert not prepare_builds(cfg, cache, None)
+    assert not prepare_builds(cfg, cache, "arm_neon.h")
+    assert compiles(log) == []
+    assert prepare_builds(cfg, cache, "immintrin.h")
+    assert prepare_builds(cfg, cache, "immintrin.h")  # ready: nothing more is compiled
+    assert build_kernel(simd_c("1.0f"), cfg, cache).ok
+    calls = compiles(log)
+    assert len(calls) == 2 and "c-header" in calls[0] and "-include" in calls[1]
 
 
 # --------------------------------------------------------------------------- a safe cache

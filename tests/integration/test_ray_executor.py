@@ -63,6 +63,26 @@ def test_a_private_cluster_describes_the_machine_its_workers_see(ray_executor) -
     assert seen_by_a_worker.fingerprint == ray_executor.machine().fingerprint
 
 
+def test_the_targets_header_is_precompiled_before_any_kernel_is_built(ray_executor, tmp_path) -> None:
+    # A search of an AVX2 target has its header precompiled on a build core while the root
+    # is expanded, not by the first builds of the root's children after that.
+    from schedsearch.evaluate.ray_backend import RayExecutor
+    from schedsearch.transforms import Expander
+
+    from tests.integration.conftest import FAST_BENCH
+
+    cache = tmp_path / "cache"
+    executor = RayExecutor(Expander, ExpandOptions(target="avx2"), FAST_BENCH, workers=2, cache_dir=cache)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(cache.glob("build/*/*.h.gch")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(list(cache.glob("build/*/*.h.gch"))) == 1
+        assert not list(cache.glob("build/*/*.so"))  # no kernel was asked for
+    finally:
+        executor.close()
+
+
 def test_expands_and_streams_evaluations_of_a_real_matmul(ray_executor, sgemm) -> None:
     workload, root = sgemm
     (expansion,) = list(ray_executor.expand(workload, [root]))

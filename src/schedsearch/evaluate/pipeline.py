@@ -42,7 +42,7 @@ from schedsearch.evaluate.bench import (
     run_kernels,
     timing_from_samples,
 )
-from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel
+from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel, prepare_builds
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 from schedsearch.evaluate.interference import evidence_of, of_node
 from schedsearch.evaluate.machine import machine_info
@@ -261,6 +261,14 @@ def evaluate_candidate(
     if isinstance(built, Measurement):
         return built
     return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff, contend, quiet)
+
+
+def prepare_node(config: BenchConfig, cache_dir: Path, header: str | None) -> bool:
+    """Make ready what this node's builds of kernels including ``header`` share, ahead of
+    them (``build.prepare_builds``), as a build: paused while a kernel is timed. Returns
+    whether something was made ready."""
+    with _infrastructure_errors(cache_dir), working(cache_dir):
+        return prepare_builds(config, Path(cache_dir), header)
 
 
 def build_candidate(
