@@ -113,6 +113,7 @@ from schedsearch.core import (
     Store,
     Workload,
 )
+from schedsearch.search.pace import Pace, comes_in_too_late
 from schedsearch.search.finalists import finalist_reserve
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.ledger import Ledger
@@ -209,6 +210,11 @@ class Pipeline:
         self.repeats = RepeatNoise()
         # The last look that found nothing being measured (``_count_idle``; None: something was).
         self.idle_since: float | None = None
+        # How long expansions take here, and whether one more round still comes in in time.
+        self.pace = Pace()
+        # A round would have come in too late (``_too_late``): none is started while children
+        # are queued; ``late_said``: the live view was told so once.
+        self.held_back = self.late_said = False
 
     # ------------------------------------------------------------------ for the driver
 
@@ -480,6 +486,9 @@ class Pipeline:
     def _start_expanding(self) -> Round | None:
         if self._no_room_for_another_round():
             return None
+        queued = self.current is not None and bool(self.current.queue)
+        if queued and self.held_back:
+            return None
         while True:
             # A leading model's pick is expanded alone, sharded over every expander.
             asked = self.strategy.ask(1 if self.config.model_leads else max(1, self.config.expand_batch))
@@ -489,7 +498,40 @@ class Pipeline:
             parents = [p for p in asked if p.depth < self.config.max_depth and p.id not in self.second_done]
             if parents:
                 break
-        return self._submit_round(self._with_waiting_parents(parents))
+        whole = self._with_waiting_parents(parents)
+        # Only while children are queued: with none, the cores would idle otherwise.
+        if queued and self._too_late(whole):
+            for parent in parents:  # back to the frontier: they were not expanded
+                self.strategy.tell(parent)
+            self.held_back = True
+            return None
+        self.held_back = False
+        return self._submit_round(whole)
+
+    def _too_late(self, parents: Sequence[CandidateRecord]) -> bool:
+        """Whether a round of ``parents`` would come in too late for its first children to be
+        measured within the time budget, at this search's pace (``search.pace``): then
+        the children queued are measured instead, and no round is started until none is left.
+        Said once in the live view."""
+        c = self.config
+        if c.max_seconds is None:
+            return False
+        seconds = self.pace.round_seconds([self._second_part(p) for p in parents], self.workers)
+        left = c.max_seconds - self._finalist_reserve() - self.ledger.elapsed()
+        measure_first = self.in_flight_cap * self.pace.seconds_per_measurement()
+        if seconds is None or not comes_in_too_late(seconds, left, measure_first):
+            return False
+        if not self.late_said:
+            self.late_said = True
+            queued = len(self.current.queue) if self.current is not None else 0
+            self.ledger.emit(EventKind.ASKED, message=(
+                f"round held back: expanding {', '.join(f'#{p.id}' for p in parents)} would take about {seconds:.0f} s "
+                f"and {max(0.0, left):.0f} s are left; the {queued} children queued are measured first"))
+        return True
+
+    def _second_part(self, parent: CandidateRecord) -> bool:
+        """Whether ``parent`` would be expanded for its second part now (``_part_for``)."""
+        return self.split and parent.id in self.first_done
 
     def _with_waiting_parents(self, parents: list[CandidateRecord]) -> list[CandidateRecord]:
         """``parents``, each preceded by its own parent when that one's costly rewrites still
@@ -538,6 +580,7 @@ class Pipeline:
             job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream, part=part,
                       priority=expansion_priority(parent), all_heavy_first=stream and self.config.model_leads)
             rnd.expanding[job.id] = parent
+            self.pace.ask(job.id, self.ledger.elapsed(), part is ExpansionPart.DEFERRED)
             jobs.append(job)
         self.executor.submit(self.workload, self.root, jobs)
         self.ledger.emit(EventKind.ASKED, message=asked_message(rnd))
@@ -753,6 +796,7 @@ class Pipeline:
         if result.final:
             del rnd.expanding[job_id]
             rnd.complete.add(parent.fingerprint)
+            self.pace.came_in(job_id, self.ledger.elapsed())
         else:
             rnd.streamed = True
         if rnd is self.current:
@@ -784,6 +828,7 @@ class Pipeline:
         once all its children are. While an early ask is pending, the strategy hears of it
         only after the ask."""
         rnd.done += 1
+        self.pace.measured(self.ledger.elapsed())
         place = rnd.place.get(m.fingerprint)
         hold = bool(rnd.ask_after) and place is not None
         record = self.ledger.record(m, announce=True, tell=not hold, note=note)
