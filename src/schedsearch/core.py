@@ -274,7 +274,7 @@ class DType(StrEnum):
 class EventKind(StrEnum):
     STARTED = "started"
     BASELINE = "baseline"
-    ASKED = "asked"  # a round's parents sent to be expanded (the message names each and its part)
+    ASKED = "asked"  # a round's parents sent to be expanded (the message names each and its part), or held back
     EXPANDED = "expanded"
     EVALUATED = "evaluated"
     NEW_BEST = "new_best"
