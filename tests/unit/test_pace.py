@@ -25,7 +25,6 @@ def test_nothing_is_expected_before_an_expansion_came_in() -> None:
     assert pace.expected(False) is None and pace.round_seconds([False, True], expanders=2) is None
     pace.ask(1, at=3.0, second=False)
     assert pace.expected(False) is None  # asked, not in
-    assert not comes_in_too_late(None, seconds_left=0.0, measure_first=10.0)  # no estimate: no veto
 
 
 def test_each_kind_is_expected_to_take_its_median_and_an_unseen_kind_the_slowest_seen() -> None:

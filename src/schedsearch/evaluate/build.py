@@ -244,7 +244,8 @@ def precompiled_immintrin(config: BenchConfig, flags: tuple[str, ...], cache_dir
 
 
 def _precompile(config: BenchConfig, flags: tuple[str, ...], header: Path, gch: Path) -> Path | None:
-    """Write ``_PCH_TEXT`` to ``header`` and precompile it into ``gch`` (holding its lock)."""
+    """Write ``_PCH_TEXT`` to ``header`` and precompile it into ``gch`` (under its lock,
+    where the file system has locks)."""
     token = f"{os.getpid()}-{secrets.token_hex(8)}"
     tmp_header = header.with_name(f".pch-{token}.h")
     tmp_gch = header.with_name(f".pch-{token}.gch")

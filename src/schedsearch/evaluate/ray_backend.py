@@ -430,7 +430,7 @@ class RayExecutor(BlockingCalls):
                             for _ in range(workers)]
             # The target's header is precompiled on a build core while the root is expanded,
             # not by the first builds of its children, after it: on a 2-core Zen 3 that put
-            # SGEMM 256's first measured child 3.5-4 s later.
+            # SGEMM 256's first measured child 3.5-4 s later. Nothing waits for the task.
             header = target(expand_options.target).header
             self._prepared = ray.remote(num_cpus=1, max_retries=0)(_prepare_task).remote(
                 bench, self._cache_dir, header) if header else None

@@ -79,7 +79,7 @@ class Pace:
         return sum(e for e in each if e is not None) / max(1, min(len(each), expanders))
 
 
-def comes_in_too_late(round_seconds: float | None, seconds_left: float, measure_first: float) -> bool:
+def comes_in_too_late(round_seconds: float, seconds_left: float, measure_first: float) -> bool:
     """Whether a round expected to take ``round_seconds`` leaves less than ``measure_first``
     seconds (its first children's measurements) of the ``seconds_left`` once it is in."""
-    return round_seconds is not None and round_seconds + measure_first > seconds_left
+    return round_seconds + measure_first > seconds_left

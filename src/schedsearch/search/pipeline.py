@@ -113,10 +113,10 @@ from schedsearch.core import (
     Store,
     Workload,
 )
-from schedsearch.search.pace import Pace, comes_in_too_late
 from schedsearch.search.finalists import finalist_reserve
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.ledger import Ledger
+from schedsearch.search.pace import Pace, comes_in_too_late
 from schedsearch.search.ranking import expansion_priority
 from schedsearch.search.repeats import RepeatNoise
 from schedsearch.search.reuse import reuse_message, split
