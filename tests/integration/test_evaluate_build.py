@@ -164,15 +164,22 @@ def simd_c(value: str) -> str:
     )
 
 
-def test_intrinsics_kernels_share_one_precompiled_immintrin(tmp_path: Path) -> None:
-    # A wrapper that logs each compile's arguments and gcc's -H header trace
-    # ("! file.gch" when a precompiled header is used, "x file.gch" when it does not fit).
+def logging_cc(tmp_path: Path, header_seconds: float = 0.0, trace: bool = False) -> tuple[BenchConfig, Path]:
+    """A compiler that logs each compile's arguments (and takes ``header_seconds`` longer to
+    precompile a header; with ``trace``, logs gcc's -H header trace too), and the log."""
     log = tmp_path / "log"
     script = tmp_path / "cc.sh"
+    run = f'exec gcc -H "$@" 2>> "{log}"' if trace else 'exec gcc "$@"'
     script.write_text(f'#!/bin/sh\n[ "$1" = --version ] && exec gcc "$@"\necho "ARGS $*" >> "{log}"\n'
-                      f'exec gcc -H "$@" 2>> "{log}"\n')
+                      f'case "$*" in *c-header*) sleep {header_seconds};; esac\n{run}\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    cfg = BenchConfig(cc=f"sh {script}")
+    return BenchConfig(cc=f"sh {script}"), log
+
+
+def test_intrinsics_kernels_share_one_precompiled_immintrin(tmp_path: Path) -> None:
+    # gcc's -H header trace: "! file.gch" when a precompiled header is used, "x file.gch"
+    # when it does not fit.
+    cfg, log = logging_cc(tmp_path, trace=True)
     assert build_kernel(simd_c("1.0f"), cfg, tmp_path / "cache").ok
     assert build_kernel(simd_c("2.0f"), cfg, tmp_path / "cache").ok
     assert build_kernel(C_OK, cfg, tmp_path / "cache").ok
@@ -182,17 +189,6 @@ def test_intrinsics_kernels_share_one_precompiled_immintrin(tmp_path: Path) -> N
     assert all("-include" in c for c in calls[1:3]) and "-include" not in calls[3]
     trace = log.read_text()
     assert trace.count(".h.gch") == 2 and "\n! " in trace and "\nx " not in trace
-
-
-def logging_cc(tmp_path: Path, header_seconds: float = 0.0) -> tuple[BenchConfig, Path]:
-    """A compiler that logs each compile's arguments (and takes ``header_seconds`` longer to
-    precompile a header), and the log."""
-    log = tmp_path / "log"
-    script = tmp_path / "cc.sh"
-    script.write_text(f'#!/bin/sh\n[ "$1" = --version ] && exec gcc "$@"\necho "ARGS $*" >> "{log}"\n'
-                      f'case "$*" in *c-header*) sleep {header_seconds};; esac\nexec gcc "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return BenchConfig(cc=f"sh {script}"), log
 
 
 def compiles(log: Path) -> list[str]:

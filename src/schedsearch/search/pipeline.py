@@ -592,7 +592,7 @@ class Pipeline:
         back in the frontier when its first part left any)."""
         if not self.split:
             return ExpansionPart.ALL
-        if parent.id in self.first_done:
+        if self._second_part(parent):
             self.second_done.add(parent.id)
             self.costly_waiting.pop(parent.id, None)
             return ExpansionPart.DEFERRED
