@@ -482,6 +482,25 @@ def judged(runs: list[Run], pooled: dict[str, float], rounds: int) -> tuple[dict
     return ({**pooled, **sbs.seconds} if sbs else pooled), sbs
 
 
+def first_child_seconds(runs: list[Run]) -> float | None:
+    """The median, over ``runs``, of when each first measured a child of the root (its
+    second measurement; the first is the root's own): no order of measuring reaches 95%
+    sooner, so ``off``'s time to 95% over it is the most a model can shorten that time
+    by (``ceiling``)."""
+    firsts = [r.measured[1][0] for r in runs if len(r.measured) > 1]
+    return statistics.median(firsts) if firsts else None
+
+
+def ceiling(rows: dict[str, dict], first_child: float | None, base: str = "off") -> float | None:
+    """How many times sooner than ``base`` any model could reach 95% of the fastest kernel:
+    ``base``'s median time to it over ``first_child`` (``first_child_seconds``); a kernel
+    whose ``base`` searches get there with the root's first children leaves a model little
+    to win, however well it ranks."""
+    if base not in rows or not first_child:
+        return None
+    return rows[base]["median_seconds_to_95"] / first_child
+
+
 def median_spent(runs: list[Run]) -> dict[str, float]:
     """The median of each kind of time spent over ``runs`` that counted it ({} if none did)."""
     counted = [r.spent for r in runs if r.spent]
@@ -536,7 +555,10 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         apart = spread(mine)
         near = sum(1 for t in speeds.values() if t <= target)
         own = pooled_reach(mine, pooled, budget)
+        first_child = first_child_seconds(mine)
+        most = ceiling(rows, first_child)
         summary[kernel] = {"best_seconds": best, "settings": rows, "retest_spearman": agreement, "retest_spread": apart,
+                           "first_child_seconds": first_child, "ceiling": most,
                            "kernels": len(speeds), "kernels_within_95": near, "by_search_times": own,
                            "scale_offsets": {f"{k[0]}-{k[1]}": v for k, v in offsets.items()},
                            "side_by_side": None if sbs is None else {
@@ -590,6 +612,9 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         if apart is not None and apart["near_median"] is not None:
             print(f"  ... apart by a median {apart['median']:.1%} (p90 {apart['p90']:.1%}); within 1.3x of the "
                   f"fastest {apart['near_median']:.1%} (p90 {apart['near_p90']:.1%}, {apart['near_pairs']} pairs)")
+        if most is not None:
+            print(f"  the first child of the root was measured {first_child:.1f} s in (median of the runs): no order of "
+                  f"measuring gets to 95% sooner, so a model can make it at most {most:.2f}x sooner than off")
         for base, model in (("off", "rank"), ("off", "rank-notes"), ("off", "rank-warm"), ("off", "rank-oracle"),
                             ("off-lone", "rank-lone"), ("off-lone", "off"), ("rank-lone", "rank")):
             if base in rows and model in rows and rows[model]["median_seconds_to_95"] > 0:
