@@ -170,8 +170,8 @@ def tune(
     so far (which keeps times comparable on a host whose speed drifts).
     ``confirm_best=False`` takes a candidate's first measurement as it is, instead of
     measuring a new best twice and counting the slower time. ``compiler_notes=True`` has
-    the cost model read gcc's notes on each child's loops (which it vectorized), building
-    every child as it is made.
+    the cost model read what gcc made of each child (which statements it vectorized, read
+    from the machine code), building every child as it is made.
 
     ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
     which is then ``interrupted`` and resumable, and is raised again here); ``progress``

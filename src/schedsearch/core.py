@@ -705,8 +705,8 @@ class ExpandOptions(JsonRecord):
     allow_parallel: bool = False  # parallelize_loop: needs -fopenmp and several threads
     allow_tails: bool = True  # splits that do not divide (guard / cut tails)
     target: str = "scalar"  # the instruction set rewrites may emit (transforms.targets): "avx512", ...
-    # read gcc's notes on each child's loops into its features: every child is built as it
-    # is made, before any is measured (``transforms.features``, ``evaluate.expansions.noting``)
+    # read what gcc made of each child (its machine code, ``evaluate.machine_code``) into its
+    # features: every child is built as it is made, before any is measured (``noting``)
     compiler_notes: bool = False
 
 

@@ -147,8 +147,9 @@ def cli() -> None:
                    "the slower time: the fastest of hundreds of near-equal kernels is mostly the luckiest "
                    "measurement. --no-confirm-best takes every first measurement as it is.")
 @click.option("--compiler-notes/--no-compiler-notes", default=False, show_default=True,
-              help="Have the cost model read gcc's notes on each candidate's loops - which it vectorized, "
-                   "with what vectors - to predict its time: every child is built as it is made, before any "
+              help="Have the cost model read what gcc made of each candidate - which statements it "
+                   "vectorized, with what vectors, read from the machine code - to predict its time: every "
+                   "child is built as it is made, before any "
                    "is measured. Better predictions (the i8 matmul's first round), fewer candidates a second; "
                    "the model then leads: one parent a round, and the next round sooner.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:

@@ -20,10 +20,11 @@ timed side by side) never call into each other, and ``-Wl,-z,defs`` turns an und
 function into a build error instead of a failure at load time. The driver is built once per workload
 signature (see ``harness``).
 
-gcc also writes its optimization notes on the kernel's loops - which it vectorized and with
-what vectors, which it unrolled completely (``-fopt-info-vec-loop-optimized``) - beside the
-shared object, as ``<k>.notes``: the cost model reads what the compiler made of a candidate
-(``kernel_notes``) from the build it needs anyway.
+gcc builds kernels with line tables (``-g1``: the same instructions, at no measurable cost),
+so what the compiler made of a candidate - which statements it vectorized and with what
+vectors, which loops it left - can be read from the build it needs anyway
+(``kernel_notes``, ``machine_code``); the summary is kept beside the shared object, as
+``<k>.notes``.
 
 A compiler's own temporary files (``TMPDIR``) go to the build's private folder, which is
 removed however the build ends: a compiler killed mid-build - a timeout, a stopped search -
@@ -61,6 +62,7 @@ from schedsearch.evaluate.cache import install, verified
 from schedsearch.evaluate.faults import machine_fault
 from schedsearch.evaluate.harness import HARNESS_VERSION, driver_source
 from schedsearch.evaluate.machine import compiler_argv, machine_info
+from schedsearch.evaluate.machine_code import machine_notes, objdump_command
 from schedsearch.evaluate.process import run_child
 
 _SHARED_FLAGS = ("-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wl,-z,defs")
@@ -69,10 +71,10 @@ _PCH_HEADER = "immintrin.h"
 _PCH_TEXT = f"#include <{_PCH_HEADER}>\n"
 _PCH_TRIGGER = f"#include <{_PCH_HEADER}>"
 _DRIVER_FLAGS = ("-O2",)
-#: gcc's notes on the loops it vectorized or unrolled, written to a file in the build folder.
-_NOTES_FILE = "notes.txt"
-_NOTES_FLAG = f"-fopt-info-vec-loop-optimized={_NOTES_FILE}"
-#: How long an expansion waits for one child's build to read gcc's notes on it
+#: Line tables only: each instruction names its line of C (``machine_code``), and the code
+#: is the same as without them.
+_LINES_FLAG = "-g1"
+#: How long an expansion waits for one child's build to read its notes
 #: (``kernel_notes``); beyond it the child goes without notes and its measurement builds it
 #: again, under the full build timeout. Why: gcc 12's RTL combiner now and then takes half a
 #: minute on a kernel whose rows Exo unrolled (the i8 matmul on Zen 3: 29 s for one child,
@@ -147,11 +149,9 @@ def _compile(
     flags: tuple[str, ...],
     extra: tuple[str, ...],
     libs: tuple[str, ...],
-    notes: Path | None = None,
     timeout: float | None = None,
 ) -> tuple[str, float]:
     """Compile ``source`` into ``target`` atomically. Returns (error text or "", seconds).
-    With ``notes``, ``extra`` holds ``_NOTES_FLAG`` and the notes gcc wrote go there.
     ``timeout`` shortens ``config.build_timeout`` for this build.
 
     Raises InfrastructureError when the failure is the machine's, not the source's.
@@ -184,11 +184,6 @@ def _compile(
             why = _tail(res.stderr or res.stdout) or f"compiler exited with status {res.returncode}"
             return why, seconds
         os.replace(src, target.with_suffix(".c"))
-        if notes is not None:
-            written = work / _NOTES_FILE
-            if not written.exists():  # nothing to say
-                written.write_text("")
-            install(written, notes)
         install(tmp_out, target)
         return "", seconds
     finally:
@@ -284,7 +279,7 @@ def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
     ToolchainError. ``timeout`` shortens ``config.build_timeout`` for this build.
     """
     flags = kernel_flags(config, openmp)
-    extra = _SHARED_FLAGS + ((_NOTES_FLAG,) if writes_notes(config) else ())
+    extra = _SHARED_FLAGS + ((_LINES_FLAG,) if writes_notes(config) else ())
     key = artifact_key("kernel", c_source, config, flags + extra)
     path = _artifact_path(cache_dir, key, ".so")
     if verified(path):
@@ -293,37 +288,48 @@ def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
         header = precompiled_immintrin(config, flags, cache_dir)
         if header is not None:
             extra += ("-include", str(header))
-    notes = path.with_suffix(".notes") if _NOTES_FLAG in extra else None
-    error, seconds = _compile(config, c_source, path, flags, extra, ("-lm",), notes, timeout)
+    error, seconds = _compile(config, c_source, path, flags, extra, ("-lm",), timeout)
     if error:
         return BuildResult(key, None, error=error, seconds=seconds)
     return BuildResult(key, path, seconds=seconds)
 
 
 def writes_notes(config: BenchConfig) -> bool:
-    """Whether the compiler is gcc, which writes optimization notes (``-fopt-info``)."""
-    return "gcc" in machine_info(config).compiler_version.lower()
+    """Whether the kernels' machine code can be read line by line: the compiler is gcc
+    (it writes the line tables ``-g1`` asks for) and an objdump for its code is at hand."""
+    return "gcc" in machine_info(config).compiler_version.lower() and objdump_command(config.cc) is not None
 
 
 def kernel_notes(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False,
                  wait: float | None = None) -> str | None:
-    """gcc's notes on the loops of the kernel ``c_source`` (``-fopt-info-vec-loop-optimized``
-    lines), built now if the cache has no build of it: the build a measurement then finds
-    ready. None when the compiler is not gcc, the kernel does not build, or its build takes
-    longer than ``wait`` seconds (None: the build timeout; the build is then stopped and not
-    kept; an expansion waits ``NOTES_WAIT_SECONDS``)."""
+    """What the compiler made of the kernel ``c_source``, read from its machine code
+    (``machine_code.summarize``: by line of C, the widest vectors and the branches), built
+    now if the cache has no build of it: the build a measurement then finds ready. None
+    when the compiler is not gcc, the kernel does not build, its build takes longer than
+    ``wait`` seconds (None: the build timeout; the build is then stopped and not kept; an
+    expansion waits ``NOTES_WAIT_SECONDS``), or its machine code cannot be read."""
     if not writes_notes(config):
         return None
     result = build_kernel(c_source, config, cache_dir, openmp, timeout=wait)
     if result.path is None:
         return None
     notes = result.path.with_suffix(".notes")
-    if not verified(notes):
+    if verified(notes):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            return notes.read_text()
+    objdump = objdump_command(config.cc)
+    summary = machine_notes(result.path, objdump) if objdump is not None else None
+    if summary is None:
         return None
-    try:
-        return notes.read_text()
-    except (OSError, UnicodeDecodeError):
-        return None
+    tmp = notes.with_name(f".{notes.name}.{os.getpid()}-{secrets.token_hex(6)}")
+    try:  # kept for the next reader; one that cannot be kept is read again next time
+        tmp.write_text(summary)
+        install(tmp, notes)
+    except OSError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    return summary
 
 
 def build_driver(args: tuple[ArgSpec, ...], config: BenchConfig, cache_dir: Path) -> Path:

@@ -94,7 +94,7 @@ def remembering(expander: Any, cache_dir: Path | None) -> Any:
 
 def worker_expander(factory: Any, workload: Any, options: Any, bench: BenchConfig | None,
                     cache_dir: Path) -> Any:
-    """The expander a worker keeps for ``workload``: ``factory``'s, reading gcc's notes when
+    """The expander a worker keeps for ``workload``: ``factory``'s, reading the notes when
     ``options.compiler_notes`` asks for them (``noting``), its expansions kept in
     ``cache_dir`` (``remembering``)."""
     expander = factory(workload, options)
@@ -104,7 +104,7 @@ def worker_expander(factory: Any, workload: Any, options: Any, bench: BenchConfi
 
 
 def noting(expander: Any, bench: BenchConfig, cache_dir: Path) -> Any:
-    """``expander`` reading gcc's notes on each child's kernel into its features
+    """``expander`` reading what gcc made of each child's kernel into its features
     (``use_notes``): each child is built as it is made, into the build cache its
     measurement then takes it from (a child whose build outlasts ``NOTES_WAIT_SECONDS`` goes
     without notes). As it is when it cannot (a fake in a test) or the

@@ -113,15 +113,15 @@ class CandidateFeatures:
     # log2 of the dynamic statements over the unscheduled proc's: the analytic estimate of
     # log2(time / root time) that the model starts from (``work_estimate``)
     log2_work_over_root: float = 0.0
-    # what the compiler made of the loops, from its notes (``compiler_notes``; all 0 without)
+    # what the compiler made of the C, read from its machine code (``compiler_notes``; all 0 without)
     compiler_notes: float = 0.0  # 1 when the notes were read
     # dynamic operations (``_operations``), those of loops it vectorized over their lanes
     log2_vector_work: float = 0.0
     # ... over the unscheduled proc's: the analytic estimate with notes (``work_estimate``)
     log2_vector_work_over_root: float = 0.0
     compiler_vectorized_share: float = 0.0  # of the dynamic statements
-    compiler_vector_bytes: float = 0.0  # log2 of its widest loop vectors
-    compiler_unrolled_share: float = 0.0  # of the loops: completely unrolled
+    compiler_vector_bytes: float = 0.0  # log2 of the widest vectors a statement was compiled to
+    compiler_unrolled_share: float = 0.0  # of the loops: none left (unrolled or vectorized away)
     trip_l0: float = 0.0
     trip_l1: float = 0.0
     trip_l2: float = 0.0
@@ -172,7 +172,7 @@ class CandidateFeatures:
 FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CandidateFeatures))
 #: Vectors are comparable only within one version: it changes whenever the names do
 #: (bump the "vN" part when a feature's meaning changes under the same name).
-FEATURE_VERSION = "v4-" + sha256_text(",".join(FEATURE_NAMES))[:8]
+FEATURE_VERSION = "v5-" + sha256_text(",".join(FEATURE_NAMES))[:8]
 
 #: Kinds counted as other kinds' steps: an older name, or a composite counted as the plain
 #: steps it is made of (a new composite then keeps the feature names, and with them every
@@ -198,11 +198,12 @@ class _Loop:
 class _Stmt:
     text: str
     chain: tuple[_Loop, ...]  # enclosing loops, outermost first
+    line: int = 0  # in the C source
 
 
 def _kernel_body(c_source: str) -> list[tuple[int, str]]:
     """The kernel function's non-blank lines, stripped, with their 1-based line numbers in
-    ``c_source`` (the compiler's notes name loops by them)."""
+    ``c_source`` (the machine code's line tables name statements by them)."""
     marker = f"void {KERNEL_SYMBOL}("
     start = c_source.rfind(marker)
     if start < 0:
@@ -275,44 +276,52 @@ def _parse(lines: Iterable[tuple[int, str]]) -> tuple[list[_Stmt], int, int]:
             if line.endswith("{"):  # "} else {"
                 stack.append(None)
         elif line.endswith(";"):
-            stmts.append(_Stmt(line, tuple(s for s in stack if s is not None)))
+            stmts.append(_Stmt(line, tuple(s for s in stack if s is not None), number))
     return stmts, count, deepest
-
-
-#: A compiler's optimization note on a loop: gcc's ``-fopt-info-vec-loop-optimized`` lines,
-#: ``file.c:LINE:COL: optimized: loop vectorized using 64 byte vectors`` and
-#: ``... loop with 16 iterations completely unrolled (...)``.
-_NOTE_VECTORIZED = re.compile(r"^[^:\n]*:(\d+):\d+: optimized: loop vectorized using (\d+) byte vectors", re.M)
-_NOTE_UNROLLED = re.compile(r"^[^:\n]*:(\d+):\d+: optimized: loop with \d+ iterations completely unrolled", re.M)
-#: ``... basic block part vectorized using 64 byte vectors``: straight-line code (a loop it
-#: unrolled completely) vectorized; gcc names the function's line, not the block's.
-_NOTE_SLP = re.compile(r": optimized: basic block part vectorized using (\d+) byte vectors")
 
 
 @dataclass(frozen=True, slots=True)
 class _Notes:
-    vectorized: dict[int, int]  # loop line -> the widest vectors (bytes) it was vectorized with
-    unrolled: frozenset[int]  # lines of loops completely unrolled
-    straight: int  # the widest vectors (bytes) of straight-line code, 0 if none
+    """What the compiler made of the kernel, by line of its C (``evaluate.machine_code``)."""
+
+    vectors: dict[int, int]  # line -> the widest vectors (bytes) its instructions use, 0 if scalar
+    branching: frozenset[int]  # lines with a conditional branch: loops the compiler kept as loops
 
 
 def _read_notes(text: str) -> _Notes:
-    vectorized: dict[int, int] = {}
-    for line, width in _NOTE_VECTORIZED.findall(text):
-        vectorized[int(line)] = max(vectorized.get(int(line), 0), int(width))
-    return _Notes(vectorized, frozenset(int(line) for line in _NOTE_UNROLLED.findall(text)),
-                  max((int(w) for w in _NOTE_SLP.findall(text)), default=0))
+    """The rows ``LINE VECTOR_BYTES BRANCHES INSTRUCTIONS`` of a machine-code summary."""
+    vectors: dict[int, int] = {}
+    branching: set[int] = set()
+    for row in text.splitlines():
+        parts = row.split()
+        if len(parts) != 4 or not all(p.isdigit() for p in parts):
+            continue  # the header, or anything else
+        line, width, branches = int(parts[0]), int(parts[1]), int(parts[2])
+        vectors[line] = max(vectors.get(line, 0), width)
+        if branches:
+            branching.add(line)
+    return _Notes(vectors, frozenset(branching))
 
 
-def _lanes(stmt: _Stmt, notes: _Notes, sizes: dict[str, int]) -> int:
+def _loop_vectors(stmts: list[_Stmt], notes: _Notes) -> dict[int | None, int]:
+    """The widest vectors of each innermost loop's statements (by the loop's ``uid``; None:
+    statements in no loop): a loop the compiler vectorized, or unrolled into straight-line
+    vector code."""
+    widest: dict[int | None, int] = {}
+    for stmt in stmts:
+        key = stmt.chain[-1].uid if stmt.chain else None
+        widest[key] = max(widest.get(key, 0), notes.vectors.get(stmt.line, 0))
+    return widest
+
+
+def _lanes(stmt: _Stmt, loops: dict[int | None, int], sizes: dict[str, int]) -> int:
     """How many of ``stmt``'s iterations one vector instruction does after the compiler
-    vectorized a loop around it (1 if it vectorized none, or the statement is already an
-    intrinsic): the vector's bytes over the widest element the statement names. A
-    statement of a loop it unrolled completely counts as vectorized when it vectorized any
-    straight-line code (its notes do not say which)."""
-    width = max((notes.vectorized.get(loop.line, 0) for loop in stmt.chain), default=0)
-    if not width and any(loop.line in notes.unrolled for loop in stmt.chain):
-        width = notes.straight
+    vectorized its loop (1 if it left it scalar, or the statement is already an intrinsic):
+    the widest vectors of the loop's statements (``_loop_vectors``) over the widest element
+    the statement names. The loop's, not the statement's own: a vectorized loop still loads
+    a loop-invariant value with a scalar instruction, once, and its statement then costs
+    no more than its vectorized neighbours."""
+    width = loops.get(stmt.chain[-1].uid if stmt.chain else None, 0)
     if not width or _INTRINSIC.search(stmt.text):
         return 1
     element = max((sizes[name] for name in _IDENT.findall(stmt.text) if name in sizes), default=4)
@@ -508,7 +517,8 @@ def candidate_features(
 ) -> CandidateFeatures:
     """The features of the candidate whose kernel C is ``c_source``. Deterministic.
     ``root_work``: the unscheduled proc's ``log2_dynamic_statements`` (None: this is it).
-    ``notes``: the compiler's optimization notes on this C (``evaluate.kernel_notes``), and
+    ``notes``: what the compiler made of this C, read from its machine code
+    (``evaluate.kernel_notes``), and
     ``root_vector_work`` the unscheduled proc's ``log2_vector_work`` from its own notes."""
     caches = caches or CacheSizes()
     numbered = _kernel_body(c_source)
@@ -545,7 +555,8 @@ def candidate_features(
         # or leaves them scalar after a harmless-looking reorder (the i8 matmul's root is
         # vectorized 4 wide; swapping its outer loops makes it scalar and 3.3x slower).
         read = _read_notes(notes)
-        lanes = [_lanes(s, read, sizes) for s in real]
+        loops = _loop_vectors(real, read)
+        lanes = [_lanes(s, loops, sizes) for s in real]
         registers = frozenset(b.name for b in buffers if b.vector)
         vector_work = sum(d * _operations(s, registers) / n for s, d, n in zip(real, dynamic, lanes, strict=True))
         f["compiler_notes"] = 1.0
@@ -554,9 +565,10 @@ def candidate_features(
             f["log2_vector_work_over_root"] = f["log2_vector_work"] - root_vector_work
         f["compiler_vectorized_share"] = sum(d for d, n in zip(dynamic, lanes, strict=True) if n > 1) / total \
             if total else 0.0
-        f["compiler_vector_bytes"] = _log2(max(read.vectorized.values(), default=0))
+        f["compiler_vector_bytes"] = _log2(max((read.vectors.get(s.line, 0) for s in real), default=0))
+        # a loop whose line compiled to no conditional branch: unrolled, or vectorized, away
         lines_of_loops = {loop.line for s in stmts for loop in s.chain}
-        f["compiler_unrolled_share"] = len(read.unrolled & lines_of_loops) / n_loops if n_loops else 0.0
+        f["compiler_unrolled_share"] = len(lines_of_loops - read.branching) / n_loops if n_loops else 0.0
 
     kinds = {"fma": 0, "load": 0, "store": 0, "broadcast": 0, "arith": 0, "other": 0}
     bits = 0
