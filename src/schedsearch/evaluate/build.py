@@ -72,7 +72,8 @@ _PCH_TEXT = f"#include <{_PCH_HEADER}>\n"
 _PCH_TRIGGER = f"#include <{_PCH_HEADER}>"
 _DRIVER_FLAGS = ("-O2",)
 #: Line tables only: each instruction names its line of C (``machine_code``), and the code
-#: is the same as without them.
+#: is the same as without them. The precompiled header is built with them too: gcc takes
+#: no header precompiled with other debug settings, and parses ``immintrin.h`` in full.
 _LINES_FLAG = "-g1"
 #: How long an expansion waits for one child's build to read its notes
 #: (``kernel_notes``); beyond it the child goes without notes and its measurement builds it
@@ -267,7 +268,7 @@ def prepare_builds(config: BenchConfig, cache_dir: Path, header: str | None) -> 
     one worth precompiling. Returns whether something was made ready (or already was)."""
     if header != _PCH_HEADER:
         return False
-    return precompiled_immintrin(config, kernel_flags(config, False), cache_dir) is not None
+    return precompiled_immintrin(config, kernel_flags(config, False) + _lines(config), cache_dir) is not None
 
 
 def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False,
@@ -278,8 +279,8 @@ def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
     later build tries again); only a compiler that cannot be started at all raises
     ToolchainError. ``timeout`` shortens ``config.build_timeout`` for this build.
     """
-    flags = kernel_flags(config, openmp)
-    extra = _SHARED_FLAGS + ((_LINES_FLAG,) if writes_notes(config) else ())
+    flags = kernel_flags(config, openmp) + _lines(config)
+    extra = _SHARED_FLAGS
     key = artifact_key("kernel", c_source, config, flags + extra)
     path = _artifact_path(cache_dir, key, ".so")
     if verified(path):
@@ -292,6 +293,11 @@ def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
     if error:
         return BuildResult(key, None, error=error, seconds=seconds)
     return BuildResult(key, path, seconds=seconds)
+
+
+def _lines(config: BenchConfig) -> tuple[str, ...]:
+    """The flags that give a kernel's machine code its lines of C, where they can be read."""
+    return (_LINES_FLAG,) if writes_notes(config) else ()
 
 
 def writes_notes(config: BenchConfig) -> bool:
