@@ -516,6 +516,7 @@ class Expansion(JsonRecord):
     # the rest (``expand.dealt``; the same in every shard), and whether this one is such a shard.
     leads: int = 0
     leading: bool = False
+    shards: int = 1  # how many shards the parent's rewrites were dealt to (1: not sharded)
 
     @staticmethod
     def merge(parts: Sequence[Expansion]) -> Expansion:
@@ -550,6 +551,7 @@ class Expansion(JsonRecord):
             remembered=all(part.remembered for part in parts),
             deferred=max((part.deferred for part in parts), default=0),
             leads=max((part.leads for part in parts), default=0),
+            shards=max((part.shards for part in parts), default=1),
         )
 
 

@@ -584,6 +584,41 @@ def test_a_leading_model_plans_the_next_round_once_every_leading_shard_is_in() -
     assert not _asked_before_the_root_was_in(True, stream_leads=0, shards=8)
 
 
+def _third_ask_before_the_second_round_was_in(leads: bool, shards: int = 4) -> bool:
+    """Whether a search asked for its third round before the second round's parent (a child
+    of the root) was all expanded; every expansion of a leading search streams."""
+    from schedsearch.core import EventKind
+
+    clock = FakeClock(100.0)
+    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=60, cost_model=CostModelMode.RANK,
+                       seed=5, model_leads=leads)
+    sent = []
+
+    class Recording(FakeExecutor):
+        def submit(self, workload, reference, jobs):
+            sent.extend(j for j in jobs if j.kind is JobKind.EXPAND)
+            super().submit(workload, reference, jobs)
+
+    ex = Recording(LEADS_TREE, clock=clock, eval_seconds=0.1, expand_seconds=6.0, stream_shards=shards)
+    events = []
+    run_search(fake_workload(), fake_root(LEADS_TREE.moves), make_strategy(cfg), ex, InMemoryStore(), cfg,
+               events.append, clock=clock, cost_model=FakeCostModel(oracle(LEADS_TREE)))
+    if leads:
+        assert sent and all(j.stream for j in sent)
+    asks = [e.elapsed for e in events if e.kind is EventKind.ASKED]
+    second_parent = sent[1].candidates[0].fingerprint
+    second_in = next(e.elapsed for e in events
+                     if e.kind is EventKind.EXPANDED and e.record.fingerprint == second_parent)
+    return asks[2] < second_in
+
+
+def test_a_leading_model_plans_from_half_of_a_deeper_parents_shards() -> None:
+    """Below the root, a leading model plans its next round once half of a parent's
+    streamed shards are in: the rewrites are dealt to the shards in turn, and the rest of the
+    builds overlap the next expansion. The root's are waited for whole (above)."""
+    assert _third_ask_before_the_second_round_was_in(True)
+
+
 def test_only_a_leading_model_asks_for_every_heavy_rewrite_first() -> None:
     """A streamed expansion asks for every register tile first (``Job.all_heavy_first``)
     when the model leads - it goes on once they are all in - and not otherwise, where the

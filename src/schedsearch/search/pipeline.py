@@ -20,7 +20,8 @@ In the cost model's order a round is not measured whole before the next: its ear
 comes once its likely winners (within ``rounds.STREAM_GATE`` of its best prediction, at
 most one in-flight cap) are measured - for a streamed round, as soon as a shard per worker
 is in (unless the model leads: then once every shard that holds a register tile alone is
-in, or all its shards when none does, ``_leaders_in``) - and while the next round is
+in, or, when none does, half of a deeper parent's shards and all of the root's,
+``_leaders_in``; a leading model's expansions always stream) - and while the next round is
 expanded from them, the round's also-rans wait. The next round's children then join the
 same queue (``_merge``), so the likely winners one level deeper are measured before the
 also-rans of this one; those are measured when nothing more likely is left. Which
@@ -133,6 +134,9 @@ from schedsearch.search.rounds import (
     take_shards,
 )
 
+#: The share of a parent's shards a leading model plans the next round after, when none of
+#: them holds a heavy rewrite alone (``Pipeline._leaders_in``).
+LEADING_SHARE = 0.5
 #: The longest the loop waits for results before it looks at ``stop`` and the budget again.
 POLL_SECONDS = 0.25
 #: A candidate whose first (verification) call is this many times slower than the best so
@@ -569,8 +573,10 @@ class Pipeline:
         rnd = Round(next(self.round_numbers), parents)
         jobs = []
         # Nothing left to measure meanwhile: the search waits for this round, so its
-        # expansions may come back shard by shard and measuring start with the first.
-        stream = self.current is None or not self.current.queue
+        # expansions may come back shard by shard and measuring start with the first. A
+        # leading model's always do: the next round is planned from its first half
+        # (``_leaders_in``), and it merges with its first shard.
+        stream = self.current is None or not self.current.queue or self.config.model_leads
         for parent in parents:
             part = self._part_for(parent)
             rnd.part[parent.fingerprint] = part
@@ -801,13 +807,13 @@ class Pipeline:
             rnd.streamed = True
         if rnd is self.current:
             self._take_in(rnd)
-            if self._merging(rnd) and self._leaders_in(rnd.parts.get(parent.fingerprint, ())):
+            if self._merging(rnd) and self._leaders_in(rnd.parts.get(parent.fingerprint, ()), parent.depth):
                 self._plan_next(rnd)
             self._fill()
             if rnd.expanded():
                 self._plan_next(rnd)
 
-    def _leaders_in(self, parts: Sequence[Expansion]) -> bool:
+    def _leaders_in(self, parts: Sequence[Expansion], depth: int = 0) -> bool:
         """Whether a streamed round in the cost model's order plans its next round now, with
         ``parts`` of a parent's expansion in (the next round then grows from them while the
         rest of this one is still expanded): once a shard per worker is in (the first of each
@@ -817,11 +823,20 @@ class Pipeline:
         last shards (``expansion_priority``). A leading model waits for all of a parent's
         shards when none leads. conv1d_mc (Zen 3): the root's 5x16 tile came in 45-70 s
         into leading searches that had grown from the first shards' 6x16 ones; 15 s in with
-        the model off."""
+        the model off. When none leads and the parent (at ``depth``) is not the root, a
+        leading model plans once ``LEADING_SHARE`` of its shards are in: the rewrites are
+        dealt to the shards in turn, so the first ones hold every kind of rewrite, and on the
+        i8 matmul (Zen 4) the rest of a round's builds took 6-7 s more, which the next
+        round's expansion now overlaps. Not the root's: its children differ the most and
+        set the search's course, and its last shards would wait behind every deeper round's
+        (on the i8 matmul, 1 of 3 searches so planned missed the root's best child for
+        45 s)."""
         if not self.config.model_leads:
             return len(parts) >= self.workers
         leads = max((e.leads for e in parts), default=0)
-        return leads > 0 and sum(e.leading for e in parts) >= leads
+        if leads == 0:
+            return depth > 0 and len(parts) >= LEADING_SHARE * max((e.shards for e in parts), default=1)
+        return sum(e.leading for e in parts) >= leads
 
     def _measured(self, rnd: Round, m: Measurement, note: str = "") -> None:
         """Record one child's measurement (``note``: said with it); its parent is expanded

@@ -413,7 +413,7 @@ class FakeExecutor:
                 dataclasses.replace(whole, children=group, duplicates=whole.duplicates if k == 0 else 0,
                                     illegal=whole.illegal if k == 0 else 0,
                                     attempted=len(group) + (whole.duplicates + whole.illegal if k == 0 else 0),
-                                    leads=lead, leading=k < lead)
+                                    leads=lead, leading=k < lead, shards=n)
                 for k, group in enumerate(groups)
             ]
         shards = self._shards_left[job.id]

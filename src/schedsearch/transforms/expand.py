@@ -353,4 +353,5 @@ class Expander:
             deferred=left,
             leads=leads,
             leading=shard < leads,
+            shards=shards,
         )
