@@ -58,7 +58,7 @@ from filelock import FileLock, Timeout
 
 from schedsearch.core import ArgSpec, BenchConfig
 from schedsearch.errors import InfrastructureError, ToolchainError
-from schedsearch.evaluate.cache import install, verified
+from schedsearch.evaluate.cache import install, keep, verified
 from schedsearch.evaluate.faults import machine_fault
 from schedsearch.evaluate.harness import HARNESS_VERSION, driver_source
 from schedsearch.evaluate.machine import compiler_argv, machine_info
@@ -327,14 +327,7 @@ def kernel_notes(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
     summary = machine_notes(result.path, objdump) if objdump is not None else None
     if summary is None:
         return None
-    tmp = notes.with_name(f".{notes.name}.{os.getpid()}-{secrets.token_hex(6)}")
-    try:  # kept for the next reader; one that cannot be kept is read again next time
-        tmp.write_text(summary)
-        install(tmp, notes)
-    except OSError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
+    keep(notes, summary.encode("utf-8"))
     return summary
 
 

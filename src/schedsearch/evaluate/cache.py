@@ -78,6 +78,20 @@ def install(tmp: Path, artifact: Path) -> None:
     os.replace(tmp, artifact)
 
 
+def keep(artifact: Path, data: bytes) -> None:
+    """Write ``data`` to ``artifact`` as ``install`` does, best effort: a cache entry that
+    cannot be written only costs the time to make it again."""
+    tmp = artifact.with_name(f".{artifact.name}.{os.getpid()}-{secrets.token_hex(6)}")
+    try:
+        artifact.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        install(tmp, artifact)
+    except OSError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def verified(artifact: Path) -> bool:
     """Whether ``artifact`` exists and its bytes match the hash recorded when it was built.
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import functools
 import gzip
 import json
-import os
-import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +30,7 @@ from schedsearch.core import BenchConfig, Candidate, Expansion, ExpansionPart, s
 from schedsearch.errors import InfrastructureError, SchedsearchError
 from schedsearch.evaluate import build
 from schedsearch.evaluate.build import artifact_key, kernel_flags, kernel_notes, writes_notes
-from schedsearch.evaluate.cache import install, private_cache_dir, verified
+from schedsearch.evaluate.cache import keep, private_cache_dir, verified
 
 #: Bump when the stored form changes.
 FORMAT = "1"
@@ -143,13 +141,4 @@ def _read(path: Path, parent: Candidate) -> Expansion | None:
 
 def _write(path: Path, expansion: Expansion) -> None:
     """Keep ``expansion`` (best effort: a cache that cannot be written only costs time)."""
-    data = gzip.compress(json.dumps(replace(expansion, seconds=0.0, replayed=0).to_json()).encode("utf-8"), 6)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
-        install(tmp, path)
-    except OSError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
+    keep(path, gzip.compress(json.dumps(replace(expansion, seconds=0.0, replayed=0).to_json()).encode("utf-8"), 6))
