@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     table = pooled_log_ratios(args.dbs)
     settings = SearchSettings(budget=args.budget, workers=args.workers, seed=args.seed, timing=args.timing,
-                              cost_model="rank", warm_start=False)
+                              cost_model="rank", warm_start=False, compiler_notes=False)
     with start_search(WorkloadFile.of(args.workload, args.proc, parse_sizes(args.size)), settings,
                       db=args.db) as session:
         config = session.config

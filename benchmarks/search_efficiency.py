@@ -14,7 +14,8 @@ wall-time budget, every run with an empty build cache and its own database:
   made on this machine, so the model can help from the first round - or, with
   ``--history DB``, the searches that database holds;
 - ``rank-notes`` (with ``--notes``): ``rank`` with ``--compiler-notes``, the model reading
-  gcc's notes on each child (every child built as it is made);
+  gcc's notes on each child (every child built as it is made): ``schedsearch run``'s
+  default; every other setting runs with ``--no-compiler-notes``;
 - ``rank-oracle`` (with ``--oracle DIR``): the model replaced, for every C that the
   databases of an earlier run of this benchmark in DIR measured, by that C's pooled time
   (``oracle_search.py``): what a perfect model would do in the same search and pipeline,
@@ -210,8 +211,8 @@ def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float,
     mode = "off" if setting.startswith("off") else "rank"
     if setting.endswith("-lone"):
         extra = (*extra, "--no-yardstick")
-    if setting.endswith("-notes"):
-        extra = (*extra, "--compiler-notes")
+    # The notes are schedsearch run's default: every other setting turns them off.
+    extra = (*extra, "--compiler-notes" if setting.endswith("-notes") else "--no-compiler-notes")
     try:
         with CpuBusy() as busy:
             r = cli("run", *kernel_args, "--budget", str(budget), "--seed", str(seed), "--workers", str(workers),
@@ -401,8 +402,10 @@ def warm_history(budget: float, workers: int, work: Path) -> Path:
     return db
 
 
-def throughput(budget: float, workers: int, work: Path, seeds: int = 3, timing: str = "auto") -> dict:
-    """Candidates measured a second: SGEMM 256, default rewrite space, cost model on, one
+def throughput(budget: float, workers: int, work: Path, seeds: int = 3, timing: str = "auto",
+               setting: str = "rank-notes") -> dict:
+    """Candidates measured a second: SGEMM 256, default rewrite space, cost model on
+    (``setting``; by default as ``schedsearch run`` searches, with the compiler's notes), one
     search per seed, each in a database of its own (reused measurements would count for
     nothing measured). One search's rate swings with what it happens to measure - a round of
     kernels far slower than the best is timed with the fewest samples - so the median counts."""
@@ -410,7 +413,7 @@ def throughput(budget: float, workers: int, work: Path, seeds: int = 3, timing: 
     for seed in range(seeds):
         db = work / f"throughput-{seed}.db"
         db.unlink(missing_ok=True)
-        out = search((str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"), "rank", seed,
+        out = search((str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=256,N=256,K=256"), setting, seed,
                      budget, workers, db, timing=timing)
         counts = out["candidates"]
         measured = counts["evaluated"] - counts.get("reused", 0)
@@ -426,7 +429,7 @@ def throughput(budget: float, workers: int, work: Path, seeds: int = 3, timing: 
         print(f"throughput seed {seed}: {measured} measured in {out['elapsed_seconds']:.0f} s "
               f"({beside} timed beside builds and expansions){where}{busy}", flush=True)
     return {"per_second": statistics.median(r["per_second"] for r in runs), "runs": runs, "workers": workers,
-            "timing": timing}
+            "timing": timing, "setting": setting}
 
 
 def duration(seconds: float) -> str:

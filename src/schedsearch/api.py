@@ -139,7 +139,7 @@ def tune(
     defer_costly: bool = True,
     yardstick: bool = True,
     confirm_best: bool = True,
-    compiler_notes: bool = False,
+    compiler_notes: bool = True,
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
 ) -> TuneResult:
@@ -169,9 +169,10 @@ def tune(
     ``yardstick=False`` times each candidate alone instead of beside the fastest kernel
     so far (which keeps times comparable on a host whose speed drifts).
     ``confirm_best=False`` takes a candidate's first measurement as it is, instead of
-    measuring a new best twice and counting the slower time. ``compiler_notes=True`` has
-    the cost model read what gcc made of each child (which statements it vectorized, read
-    from the machine code), building every child as it is made.
+    measuring a new best twice and counting the slower time. ``compiler_notes=False`` keeps
+    the cost model from reading what gcc made of each child (which statements it vectorized,
+    read from the machine code, every child built as it is made): more candidates a second,
+    worse first predictions.
 
     ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
     which is then ``interrupted`` and resumable, and is raised again here); ``progress``
@@ -359,7 +360,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
               seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
               cost_model: str, remeasure: bool = False, warm_start: bool = True,
               float_mode: str = "strict", timing: str = "auto", defer_costly: bool = True,
-              yardstick: bool = True, confirm_best: bool = True, compiler_notes: bool = False,
+              yardstick: bool = True, confirm_best: bool = True, compiler_notes: bool = True,
               early_stop: int | None = None) -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,26 @@ def test_notes_taken_up_late_still_name_the_kept_expansions(tmp_path: Path, i8) 
     assert expander.root_vector_work is None
     noting(expander, BenchConfig(), tmp_path)
     assert expander.cache_version != before and expander.root_vector_work is not None
+
+
+def test_the_notes_are_on_by_default_and_off_where_they_cannot_be_read(monkeypatch) -> None:
+    """A search reads the compiler's notes unless told not to; the model then leads. Not
+    with the model off (nothing reads them), nor where no objdump reads the machine code:
+    a model without the notes must not lead (it ranks the i8 matmul's first round backwards)."""
+    from schedsearch.app.searching import SearchSettings
+    from schedsearch.evaluate import machine_code
+
+    config = SearchSettings(target="scalar").config()
+    assert config.expand.compiler_notes and config.model_leads
+    for settings in (SearchSettings(target="scalar", compiler_notes=False),
+                     SearchSettings(target="scalar", cost_model="off")):
+        config = settings.config()
+        assert not config.expand.compiler_notes and not config.model_leads
+    machine_code.objdump_command.cache_clear()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    try:
+        with_gcc = SearchSettings(target="scalar", cc=shutil.which("gcc", path=os.defpath) or "/usr/bin/gcc")
+        config = with_gcc.config()
+        assert not config.expand.compiler_notes and not config.model_leads
+    finally:
+        machine_code.objdump_command.cache_clear()

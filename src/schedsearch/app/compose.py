@@ -16,7 +16,7 @@ from pathlib import Path
 from schedsearch.core import (
     BenchConfig, CostModel, CostModelMode, Executor, ExpandOptions, FloatMode, SearchConfig, Store, TimingMode, Workload,
 )
-from schedsearch.errors import StoreError
+from schedsearch.errors import SchedsearchError, StoreError
 
 #: Budget of a new search when none is given, in seconds.
 DEFAULT_BUDGET = 120.0
@@ -79,6 +79,21 @@ def expand_options(parallel: bool, target: str, compiler_notes: bool = False) ->
 
     return ExpandOptions(allow_parallel=parallel, target=resolve(target, cpu_flags()).name.value,
                          compiler_notes=compiler_notes)
+
+
+def reads_notes(requested: bool, bench: BenchConfig) -> bool:
+    """Whether a search asking for the compiler's notes (``--compiler-notes``, the default)
+    gets them: its compiler is gcc and an objdump reads its machine code. Without them the
+    model must not lead (it ranks some kernels' children backwards from the statement count
+    alone), so a search with clang, or no binutils, runs as with --no-compiler-notes."""
+    from schedsearch.evaluate.build import writes_notes
+
+    if not requested:
+        return False
+    try:
+        return writes_notes(bench)
+    except SchedsearchError:
+        return False  # the builds say what is wrong with the compiler
 
 
 def open_db(url: str | None, *, create: bool, read_only: bool = False) -> Store:

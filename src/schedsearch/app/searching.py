@@ -30,6 +30,7 @@ from schedsearch.app.compose import (
     make_cost_model,
     make_executor,
     open_db,
+    reads_notes,
     refuse_transient_db,
 )
 from schedsearch.core import (
@@ -112,10 +113,14 @@ class SearchSettings:
     defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion
     yardstick: bool = True  # time each candidate beside the fastest kernel so far
     confirm_best: bool = True  # a new best is measured twice; the slower time counts
-    compiler_notes: bool = False  # features read gcc's notes on each child (built as it is made)
+    compiler_notes: bool = True  # features read gcc's notes on each child (built as it is made)
 
     def config(self) -> SearchConfig:
         """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""
+        bench = bench_config(self.cc, self.cflags, self.seed, self.target, self.float_mode, self.timing)
+        # The notes feed the model alone: with it off they would only build each child early.
+        modelled = CostModelMode(self.cost_model) is not CostModelMode.OFF
+        notes = reads_notes(self.compiler_notes and modelled, bench)
         return SearchConfig(
             strategy=StrategyKind(self.strategy),
             seed=self.seed,
@@ -125,16 +130,16 @@ class SearchSettings:
             max_depth=self.max_depth,
             workers=DEFAULT_WORKERS if self.workers is None else self.workers,
             cost_model=CostModelMode(self.cost_model),
-            bench=bench_config(self.cc, self.cflags, self.seed, self.target, self.float_mode, self.timing),
-            expand=expand_options(self.parallel, self.target, self.compiler_notes),
+            bench=bench,
+            expand=expand_options(self.parallel, self.target, notes),
             remeasure=self.remeasure,
             warm_start=self.warm_start,
             defer_costly=self.defer_costly,
             yardstick=self.yardstick,
             confirm_best=self.confirm_best,
             # gcc's notes make the model right from the first round (the i8 matmul's root
-            # children: rank correlation 0.74-0.89 with them, -0.3 to -0.6 without).
-            model_leads=self.compiler_notes and CostModelMode(self.cost_model) is not CostModelMode.OFF,
+            # children: rank correlation 0.72-0.84 with them, -0.3 to -0.6 without).
+            model_leads=notes,
         )
 
 

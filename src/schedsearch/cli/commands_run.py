@@ -48,7 +48,7 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 cflags: str | None, parallel: bool, target: str, cost_model: str = "rank",
                 remeasure: bool = False, warm_start: bool = True, float_mode: str = "strict",
                 timing: str = "auto", defer_costly: bool = True, yardstick: bool = True,
-                confirm_best: bool = True, compiler_notes: bool = False, early_stop: int | None = None,
+                confirm_best: bool = True, compiler_notes: bool = True, early_stop: int | None = None,
                 events: TextIO | None = None) -> None:
     """Load the workload, check the compiler, open the store, search, report (and append
     every event to ``events`` as JSON lines when given)."""

@@ -146,7 +146,7 @@ def cli() -> None:
               help="Measure a candidate twice, in two processes, when it would be the new best, and count "
                    "the slower time: the fastest of hundreds of near-equal kernels is mostly the luckiest "
                    "measurement. --no-confirm-best takes every first measurement as it is.")
-@click.option("--compiler-notes/--no-compiler-notes", default=False, show_default=True,
+@click.option("--compiler-notes/--no-compiler-notes", default=True, show_default=True,
               help="Have the cost model read what gcc made of each candidate - which statements it "
                    "vectorized, with what vectors, read from the machine code - to predict its time: every "
                    "child is built as it is made, before any "
