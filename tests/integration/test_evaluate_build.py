@@ -156,6 +156,15 @@ def test_concurrent_builds_of_the_same_c_agree(tmp_path: Path) -> None:
     assert build_kernel(c, BenchConfig(), tmp_path).cached
 
 
+def test_two_builds_of_the_same_c_write_the_same_bytes(tmp_path: Path) -> None:
+    """Each build runs in a folder of its own; the line tables (``-g1``) must not record
+    it, or concurrent builders of one key overwrite each other's checked hashes."""
+    a = build_kernel(C_OK, BenchConfig(), tmp_path / "a")
+    b = build_kernel(C_OK, BenchConfig(), tmp_path / "b")
+    assert a.ok and b.ok and not a.cached and not b.cached
+    assert a.path.read_bytes() == b.path.read_bytes()
+
+
 def simd_c(value: str) -> str:
     return (
         "#include <stdint.h>\n#include <immintrin.h>\n"

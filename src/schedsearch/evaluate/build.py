@@ -165,7 +165,11 @@ def _compile(
     work = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
     src = work / f"{target.stem}.c"
     tmp_out = work / f"out{target.suffix}"
-    argv = compiler_argv(config) + list(flags) + list(extra) + ["-o", str(tmp_out), src.name] + list(libs)
+    # Line tables also record the folder gcc ran in (DW_AT_comp_dir): named the same for
+    # every build, or concurrent builders of one key write different bytes and each other's
+    # hashes, and the cache entry fails its check.
+    fixed = [f"-fdebug-prefix-map={work}=."] if _LINES_FLAG in flags else []
+    argv = compiler_argv(config) + list(flags) + fixed + list(extra) + ["-o", str(tmp_out), src.name] + list(libs)
     limit = config.build_timeout if timeout is None else min(timeout, config.build_timeout)
     start = time.perf_counter()
     try:
