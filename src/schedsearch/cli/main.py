@@ -149,9 +149,9 @@ def cli() -> None:
 @click.option("--compiler-notes/--no-compiler-notes", default=True, show_default=True,
               help="Have the cost model read what gcc made of each candidate - which statements it "
                    "vectorized, with what vectors, read from the machine code - to predict its time: every "
-                   "child is built as it is made, before any "
-                   "is measured. Better predictions (the i8 matmul's first round), fewer candidates a second; "
-                   "the model then leads: one parent a round, and the next round sooner.")
+                   "child is built as it is made, before any is measured, and the model leads: one parent a "
+                   "round, and the next round sooner. Read only with gcc, an objdump and the model on. "
+                   "--no-compiler-notes measures more candidates a second with worse first predictions.")
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)
