@@ -167,6 +167,32 @@ def test_shards_of_one_expansion_merge_into_the_unsharded_one(small, shards, lea
     assert (merged.attempted, merged.illegal, merged.duplicates) == (alone.attempted, alone.illegal, alone.duplicates)
 
 
+def test_one_expander_proposes_once_for_all_the_shards_of_a_parent_it_is_dealt(small, monkeypatch):
+    """A worker dealt several shards of one parent proposes its rewrites once: each shard
+    used to propose them all again, 20 times for a leading model's expansion. What the
+    shards give together is still the unsharded expansion."""
+    import schedsearch.transforms.expand as expand_module
+
+    real = expand_module.propose
+    calls: list[int] = []
+
+    def counted(proc, options=ExpandOptions()):
+        calls.append(1)
+        return real(proc, options)
+
+    monkeypatch.setattr(expand_module, "propose", counted)
+    root = root_candidate(small)
+    worker = Expander(small)
+    parent = worker.expand(root).children[0]
+    assert len(calls) == 1
+    parts = [worker.expand(parent, shard, 4, 1) for shard in range(4)]
+    assert len(calls) == 2  # the root's, then the parent's once
+    worker.expand(parent, 0, 4, 1, ExpansionPart.FIRST)  # another part of a kept parent: no new proposal
+    assert len(calls) == 2
+    alone = Expander(small).expand(parent)
+    assert [c.fingerprint for c in Expansion.merge(parts).children] == [c.fingerprint for c in alone.children]
+
+
 def test_each_shard_says_how_many_shards_lead_and_whether_it_is_one(small, monkeypatch):
     """A sharded expansion's shards each say how many shards hold one heavy rewrite alone
     (``Expansion.leads``) and whether they are one (``leading``); merged, the count stays.
