@@ -76,7 +76,8 @@ _MACHINE_TIMEOUT = 120.0
 _HOMES_KEPT = 4096
 #: Shards per expander actor of an expansion the search waits for (``Job.stream``): the
 #: first are back after a sixth of the time, and an actor is soon free for an expansion
-#: asked for meanwhile; each repeats the parent's proposal (cheap next to its rewrites).
+#: asked for meanwhile; a worker proposes the parent's rewrites once for all its shards
+#: (``Expander._proposal``).
 STREAM_SHARDS_PER_ACTOR = 6
 #: Shards per expander actor, ahead of those, that hold one heavy rewrite each (a register
 #: tile: ``expand.dealt``) when a stream job asks for every heavy rewrite first
