@@ -18,6 +18,7 @@ import inspect
 import math
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -148,7 +149,8 @@ def tune(
     ``proc_or_path`` is an Exo ``@proc`` (its source is captured: the definition and the
     names it uses) or the path of a workload file (``proc`` names the proc when the file
     holds several). ``sizes`` binds size arguments (a file's ``SCHEDSEARCH_SIZES`` gives
-    defaults). ``budget`` is in seconds (default 120); ``max_candidates`` caps the
+    defaults). ``budget`` is this call's wall time in seconds (default 120: loading the
+    workload and starting the workers count); ``max_candidates`` caps the
     candidates measured; ``early_stop`` ends the search once that many candidates in a
     row brought no new best beyond the timing noise. ``db`` is the results database (default ``schedsearch.db`` in the
     current directory), where ``apply()`` and the CLI find the search later.
@@ -181,6 +183,7 @@ def tune(
     search can be continued with ``resume()``. Raises a ``SchedsearchError`` (with one
     sentence) for a workload, compiler, database or cluster that cannot be used.
     """
+    started = time.monotonic()  # the budget is this call's wall time: loading and the workers' start count
     settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
@@ -189,7 +192,7 @@ def tune(
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
-        return _search(session, db, address, on_progress, progress)
+        return _search(session, db, address, on_progress, progress, started)
 
 
 def resume(
@@ -213,12 +216,13 @@ def resume(
     the same content, or with ``trust_db_source`` (a proc captured from an object has no
     file: pass ``trust_db_source=True`` for it).
     """
+    started = time.monotonic()
     _check_limits(budget, max_candidates, 0 if workers is None else workers)
     _check_early_stop(early_stop)
     db = _db(db)
     with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
                        trust_db_source=trust_db_source, early_stop=early_stop, spelling=PYTHON) as session:
-        return _search(session, db, address, on_progress, progress)
+        return _search(session, db, address, on_progress, progress, started)
 
 
 def apply(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *,
@@ -286,7 +290,8 @@ def load_schedule(path: str | os.PathLike) -> LoadedSchedule:
 
 
 def _search(session: SearchSession, db: str | None, address: str | None,
-            on_progress: Callable[[SearchEvent], None] | None, progress: bool | None) -> TuneResult:
+            on_progress: Callable[[SearchEvent], None] | None, progress: bool | None,
+            started: float | None = None) -> TuneResult:
     config = session.config
     renderer = progress_renderer(progress, config.max_seconds, config.max_candidates, session.workload.label)
     listeners = [f for f in (renderer, on_progress) if f is not None]
@@ -298,7 +303,7 @@ def _search(session: SearchSession, db: str | None, address: str | None,
     try:
         with session.runner(address) as runner:
             # Only SIGINT: a library leaves SIGTERM to its host process.
-            run = runner.run(on_event, signals=(signal.SIGINT,))
+            run = runner.run(on_event, signals=(signal.SIGINT,), started=started)
     finally:
         if renderer is not None:
             renderer.close()

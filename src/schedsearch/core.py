@@ -797,6 +797,9 @@ class TimeSpent(JsonRecord):
     building: float = 0.0  # compiling candidates for their measurement (0 for one an expansion built)
     measuring: float = 0.0  # verifying and timing candidates (the yardstick beside included)
     idle: float = 0.0  # wall time with no candidate being measured (expansions only, or the driver)
+    # wall time before the search's clock started, counted against its time budget: loading
+    # the workload, starting the workers, training the model on history (each run's summed)
+    starting: float = 0.0
 
     def plus(self, **delta: float) -> TimeSpent:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})
@@ -960,6 +963,14 @@ class SearchEvent(JsonRecord):
     message: str = ""
     phase: Phase = Phase.STARTING
     activity: str = ""  # what the phase is doing now: "measuring 7/35 of round 3; expanding #12"
+    # Seconds of the time budget used: ``elapsed`` and the seconds this run took to start
+    # (``Ledger.budget_spent``); None from a producer that does not count them.
+    budget_spent: float | None = None
+
+    @property
+    def budget_used(self) -> float:
+        """Seconds of the time budget used (``elapsed`` when the start was not counted)."""
+        return self.elapsed if self.budget_spent is None else self.budget_spent
 
 
 @dataclass(frozen=True, slots=True)

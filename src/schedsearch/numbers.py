@@ -146,8 +146,10 @@ def ending(search: SearchRecord) -> Ending:
         return Ending.CANDIDATE_LIMIT
     if config.early_stop is not None and search.counters.since_best >= config.early_stop:
         return Ending.STOPPED_IMPROVING
-    # The loop stops searching early enough to re-measure the finalists inside the budget.
-    if config.max_seconds is not None and search.elapsed_seconds >= (1 - FINALIST_RESERVE_SHARE) * config.max_seconds:
+    # The loop stops searching early enough to re-measure the finalists inside the budget,
+    # which counts the seconds each run took to start as well (``TimeSpent.starting``).
+    used = search.elapsed_seconds + search.counters.spent.starting
+    if config.max_seconds is not None and used >= (1 - FINALIST_RESERVE_SHARE) * config.max_seconds:
         return Ending.BUDGET
     return Ending.EXHAUSTED
 

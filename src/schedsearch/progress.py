@@ -133,7 +133,7 @@ class NotebookProgress(ProgressRenderer):
             return 1.0
         parts = []
         if self.budget:
-            parts.append(event.elapsed / self.budget)
+            parts.append(event.budget_used / self.budget)
         if self.max_candidates:
             parts.append(event.counters.evaluated / self.max_candidates)
         return min(1.0, max(parts, default=0.0))

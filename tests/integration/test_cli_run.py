@@ -6,12 +6,14 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from schedsearch.core import KERNEL_SYMBOL, sha256_text
 from schedsearch.evaluate import cpu_flags
+from schedsearch.search.finalists import FINALIST_GRACE_SECONDS
 from schedsearch.targets import build_flags, detect
 from tests.conftest import EXAMPLES, run_cli
 
@@ -73,7 +75,8 @@ def test_run_json_has_the_documented_keys(searched: tuple[Path, dict]) -> None:
 def test_run_and_show_say_where_the_time_went(searched: tuple[Path, dict]) -> None:
     db, out = searched
     spent = out["time_spent"]
-    assert set(spent) == {"expanding", "building", "measuring", "idle"}
+    assert set(spent) == {"expanding", "building", "measuring", "idle", "starting"}
+    assert 0 < spent["starting"] < out["elapsed_seconds"]  # loading the workload, before the search's clock
     # Exo expanded, gcc built and the runner timed, each for a measurable while; with one
     # process doing everything (--workers 0), their sum cannot exceed the search's own time
     # by more than the finalists' re-measurement and the baseline timed before the clock.
@@ -83,6 +86,7 @@ def test_run_and_show_say_where_the_time_went(searched: tuple[Path, dict]) -> No
     assert json.loads(shown.stdout)["time_spent"] == spent  # as stored
     text = run_cli("show", str(out["search_id"]), "--db", str(db)).stderr
     assert re.search(r"time spent\s+workers expanding \d+\.\d s and building \d+\.\d s", text)
+    assert re.search(r"elapsed\s+\d+\.\d s \(after \d+\.\d s starting", text)
 
 
 @pytest.mark.slow
@@ -354,3 +358,27 @@ def test_a_search_with_early_stop_ends_when_it_stops_improving(tmp_path: Path) -
     assert again["early_stop"] == 2 and again["ended"] == "stopped_improving"
     measured = lambda o: o["candidates"]["evaluated"] - o["candidates"]["reused"]  # noqa: E731
     assert 2 <= measured(again) - measured(out) < 40
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.serial
+def test_the_time_budget_is_the_commands_wall_time_the_workers_start_included(tmp_path: Path) -> None:
+    """``--budget 20`` with a private Ray cluster: the command ends about 20 s after it was
+    started - the cluster's start (seconds) counted, kept as ``time_spent.starting`` -
+    plus the cluster's shutdown after the report. The search's own clock starts later."""
+    budget = 20.0
+    started = time.monotonic()
+    r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=128,N=128,K=128",
+                "--budget", str(budget), "--workers", "2", "--no-warm-start", "--db", str(tmp_path / "b.db"), "--json",
+                cwd=tmp_path, env={"SCHEDSEARCH_CACHE_DIR": str(tmp_path / "cache")})
+    wall = time.monotonic() - started
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    starting = out["time_spent"]["starting"]
+    assert starting >= 0.5, "a private Ray cluster takes seconds to start, and they count"
+    assert out["elapsed_seconds"] + starting <= budget + FINALIST_GRACE_SECONDS
+    assert out["status"] == "completed" and out["ended"] == "budget_reached"
+    # Shutting the cluster down after the report takes a second or two.
+    assert wall <= budget + 8.0, f"the command took {wall:.1f} s for a {budget:.0f}-second budget"
+    assert f"after {starting:.1f} s starting" in r.stderr

@@ -134,6 +134,9 @@ def test_nothing_measured_ok_is_no_best():
     ({"status": SearchStatus.INTERRUPTED}, Ending.INTERRUPTED),
     ({"status": SearchStatus.FAILED, "failure": "disk full"}, Ending.FAILED),
     ({"status": SearchStatus.RUNNING}, Ending.RUNNING),
+    # The budget counts the seconds the run took to start: 40 s searched of 60 after 12 s starting.
+    ({"elapsed_seconds": 40.0, "counters": Counters(spent=TimeSpent(starting=12.0))}, Ending.BUDGET),
+    ({"elapsed_seconds": 40.0}, Ending.EXHAUSTED),
 ])
 def test_how_a_search_ended(fields, expected):
     assert ending(_search(**fields)) is expected
@@ -219,5 +222,10 @@ def test_summary_says_where_the_time_went_once_it_was_counted():
                             counters=Counters(evaluated=3, ok=3, spent=spent)), PATH)
     assert ("time spent: workers expanding 80.2 s and building 30.0 s; verifying and timing 20.5 s; "
             "nothing being measured for 9.0 s of 61.0 s") in text
+    # The seconds before the search's clock started are said with its elapsed time.
+    started = _search(best_candidate_id=2, best_seconds=5.2e-4, best_speedup=1.9,
+                      counters=Counters(evaluated=3, ok=3, spent=dataclasses.replace(spent, starting=4.25)))
+    assert "in 61.0 s (after 4.2 s starting: the workload, the workers):" in _summary(started, PATH)
+    assert "starting" not in text
     # A search stored before time was counted says nothing of it.
     assert "time spent" not in _summary(_search(best_candidate_id=2, best_seconds=5.2e-4, best_speedup=1.9), PATH)

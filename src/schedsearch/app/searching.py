@@ -14,6 +14,7 @@ import dataclasses
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -202,10 +203,13 @@ class SearchSession:
         return SearchRunner(self, executor, model)
 
     def run(self, on_event: Callable[[SearchEvent], None] = lambda e: None, *, stop: threading.Event | None = None,
-            address: str | None = None, signals: tuple[signal.Signals, ...] = ()) -> SearchRun:
-        """``runner(address)`` and ``SearchRunner.run``, in one call."""
+            address: str | None = None, signals: tuple[signal.Signals, ...] = (),
+            started: float | None = None) -> SearchRun:
+        """``runner(address)`` and ``SearchRunner.run``, in one call; the time budget counts
+        from ``started`` (``time.monotonic()``; None: this call), the workers' start included."""
+        started = time.monotonic() if started is None else started
         with self.runner(address) as runner:
-            return runner.run(on_event, stop=stop, signals=signals)
+            return runner.run(on_event, stop=stop, signals=signals, started=started)
 
 
 class SearchRunner:
@@ -227,8 +231,12 @@ class SearchRunner:
         self.executor.close()
 
     def run(self, on_event: Callable[[SearchEvent], None] = lambda e: None, *, stop: threading.Event | None = None,
-            signals: tuple[signal.Signals, ...] = ()) -> SearchRun:
+            signals: tuple[signal.Signals, ...] = (), started: float | None = None) -> SearchRun:
         """Search until a budget is spent, the space is exhausted or ``stop`` is set.
+
+        ``started`` (``time.monotonic()``): when the caller's command began. The time budget
+        counts from then, so that it is the wall time the user asked for, the start of the
+        workers included (``run_search``); None: from now.
 
         The first of ``signals`` received meanwhile sets ``stop`` (a clean, resumable end);
         a second one aborts. Infrastructure errors propagate with the search's id set (the
@@ -242,7 +250,8 @@ class SearchRunner:
         with stop_on_signals(stop, signals):
             outcome = run_search(session.workload, session.root, make_strategy(session.config), self.executor,
                                  session.store, session.config, on_event, search_id=session.search_id, stop=stop,
-                                 cost_model=self.model, seeds=warm.seeds if warm is not None else ())
+                                 cost_model=self.model, seeds=warm.seeds if warm is not None else (),
+                                 started=started)
         session.search_id = outcome.search_id
         return finished(session.store, outcome.search_id, warm)
 

@@ -22,10 +22,10 @@ from schedsearch.app.event_log import EventLog
 from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
 
 from schedsearch.cli.numbers_view import (
-    STEPS_LEGEND, best_text, has_step_numbers, search_spent_text, status_text, step_lines,
+    STEPS_LEGEND, best_text, elapsed_text, has_step_numbers, search_spent_text, status_text, step_lines,
 )
 from schedsearch.cli.render import ProgressView, describe, fmt_seconds
-from schedsearch.cli.wiring import STOPPING, db_label, print_json, stderr_console
+from schedsearch.cli.wiring import STOPPING, command_started, db_label, print_json, stderr_console
 from schedsearch.core import CandidateRecord, SearchEvent, SearchRecord, SearchStatus, Workload
 from schedsearch.errors import ClusterError, InfrastructureError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, ending
@@ -109,7 +109,8 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
                     view(event)
 
                 searching.set()
-                run = runner.run(observe, stop=stop)
+                # The budget is the command's wall time: loading, the workers' start included.
+                run = runner.run(observe, stop=stop, started=command_started())
             # Reported before the workers are released: shutting a private Ray cluster down
             # takes seconds (3 s on a 2-core Zen 3), and everything reported is in the store.
             _report(run, db, as_json, console)
@@ -145,7 +146,7 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
     """
     c = search.counters
     lines = [
-        f"\n[bold]{status_text(search)}[/bold] — {search.workload.label} in {search.elapsed_seconds:.1f} s: "
+        f"\n[bold]{status_text(search)}[/bold] — {search.workload.label} in {elapsed_text(search)}: "
         f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed), {c.generated} generated, "
         f"{c.duplicates} duplicate, {c.illegal} illegal{_reuse_text(c.reused, c.warm_started)}"
         f"{_beside_text(c.timed_beside, c.measured)}",

@@ -15,7 +15,7 @@ import click
 
 from schedsearch.app.compose import MAX_BUDGET
 from schedsearch.cli import commands_read, commands_run
-from schedsearch.cli.wiring import STOPPING, handle_errors, json_stdout, parse_sizes
+from schedsearch.cli.wiring import STOPPING, handle_errors, json_stdout, mark_command_start, parse_sizes
 from schedsearch.targets import TARGETS
 
 TARGET_CHOICES = ["auto", *(t.name.value for t in TARGETS)]
@@ -54,7 +54,8 @@ def search_options(fn: Any) -> Any:
         # Bounded above: an infinite budget would not survive JSON storage (and a month is plenty).
         click.option("--budget", type=click.FloatRange(min=0, min_open=True, max=MAX_BUDGET), default=None,
                      metavar="SECONDS", callback=_a_number,
-                     help="Wall-time budget in seconds, at most 30 days [run default: 120; resume: as many more "
+                     help="Wall-time budget in seconds, counted from the moment the command starts (starting "
+                          "the workers included), at most 30 days [run default: 120; resume: as many more "
                           "seconds]."),
         click.option("--max-candidates", type=click.IntRange(min=1), default=None, metavar="N",
                      help="Stop after measuring N candidates (measurements reused from earlier searches do not "
@@ -292,6 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     previous = ({signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
                 if threading.current_thread() is threading.main_thread() else {})
     args = sys.argv[1:] if argv is None else list(argv)
+    mark_command_start(from_process=argv is None)  # a search's time budget counts from here
     try:
         with json_stdout() if "--json" in args else contextlib.nullcontext():
             cli.main(args=args, prog_name="schedsearch", standalone_mode=False)

@@ -115,6 +115,14 @@ def baseline_text(search: SearchRecord, root: CandidateRecord | None) -> str:
     return fmt_time(root.seconds, record_spread(root))
 
 
+def elapsed_text(search: SearchRecord) -> str:
+    """The search's elapsed time, and the seconds its runs took to start before its clock
+    did, which its time budget counted too (``TimeSpent.starting``)."""
+    starting = search.counters.spent.starting
+    start = f" (after {starting:.1f} s starting: the workload, the workers)" if starting >= 0.05 else ""
+    return f"{search.elapsed_seconds:.1f} s{start}"
+
+
 def search_spent_text(search: SearchRecord) -> str:
     """Where the search's time went, of its elapsed time; "" for a search that did not
     count it (one made before it was counted)."""
@@ -134,7 +142,7 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
         ("status", status_text(search)),
         ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}, "
                      f"{search.config.bench.float_mode.value} float, {search.config.bench.timing.value} timing"),
-        ("elapsed", f"{search.elapsed_seconds:.1f} s"),
+        ("elapsed", elapsed_text(search)),
         ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
                        f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
                        + (f", {c.pruned} pruned" if c.pruned else "")

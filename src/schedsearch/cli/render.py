@@ -180,9 +180,9 @@ class ProgressView:
         """``[#####.....] 42% ETA 1m10s`` of the time (or candidate) budget."""
         done: float | None = None
         eta = ""
-        if self.budget:
-            done = min(1.0, e.elapsed / self.budget)
-            eta = f"ETA {fmt_duration(max(0.0, self.budget - e.elapsed))}"
+        if self.budget:  # the budget counts the command's start too (``SearchEvent.budget_used``)
+            done = min(1.0, e.budget_used / self.budget)
+            eta = f"ETA {fmt_duration(max(0.0, self.budget - e.budget_used))}"
         elif self.max_candidates:
             done = min(1.0, e.counters.evaluated / self.max_candidates)
             rate = self.rate(e)
@@ -199,7 +199,7 @@ class ProgressView:
         budget = f" / {self.budget:.0f}s" if self.budget else ""
         head = Text.assemble(
             ("schedsearch ", "bold"), (self.label, "cyan"), f"  search {e.search_id}  ",
-            (f"{e.elapsed:.1f}s{budget}", "bold"), "  ", self._budget_bar(e),
+            (f"{e.budget_used:.1f}s{budget}", "bold"), "  ", self._budget_bar(e),
         )
         stopping = e.phase is Phase.STOPPING
         phase = Text.assemble((e.phase.value, "bold yellow" if stopping else "bold magenta"),

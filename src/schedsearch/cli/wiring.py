@@ -11,11 +11,13 @@ import functools
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import click
+import psutil
 from rich.console import Console
 
 from schedsearch.app.compose import (  # re-exported: the commands (and benchmarks) use them
@@ -42,9 +44,9 @@ from schedsearch.errors import (
 )
 
 __all__ = [
-    "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "INPUT_ERRORS", "bench_config", "db_label", "expand_options", "fail",
-    "handle_errors", "json_stdout", "make_cost_model", "make_executor", "open_db", "parse_sizes", "print_json",
-    "refuse_transient_db", "stderr_console",
+    "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "INPUT_ERRORS", "bench_config", "command_started", "db_label",
+    "expand_options", "fail", "handle_errors", "json_stdout", "make_cost_model", "make_executor",
+    "mark_command_start", "open_db", "parse_sizes", "print_json", "refuse_transient_db", "stderr_console",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,6 +57,31 @@ INPUT_ERRORS = (WorkloadError, ScheduleFileError, StoreError, InfrastructureErro
                 UntrustedSourceError, SearchCompletedError, NoScheduleError)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+#: A process that began longer ago than this did not begin as this command (a program that
+#: calls ``main`` itself): the command's time is counted from the call instead.
+COMMAND_START_WINDOW = 60.0
+_command_started: float | None = None
+
+
+def mark_command_start(from_process: bool) -> None:
+    """Remember when this command began, on ``time.monotonic``'s scale: with
+    ``from_process`` (the console script, ``python -m schedsearch``) when this process did -
+    the interpreter's start and imports are the user's wait too - else now."""
+    global _command_started
+    now = time.monotonic()
+    before = 0.0
+    if from_process:
+        with contextlib.suppress(psutil.Error, OSError):
+            before = time.time() - psutil.Process().create_time()
+    _command_started = now - before if 0.0 <= before <= COMMAND_START_WINDOW else now
+
+
+def command_started() -> float:
+    """When this command began (``mark_command_start``; now when it was not marked): a
+    search's time budget counts from then."""
+    return time.monotonic() if _command_started is None else _command_started
 
 
 #: What a command says the moment a Ctrl-C or SIGTERM reaches it, before the search runs.

@@ -250,7 +250,7 @@ def _remeasured(
             ledger.emit(EventKind.FINALISTS, message="stopped during the re-measurement; "
                                                      "the search's own times stand")
             return None
-        if limit is not None and ledger.elapsed() >= limit + FINALIST_GRACE_SECONDS:
+        if limit is not None and ledger.budget_spent() >= limit + FINALIST_GRACE_SECONDS:
             ledger.emit(EventKind.FINALISTS, message="the re-measurement outlasted the time budget; "
                                                      "the search's own times stand")
             return None

@@ -5,7 +5,8 @@ measurement: put on the search's scale by the yardstick timed beside it (``yards
 the store (with its GFLOP/s and speedup over the baseline), the counters, the strategy, the
 cost model and the list of the fastest candidates (``top``), whose best may become the
 next yardstick. The ledger
-also keeps the run's clock (``elapsed`` counts the earlier runs of a resumed search too)
+also keeps the run's clock (``elapsed`` counts the earlier runs of a resumed search too;
+``budget_spent`` adds the seconds the run took to start, which its time budget counts)
 and its phase, and sends the observer its events, each with the ``top`` list and a few
 words on what the pipeline is doing; ``tick`` sends one when nothing was said for
 ``TICK_SECONDS``.
@@ -74,12 +75,15 @@ class Ledger:
         activity: Callable[[], str],
         yardstick: bool = False,
         short_call: float = 0.0,
+        head_start: float = 0.0,
     ) -> None:
         self.workload, self.root, self.strategy, self.store = workload, root, strategy, store
         self.on_event, self.clock, self.guide = on_event, clock, guide
         self.activity = activity
         self.t0 = clock()
         self.prior_elapsed = 0.0
+        # Seconds the run's caller spent before this clock started (``budget_spent``).
+        self.head_start = max(0.0, head_start)
         self.sid: int | None = None
         self.counters = Counters()
         self.fp_of: dict[int, str] = {}  # candidate id -> fingerprint, to rebuild parents
@@ -97,6 +101,14 @@ class Ledger:
         """Seconds this search has run, its earlier runs included."""
         return self.prior_elapsed + (self.clock() - self.t0)
 
+    def budget_spent(self) -> float:
+        """Seconds of the time budget (``SearchConfig.max_seconds``) used: ``elapsed`` and
+        this run's ``head_start`` - the command's own start (loading the workload, starting
+        the workers, the model's history) before the search's clock started. A user's
+        ``--budget 30`` is the 30 s the command takes, not 30 s after a private Ray cluster
+        took 2-5 s to start."""
+        return self.elapsed() + self.head_start
+
     def emit(self, kind: EventKind, record: CandidateRecord | None = None, message: str = "",
              top: tuple[CandidateRecord, ...] | None = None) -> None:
         """Send the observer an event (``top``: the fastest so far unless given)."""
@@ -107,6 +119,7 @@ class Ledger:
         event = SearchEvent(
             kind=kind, search_id=self.sid, elapsed=self.elapsed(), counters=self.counters, record=record,
             best=top[0] if top else None, top=top, message=message, phase=self.phase, activity=self.activity(),
+            budget_spent=self.budget_spent(),
         )
         try:
             self.on_event(event)
@@ -122,15 +135,16 @@ class Ledger:
         """``m`` on the search's scale (``Yardsticks.place``; as it is without a yardstick)."""
         return self.yardsticks.place(m) if self.yardsticks is not None else m
 
-    def spend(self, *, expanding: float = 0.0, idle: float = 0.0, measurements: tuple[Measurement, ...] = ()) -> None:
+    def spend(self, *, expanding: float = 0.0, idle: float = 0.0, starting: float = 0.0,
+              measurements: tuple[Measurement, ...] = ()) -> None:
         """Count time spent (``Counters.spent``): an expansion's seconds, wall seconds with
-        nothing being measured, and the build and run seconds of ``measurements`` as they
+        nothing being measured, a run's start, and the build and run seconds of ``measurements`` as they
         come back from the executor (every one: a confirmation's second measurement and
         the finalists' re-measurement cost time too, though neither is recorded alone)."""
         building = sum(m.build_seconds for m in measurements if m.reused_candidate_id is None)
         measuring = sum(m.run_seconds for m in measurements if m.reused_candidate_id is None)
         spent = self.counters.spent.plus(expanding=max(0.0, expanding), idle=max(0.0, idle),
-                                         building=building, measuring=measuring)
+                                         starting=max(0.0, starting), building=building, measuring=measuring)
         self.counters = dataclasses.replace(self.counters, spent=spent)
 
     def record(self, m: Measurement, *, announce: bool, tell: bool = True, note: str = "") -> CandidateRecord:

@@ -100,6 +100,7 @@ def run_search(
     clock: Callable[[], float] = time.monotonic,
     cost_model: CostModel | None = None,
     seeds: Sequence[Candidate] = (),
+    started: float | None = None,
 ) -> SearchOutcome:
     """Run (or, with ``search_id``, resume) a search and return how it ended.
 
@@ -124,11 +125,17 @@ def run_search(
     recorded as children of the root, each at the depth of its schedule's length, and
     evaluated right after the baseline; those whose C is the root's or an earlier seed's
     are dropped. They are used only when a search starts (not on resume).
+
+    ``started``: when the caller's command began, on ``clock``'s scale (None: now). The
+    time budget counts from then - what it took to load the workload and start the workers
+    included (``Ledger.budget_spent``); the search's own clock (``elapsed``, every
+    ``measured_at``) starts now, and the seconds in between are kept as ``spent.starting``.
     """
     if config.cost_model is CostModelMode.OFF:
         cost_model = None
+    head_start = clock() - started if started is not None else 0.0
     run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock,
-               cost_model, seeds)
+               cost_model, seeds, head_start)
     return run.execute(search_id)
 
 
@@ -149,6 +156,7 @@ class _Run:
         clock: Callable[[], float],
         cost_model: CostModel | None = None,
         seeds: Sequence[Candidate] = (),
+        head_start: float = 0.0,
     ) -> None:
         self.workload, self.root, self.strategy = workload, root, strategy
         self.executor, self.store, self.config = executor, store, config
@@ -161,7 +169,8 @@ class _Run:
         )
         self.job_ids = itertools.count(1)
         self.ledger = Ledger(workload, root, strategy, store, on_event, clock, guide, activity=self._activity,
-                             yardstick=config.yardstick, short_call=config.bench.min_sample_seconds)
+                             yardstick=config.yardstick, short_call=config.bench.min_sample_seconds,
+                             head_start=head_start)
         self.pipeline = Pipeline(workload, root, strategy, executor, store, config, self.ledger, guide, stop,
                                  self.job_ids)
 
@@ -180,6 +189,7 @@ class _Run:
         try:
             try:
                 if search_id is None:
+                    ledger.spend(starting=ledger.head_start)  # a resume adds it to the stored counters
                     self._start()
                 else:
                     self._resume()
@@ -220,7 +230,7 @@ class _Run:
         ledger.root_record = self.store.add_candidate(ledger.sid, self.root)
         ledger.fp_of[ledger.root_record.id] = self.root.fingerprint
         self.pipeline.seen.add(self.root.fingerprint)
-        ledger.emit(EventKind.STARTED, message=f"search {ledger.sid} of {self.workload.label}")
+        ledger.emit(EventKind.STARTED, message=f"search {ledger.sid} of {self.workload.label}{self._start_note()}")
         self._baseline(expand_root=True)
         self._seed()
 
@@ -229,6 +239,7 @@ class _Run:
         assert ledger.sid is not None
         search = self.store.get_search(ledger.sid)
         ledger.counters = search.counters
+        ledger.spend(starting=ledger.head_start)
         ledger.prior_elapsed = search.elapsed_seconds
         ledger.baseline = search.baseline_seconds
         # The last run's declared best is re-decided when this one ends. The stored config
@@ -246,7 +257,8 @@ class _Run:
             raise SearchError(
                 f"search {ledger.sid} was started from different code than {self.workload.label} gives now"
             )
-        ledger.emit(EventKind.STARTED, message=f"resuming search {ledger.sid} of {self.workload.label}")
+        ledger.emit(EventKind.STARTED, message=f"resuming search {ledger.sid} of {self.workload.label}"
+                                               f"{self._start_note()}")
         if not roots:
             self._start()
             return
@@ -270,6 +282,11 @@ class _Run:
             # Round 0: what the last run left pending, measured before anything new.
             children = [ledger.candidate(r) for r in pending]
             self.pipeline.measure_first(children)
+
+    def _start_note(self) -> str:
+        """What the run's start took, said when the search's clock starts (the budget counts it)."""
+        head = self.ledger.head_start
+        return f" ({head:.1f} s after the command started: the budget counts them)" if head >= 0.05 else ""
 
     def _baseline(self, expand_root: bool = False) -> None:
         """Evaluate the root against itself; its median is the baseline. ``expand_root``:

@@ -314,7 +314,7 @@ class Pipeline:
 
     def _time_spent(self) -> bool:
         c = self.config
-        return c.max_seconds is not None and self.ledger.elapsed() >= c.max_seconds - self._finalist_reserve()
+        return c.max_seconds is not None and self.ledger.budget_spent() >= c.max_seconds - self._finalist_reserve()
 
     def _stopped_improving(self) -> bool:
         """Whether ``config.early_stop`` candidates in a row brought no new best
@@ -521,7 +521,7 @@ class Pipeline:
         if c.max_seconds is None:
             return False
         seconds = self.pace.round_seconds([self._second_part(p) for p in parents], self.workers)
-        left = c.max_seconds - self._finalist_reserve() - self.ledger.elapsed()
+        left = c.max_seconds - self._finalist_reserve() - self.ledger.budget_spent()
         measure_first = self.in_flight_cap * self.pace.seconds_per_measurement()
         if seconds is None or not comes_in_too_late(seconds, left, measure_first):
             return False
@@ -622,7 +622,7 @@ class Pipeline:
         c = self.config
         if c.max_seconds is None or self.ledger.counters.measured < 1:
             return False
-        seconds_left = c.max_seconds - self._finalist_reserve() - self.ledger.elapsed()
+        seconds_left = c.max_seconds - self._finalist_reserve() - self.ledger.budget_spent()
         return queued * self.ledger.elapsed() / self.ledger.counters.measured >= seconds_left
 
     def _take_in(self, rnd: Round) -> Round:
@@ -878,7 +878,7 @@ class Pipeline:
         elapsed, evaluated = self.ledger.elapsed(), self.ledger.counters.measured
         ordering = self.guide.order(
             [*queued, *fresh],
-            seconds_left=c.max_seconds - elapsed if c.max_seconds is not None else None,
+            seconds_left=c.max_seconds - self.ledger.budget_spent() if c.max_seconds is not None else None,
             seconds_per_candidate=elapsed / evaluated if evaluated else None,
             candidates_left=c.max_candidates - evaluated if c.max_candidates is not None else None,
             stored={c.fingerprint for c in queued},
