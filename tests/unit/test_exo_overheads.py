@@ -134,6 +134,49 @@ def test_a_register_tiled_nodes_children_are_the_same_with_exos_chain_map(monkey
     assert any(c is not None for c in scoped)
 
 
+def test_a_register_tiled_nodes_children_are_the_same_with_checked_formulas(monkeypatch):
+    """The reorders, sinks and packs of a register tile - whose safety checks build the most
+    formulas - with the analysis formulas' field checks dropped and with them restored: the
+    same C, byte for byte, and the same legality."""
+    exo_overheads.install()
+    assert len(exo_overheads.TRUSTED) >= 80
+    root = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 24, "N": 64, "K": 32}))
+    options = ExpandOptions(target="avx512")
+    tile = next(r for r in propose(root, options) if r.kind is RewriteKind.REGISTER_TILE)
+    tiled = try_apply(root, tile)
+    assert tiled is not None
+    proposed = propose(tiled, options)
+    rewrites = [r for kind in (RewriteKind.REORDER, RewriteKind.SINK, RewriteKind.PACK)
+                for r in [r for r in proposed if r.kind is kind][:3]]
+    assert {r.kind for r in rewrites} == {RewriteKind.REORDER, RewriteKind.SINK, RewriteKind.PACK}
+
+    trusting = _c_of_each(tiled, rewrites)
+    for namespace, name, check in exo_overheads.TRUSTED:
+        monkeypatch.setitem(namespace, name, check)
+    assert _c_of_each(tiled, rewrites) == trusting
+    assert any(c is not None for c in trusting)
+
+
+def test_analysis_formulas_still_convert_operators_and_copy_lists():
+    """Without their field checks, formulas still get Exo's operator class for an operator
+    given as text (one object per text), still refuse a text that is no operator, and a
+    list field is still a list of the node's own."""
+    from exo.core.LoopIR import T
+    from exo.core.prelude import Sym, null_srcinfo
+
+    exo_overheads.install()
+    A, where = new_analysis_core.A, null_srcinfo()
+    x, one = A.Var(Sym("x"), T.index, where), A.Const(1, T.int, where)
+    first, second = A.BinOp("+", x, one, T.index, where), A.BinOp("+", one, x, T.index, where)
+    assert type(first.op) is new_analysis_core.AOp and first.op is second.op
+    assert A.BinOp(first.op, x, x, T.index, where).op is first.op
+    with pytest.raises(Exception, match="invalid operator"):
+        A.BinOp("^^", x, one, T.index, where)
+    items = [x, one]
+    packed = A.Tuple(items, T.index, where)
+    assert packed.args == items and packed.args is not items
+
+
 def test_ir_classes_answer_isinstance_as_abcmeta_does():
     """Every IR node of a register-tiled SGEMM against every IR class: the plain check
     given by ``install`` answers as ``ABCMeta``'s own ``__instancecheck__``."""
