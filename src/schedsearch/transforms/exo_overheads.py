@@ -56,10 +56,11 @@ a register-tiled node, each with every field checked against its declared type a
 made, and each operator given as text made into Exo's operator class anew. Those nodes are
 made by Exo's analysis alone, from program nodes already checked, and never leave it: they
 become SMT queries, not procs or C. Their fields go unchecked (``trusting_formulas``); a
-list field still gets its own copy, and an operator is still converted, once per text. Ten expansions of an SGEMM
-256 search (280 children, a Zen 4 core) took 36.0 s instead of 39.8-46.3 s, their
-children the same byte for byte. Only a formula Exo built wrong - its own internal error,
-which the check would have raised - would now go on to the solver.
+list field still gets its own copy, and an operator is still converted, once per text. Ten
+expansions of an SGEMM 256 search (280 children, a Zen 4 core, each way in turn) took 36.9
+and 39.8 s against 42.1 and 48.2 s with the checks, their children the same byte for byte.
+Only a formula Exo built wrong - its own internal error, which the check would have raised -
+would now go on to the solver.
 
 ``install`` gives Exo's pattern parser a stack that is built only as far as it is read, its
 solver lookups the environment's one factory, its constant propagation a scope that
