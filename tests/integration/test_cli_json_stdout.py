@@ -38,3 +38,22 @@ def test_json_output_is_the_only_thing_on_stdout() -> None:
     assert doc["proc"] == "matmul_i8"
     assert "native noise before" in r.stderr and "native noise after" in r.stderr
     assert "a child process talking" in r.stderr
+
+
+# The console script's way (``main()`` reads sys.argv), with writers that run while the
+# process exits, as a Ray driver's threads print a cluster's last error messages.
+LATE = """
+import atexit, os, sys
+from schedsearch.cli.main import main
+atexit.register(lambda: (print("python's last words at exit"), os.write(1, b"native last words at exit\\n")))
+sys.argv = ["schedsearch", *sys.argv[1:]]
+main()
+"""
+
+
+def test_nothing_written_while_the_process_exits_follows_the_document() -> None:
+    r = subprocess.run([sys.executable, "-c", LATE, "explain", str(EXAMPLES / "matmul.py"), "--proc", "matmul_i8",
+                        "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["proc"] == "matmul_i8"  # one document, nothing after it
+    assert "python's last words at exit" in r.stderr and "native last words at exit" in r.stderr

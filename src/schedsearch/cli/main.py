@@ -295,7 +295,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     mark_command_start(from_process=argv is None)  # a search's time budget counts from here
     try:
-        with json_stdout() if "--json" in args else contextlib.nullcontext():
+        # The console script's process ends with the command: what it writes while it exits
+        # (Ray's threads) must not follow the JSON document on stdout.
+        with json_stdout(restore=argv is not None) if "--json" in args else contextlib.nullcontext():
             cli.main(args=args, prog_name="schedsearch", standalone_mode=False)
     except click.UsageError as e:
         where = e.ctx.command_path if e.ctx is not None else "schedsearch"

@@ -154,11 +154,16 @@ _json_fd: int | None = None
 
 
 @contextlib.contextmanager
-def json_stdout() -> Iterator[None]:
+def json_stdout(restore: bool = True) -> Iterator[None]:
     """Keep stdout for the one JSON document of a ``--json`` command: meanwhile anything
     else written to file descriptor 1 - by native code in this process (Ray's core, a
     compiler's diagnostics) or by a child process that inherits it - goes to stderr, so a
-    reader of stdout always gets one document and nothing after it."""
+    reader of stdout always gets one document and nothing after it.
+
+    Without ``restore`` (a process that ends with the command) stdout stays with stderr
+    afterwards too: what is written while the process exits - a Ray cluster's last error
+    message (a worker its memory monitor killed), printed by its driver's threads - goes to
+    stderr as well, and the real stdout is closed once the document is out."""
     global _json_fd
     sys.stdout.flush()
     kept = os.dup(1)
@@ -169,7 +174,8 @@ def json_stdout() -> Iterator[None]:
     finally:
         sys.stdout.flush()
         _json_fd = None
-        os.dup2(kept, 1)
+        if restore:
+            os.dup2(kept, 1)
         os.close(kept)
 
 
