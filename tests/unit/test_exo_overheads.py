@@ -140,6 +140,8 @@ def test_a_register_tiled_nodes_children_are_the_same_with_checked_formulas(monk
     same C, byte for byte, and the same legality."""
     exo_overheads.install()
     assert len(exo_overheads.TRUSTED) >= 80
+    # the formulas' types too, checked by Exo's own is_type_bound
+    assert sum(name == "_validate_type" for _, name, _ in exo_overheads.TRUSTED) >= 17
     root = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 24, "N": 64, "K": 32}))
     options = ExpandOptions(target="avx512")
     tile = next(r for r in propose(root, options) if r.kind is RewriteKind.REGISTER_TILE)

@@ -87,7 +87,7 @@ import typing
 from dataclasses import dataclass
 from types import FrameType
 
-from schedsearch.transforms import exo_contexts, z3_pool
+from schedsearch.transforms import exo_codegen, exo_contexts, exo_windows, z3_pool
 
 _installed = False
 
@@ -310,11 +310,20 @@ def _converting_once(check):
 TRUSTED: list[tuple[dict, str, typing.Callable]] = []
 
 
-def trusting_formulas(modules: typing.Iterable[object]) -> int:
+def _checked_only_by(check, functions: tuple[typing.Callable, ...]) -> bool:
+    """Whether ``check`` is ``asdl_adt``'s check of a single (not list) field by one of
+    ``functions``: functions of Exo's own that return the value they are given, or raise."""
+    outer = _closure(check)
+    return not outer.get("seq", True) and any(outer.get("point_valid") is f for f in functions)
+
+
+def trusting_formulas(modules: typing.Iterable[object], checks_only: tuple[typing.Callable, ...] = ()) -> int:
     """Drop the field checks of the classes of Exo's analysis formula ``modules`` (``asdl_adt``
     modules: ``new_analysis_core.A``, ``new_eff.LS``, ``new_eff.E``, ``boundscheck.E``) that
-    ``_plain_ir_checks`` made remembering (see the module text); those that convert (an
-    operator's text) convert each text once. Returns how many were replaced."""
+    ``_plain_ir_checks`` made remembering (see the module text), and those made with one of
+    Exo's own ``checks_only`` (``is_type_bound`` of ``new_analysis_core`` and of ``new_eff``:
+    a formula's type is a tuple or an IR type); those that convert (an operator's text) convert each text once.
+    Returns how many were replaced."""
     from asdl_adt import adt
 
     count = 0
@@ -326,11 +335,17 @@ def trusting_formulas(modules: typing.Iterable[object]) -> int:
             if namespace is None or namespace.get("__name__") is not None:
                 continue
             for name, check in list(namespace.items()):
+                if not name.startswith("_validate_"):
+                    continue
                 convert = getattr(check, "convert", None)
-                if not name.startswith("_validate_") or convert is None or (convert and check.seq):
-                    continue  # Exo's own checks, and lists to convert, stay as they are
+                if convert is None and _checked_only_by(check, checks_only):
+                    replacement = _trusting(False)
+                elif convert is None or (convert and check.seq):
+                    continue  # Exo's other checks, and lists to convert, stay as they are
+                else:
+                    replacement = _converting_once(check) if convert else _trusting(check.seq)
                 TRUSTED.append((namespace, name, check))
-                namespace[name] = _converting_once(check) if convert else _trusting(check.seq)
+                namespace[name] = replacement
                 count += 1
     return count
 
@@ -456,7 +471,9 @@ def install() -> bool:
             not all(hasattr(range_analysis, name) for name in ("IndexRange", "is_zero")) or \
             not all(callable(getattr(getattr(LoopIR_scheduling, name, None), "map_e", None))
                     for name in ("_DoNormalize", "DoSimplify")) or \
-            not exo_contexts.expected(new_eff):
+            not exo_contexts.expected(new_eff) or not exo_windows.expected(new_eff) or \
+            not exo_codegen.expected(LoopIR_compiler) or \
+            not all(callable(getattr(m, "is_type_bound", None)) for m in (new_analysis_core, new_eff)):
         return False
     for module in parsers:
         module.inspect = _CheapInspect
@@ -468,10 +485,13 @@ def install() -> bool:
     # the module uses ChainMap only for the constant propagation's scopes (ASimplify)
     analysis_simplify.ChainMap = ScopedValues
     LoopIR_compiler.lift_to_cir = lifting_to_cir(LoopIR, CIR, range_analysis)
+    exo_codegen.fields_once(LoopIR_compiler.Compiler, LoopIR.Call)
     LoopIR_scheduling._DoNormalize.map_e = unchanged_when_equal(LoopIR_scheduling._DoNormalize.map_e)
     LoopIR_scheduling.DoSimplify.map_e = unchanged_when_equal(LoopIR_scheduling.DoSimplify.map_e, LoopIR.Const)
     new_eff.ContextExtraction = exo_contexts.remembering_contexts(new_eff.ContextExtraction)
+    new_eff.AEnv.translate_win = exo_windows.translating_once(new_eff.AEnv.translate_win)
     if _plain_ir_checks():
-        trusting_formulas((new_analysis_core.A, new_eff.LS, new_eff.E, boundscheck.E))
+        trusting_formulas((new_analysis_core.A, new_eff.LS, new_eff.E, boundscheck.E),
+                          checks_only=(new_analysis_core.is_type_bound, new_eff.is_type_bound))
     _installed = True
     return True
