@@ -81,8 +81,8 @@ that works out each statement's context once (``exo_contexts``) and composes eac
 windows once (``exo_windows``), its analysis formulas no field checks (``trusting_formulas``),
 and its C backend each instruction operand's window compiled once (``exo_codegen``). All
 of them return what Exo would have got, so every rewrite, every proc and all generated C
-stay the same (the rewrite tests check C byte for byte). If Exo's internals are not the ones these were written against, nothing is
-changed and Exo is only slower.
+stay the same (the rewrite tests check C byte for byte). If Exo's internals are not the
+ones these were written against, nothing is changed and Exo is only slower.
 """
 
 from __future__ import annotations
@@ -331,8 +331,8 @@ def trusting_formulas(modules: typing.Iterable[object], checks_only: tuple[typin
     modules: ``new_analysis_core.A``, ``new_eff.LS``, ``new_eff.E``, ``boundscheck.E``) that
     ``_plain_ir_checks`` made remembering (see the module text), and those made with one of
     Exo's own ``checks_only`` (``is_type_bound`` of ``new_analysis_core`` and of ``new_eff``:
-    a formula's type is a tuple or an IR type); those that convert (an operator's text) convert each text once.
-    Returns how many were replaced."""
+    a formula's type is a tuple or an IR type); those that convert (an operator's text)
+    convert each text once. Returns how many were replaced."""
     from asdl_adt import adt
 
     count = 0
