@@ -134,7 +134,7 @@ def test_a_register_tiled_nodes_children_are_the_same_with_exos_chain_map(monkey
     assert any(c is not None for c in scoped)
 
 
-def test_a_register_tiled_nodes_children_are_the_same_with_checked_formulas(monkeypatch):
+def test_a_register_tiled_nodes_children_are_the_same_with_checked_formulas(monkeypatch, tiled_and_costly):
     """The reorders, sinks and packs of a register tile - whose safety checks build the most
     formulas - with the analysis formulas' field checks dropped and with them restored: the
     same C, byte for byte, and the same legality."""
@@ -142,16 +142,7 @@ def test_a_register_tiled_nodes_children_are_the_same_with_checked_formulas(monk
     assert len(exo_overheads.TRUSTED) >= 80
     # the formulas' types too, checked by Exo's own is_type_bound
     assert sum(name == "_validate_type" for _, name, _ in exo_overheads.TRUSTED) >= 17
-    root = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 24, "N": 64, "K": 32}))
-    options = ExpandOptions(target="avx512")
-    tile = next(r for r in propose(root, options) if r.kind is RewriteKind.REGISTER_TILE)
-    tiled = try_apply(root, tile)
-    assert tiled is not None
-    proposed = propose(tiled, options)
-    rewrites = [r for kind in (RewriteKind.REORDER, RewriteKind.SINK, RewriteKind.PACK)
-                for r in [r for r in proposed if r.kind is kind][:3]]
-    assert {r.kind for r in rewrites} == {RewriteKind.REORDER, RewriteKind.SINK, RewriteKind.PACK}
-
+    tiled, rewrites = tiled_and_costly
     trusting = _c_of_each(tiled, rewrites)
     for namespace, name, check in exo_overheads.TRUSTED:
         monkeypatch.setitem(namespace, name, check)

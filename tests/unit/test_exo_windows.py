@@ -3,15 +3,9 @@ same procs and C as with Exo's own ``translate_win``, and the work done once."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from exo.rewrite import new_eff
 
-from schedsearch.core import ExpandOptions, RewriteKind
-from schedsearch.transforms import build_proc, exo_overheads, exo_windows, kernel_c, load_workload, propose, try_apply
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+from schedsearch.transforms import exo_overheads, exo_windows, kernel_c, try_apply
 
 
 class _Env:
@@ -65,21 +59,13 @@ def _c_of_each(proc, rewrites) -> list[str | None]:
     return [kernel_c(child) if (child := try_apply(proc, r)) is not None else None for r in rewrites]
 
 
-def test_a_register_tiled_nodes_children_are_the_same_with_exos_own_translation(monkeypatch):
+def test_a_register_tiled_nodes_children_are_the_same_with_exos_own_translation(monkeypatch, tiled_and_costly):
     """The reorders, sinks and packs of a register tile - whose checks walk the longest
     chains of ``let``s, with windows for the vector instructions - composing windows once and
     with Exo's own ``translate_win``: the same C byte for byte, the same refusals, and far
     fewer compositions worked out."""
     exo_overheads.install()
-    root = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 24, "N": 64, "K": 32}))
-    options = ExpandOptions(target="avx512")
-    tile = next(r for r in propose(root, options) if r.kind is RewriteKind.REGISTER_TILE)
-    tiled = try_apply(root, tile)
-    assert tiled is not None
-    proposed = propose(tiled, options)
-    rewrites = [r for kind in (RewriteKind.REORDER, RewriteKind.SINK, RewriteKind.PACK)
-                for r in [r for r in proposed if r.kind is kind][:3]]
-
+    tiled, rewrites = tiled_and_costly
     once = new_eff.AEnv.translate_win
     own = once.__wrapped__
     worked = []
