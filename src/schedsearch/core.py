@@ -144,6 +144,7 @@ class RewriteKind(StrEnum):
     SIMD_KERNEL = "simd_kernel"  # older schedule files' name for an AVX2 register_tile
     COMPUTE_AT = "compute_at"  # compute a producer's rows inside its consumer's loop, in a line buffer
     VECTORIZE = "vectorize"  # a loop in the target's vector instructions, tails cut or masked
+    FISSION = "fission"  # split the loops around a reduction loop from its init or epilogue
 
 
 class Status(StrEnum):

@@ -28,6 +28,7 @@ from schedsearch.transforms.rules.loops import (
     Unroll,
     pair_target,
 )
+from schedsearch.transforms.rules.normalize import Fission
 from schedsearch.transforms.rules.register_tile import RegisterTile
 from schedsearch.transforms.rules.vectorize import Vectorize
 from schedsearch.transforms.walk import loop_work
@@ -50,6 +51,7 @@ RULES: tuple[Rule, ...] = (
     Unroll(),
     Split(),
     Fuse(),
+    Fission(),
     Simplify(),
     Parallelize(),
 )

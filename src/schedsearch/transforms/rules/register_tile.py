@@ -35,6 +35,7 @@ from schedsearch.targets import Target, TargetName, chain, target
 from schedsearch.transforms.calls import ExoCall
 from schedsearch.transforms.rules.args import ArgError, StepArgs, count, loop, naming
 from schedsearch.transforms.rules.base import ProcView, Rule
+from schedsearch.transforms.rules.normalize import Prep, preparations
 from schedsearch.transforms.rules.tile_lowering import ROLES, patterns, scalar_tile, vector_tile
 from schedsearch.transforms.rules.tile_nests import VectorNest, scalar_nest, tile_nests, tile_shapes, vector_nest
 from schedsearch.transforms.walk import LoopInfo
@@ -75,11 +76,24 @@ class VectorTileArgs(StepArgs):
     trip: int | None = count(default=None, sized=True)  # the rows loop's trip count: a cut tail when rows do not divide it
     reds: str | None = loop(default=None)  # inner reduction loops, outermost first
     index: str | None = None  # the output's index variables when not just ``a b``
+    # Normalizing steps first (``normalize.Prep``): init / epilogue split off, a pair swapped.
+    fission_before: str | None = loop(default=None)
+    fission_after: str | None = loop(default=None)
+    lifts: int | None = count(default=None)
+    swap: str | None = None
+    # The column loop's trip count when ``cols`` does not divide it: the rest of the columns
+    # get a narrower kernel (named by the 18 ``col_names``) and a plain nest below one vector.
+    ctrip: int | None = count(default=None, sized=True)
+    col_names: str | None = naming(default=None)
 
     def check(self) -> None:
         for name in ("names", "tail_names"):
             if len(getattr(self, name).split()) != 9:
                 raise ArgError(f"{name} must be nine names separated by spaces")
+        if self.col_names is not None and len(self.col_names.split()) != 18:
+            raise ArgError("col_names must be eighteen names separated by spaces")
+        if self.ctrip is not None and self.ctrip < self.cols:
+            raise ArgError(f"ctrip must be at least cols ({self.cols})")
         ops = target(self.isa).vector(self.dtype)
         if ops is None or not ops.has(*ROLES):
             raise ArgError(f"isa {self.isa.value} has no {self.dtype.value} register-tile instructions")
@@ -165,26 +179,38 @@ class RegisterTile(Rule):
         out = []
         for a, b in tile_nests(view):
             nest = vector_nest(view, a, b) if t.is_vector else None
-            # the widest instructions for the element type: f64 on an AVX-512 CPU is AVX2's
-            home = next((c for c in chain(t) if (o := c.vector(nest.dtype)) and o.has(*ROLES)), None) if nest else None
+            home = _home(t, nest)
             if nest is not None and home is not None:
                 out += self._vector(view, a, b, nest, home, options)
             else:
                 out += self._scalar(view, a, b)
+        if t.is_vector:
+            # nests a few normalizing steps away: the steps and the tile, as one step
+            for prep, normal in preparations(view, lambda v: _vector_nests(v, t)):
+                for a, b in tile_nests(normal):
+                    nest = vector_nest(normal, a, b)
+                    home = _home(t, nest)
+                    if nest is not None and home is not None and (a.pattern, b.pattern) in _vector_nests(normal, t):
+                        out += self._vector(normal, a, b, nest, home, options, prep)
         return out
 
     def _vector(self, view: ProcView, a: LoopInfo, b: LoopInfo, nest: VectorNest, home: Target,
-                options: ExpandOptions) -> list[Rewrite]:
+                options: ExpandOptions, prep: Prep = Prep()) -> list[Rewrite]:
         ops = home.vector(nest.dtype)
         assert ops is not None
-        fresh = view.fresh(*_bases(a.name, b.name, nest), *_bases(a.name + "_t", b.name + "_t", nest, "_t"))
-        names, tail_names = fresh[: len(fresh) // 2], fresh[len(fresh) // 2 :]
+        fresh = view.fresh(*_bases(a.name, b.name, nest), *_bases(a.name + "_t", b.name + "_t", nest, "_t"),
+                           *_bases(a.name + "_c", b.name + "_c", nest, "_c"),
+                           *_bases(a.name + "_ct", b.name + "_ct", nest, "_ct"))
+        names, tail_names, col_names = fresh[:9], fresh[9:18], fresh[18:]
+        tails = options.allow_tails
         shapes = [
             (rows, vectors * ops.lanes) for rows, vectors in tile_shapes(home)
-            if b.trip % (vectors * ops.lanes) == 0 and rows <= a.trip and (options.allow_tails or a.trip % rows == 0)
+            if (b.trip % (vectors * ops.lanes) == 0 or (tails and b.trip > vectors * ops.lanes))
+            and rows <= a.trip and (tails or a.trip % rows == 0)
         ]
         out = []
         for rows, cols in shapes[:SHAPES_PER_TARGET]:
+            ctrip = b.trip if b.trip % cols else None
             for order in Order:
                 args = VectorTileArgs(
                     isa=home.name, inner=b.pattern, red=nest.reductions[0], rows=rows, cols=cols, order=order,
@@ -193,6 +219,8 @@ class RegisterTile(Rule):
                     # only nests other than a plain C[a, b] += A * B need these (older files lack them)
                     reds=" ".join(nest.reductions[1:]) or None,
                     index=" ".join(nest.index) if len(nest.index) > 2 else None,
+                    fission_before=prep.fission_before, fission_after=prep.fission_after, lifts=prep.lifts,
+                    swap=prep.swap, ctrip=ctrip, col_names=" ".join(col_names) if ctrip else None,
                 )
                 out.append(self.step(a.pattern, args))
         return out
@@ -223,6 +251,19 @@ class RegisterTile(Rule):
             return scalar_tile(target, args)
         assert isinstance(args, VectorTileArgs)
         return vector_tile(target, args)
+
+
+def _home(t: Target, nest: VectorNest | None) -> Target | None:
+    """The widest instructions of ``t``'s chain for the nest's element type (f64 on an
+    AVX-512 CPU is AVX2's), None when none computes it."""
+    if nest is None:
+        return None
+    return next((c for c in chain(t) if (o := c.vector(nest.dtype)) and o.has(*ROLES)), None)
+
+
+def _vector_nests(view: ProcView, t: Target) -> frozenset[tuple[str, str]]:
+    """The (rows, columns) loop patterns of every nest a vector tile of ``t`` applies to."""
+    return frozenset((a.pattern, b.pattern) for a, b in tile_nests(view) if _home(t, vector_nest(view, a, b)))
 
 
 def _bases(a: str, b: str, nest: VectorNest, suffix: str = "") -> list[str]:

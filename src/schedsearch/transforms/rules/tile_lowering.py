@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from schedsearch.targets import Role, target
+from dataclasses import replace
+
+from schedsearch.core import DType
+from schedsearch.targets import Role, Target, TargetName, chain, target
 from schedsearch.transforms.calls import After, ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
+from schedsearch.transforms.rules.normalize import Prep
+from schedsearch.transforms.rules.tile_nests import MAX_ROWS
 
 if TYPE_CHECKING:
     from schedsearch.transforms.rules.register_tile import ScalarTileArgs, VectorTileArgs
@@ -32,30 +37,95 @@ def patterns(text: str) -> list[str]:
     return [f"{words[i]} {words[i + 1]}" for i in range(0, len(words) - 1, 2)]
 
 
+def column_split(isa: TargetName, dtype: DType, ctrip: int, cols: int) -> tuple[int, Target | None, int, int]:
+    """How a tile of ``cols`` columns covers ``ctrip`` columns: (columns of whole tiles, the
+    target of the narrower kernel for the rest, its columns, columns left below one vector).
+
+    The narrower kernel uses the widest instructions of ``isa``'s chain whose vectors fit
+    the rest (AVX-512's 16 lanes, then AVX2's 8); what no vector fits stays a plain nest."""
+    main = ctrip // cols * cols
+    rest = ctrip - main
+    narrow = next((t for t in chain(target(isa)) if (o := t.vector(dtype)) and o.has(*ROLES) and o.lanes <= rest),
+                  None)
+    lanes = narrow.vector(dtype).lanes if narrow is not None else 0
+    width = rest // lanes * lanes if lanes else 0
+    return main, narrow, width, rest - width
+
+
+def narrow_rows(t: Target, vectors: int, trip: int) -> int:
+    """Rows of the narrower kernel: as many as ``t``'s registers hold beside its vectors."""
+    return max(1, min(MAX_ROWS, trip, (t.registers - vectors - 1) // vectors))
+
+
 def vector_tile(target_loop: str, args: VectorTileArgs) -> list[ExoCall]:
-    """The calls of a vector register tile, and of its cut tail when the rows do not divide."""
+    """The calls of a vector register tile: its nest's normalizing steps, then the kernel
+    with a cut tail when the rows do not divide; when the columns do not, the rest of the
+    columns first get a narrower kernel and what is narrower than one vector is left a
+    plain nest with its column loop innermost (where gcc vectorises it)."""
+    from schedsearch.transforms.rules.register_tile import Order  # the record's own module imports this one
+
+    calls = Prep(args.fission_before, args.fission_after, args.lifts, args.swap).calls()
     reds = [args.red] + patterns(args.reds or "")
+    ctrip = args.ctrip or 0
+    if not ctrip or ctrip % args.cols == 0:
+        return calls + _tiles(target_loop, args, reds) + [ExoCall("simplify")]
+    main, narrow, width, below = column_split(args.isa, args.dtype, ctrip, args.cols)
+    # Each cut leaves the rest of the columns in a copy of the nest right after it, whose
+    # loops are the next ones of the same names; nests are scheduled last first, so that
+    # the copies a kernel's row tail makes do not renumber the nests still to come.
+    nests = [(target_loop, args.inner, reds)]
+    pieces = [p for p in (width, below) if p]
+    for cut in [main] + pieces[:-1]:
+        a, b, ks = nests[-1]
+        calls += [
+            ExoCall("cut_loop", (Loop(b), cut)),
+            ExoCall("fission", (Stmt(b, ("after",)),), (("n_lifts", 1),)),
+            ExoCall("shift_loop", (Loop(next_pattern(b)), 0)),
+            ExoCall("simplify"),
+        ]
+        nests.append((next_pattern(a), next_pattern(b), [next_pattern(k) for k in ks]))
+    if below:  # the column loop moves below every reduction loop
+        _, b, ks = nests[-1]
+        calls += [ExoCall("reorder_loops", (Loop(b),))] * len(ks)
+    if width:
+        assert narrow is not None
+        a, b, ks = nests[1]
+        ops = narrow.vector(args.dtype)
+        assert ops is not None
+        vectors = width // ops.lanes
+        names = (args.col_names or "").split()
+        narrower = replace(args, isa=narrow.name, cols=width, rows=narrow_rows(narrow, vectors, args.trip or 1),
+                           inner=b, red=ks[0], reds=" ".join(ks[1:]) or None, order=Order.ROWS, ctrip=None,
+                           names=" ".join(names[:9]), tail_names=" ".join(names[9:]), col_names=None,
+                           fission_before=None, fission_after=None, lifts=None, swap=None)
+        calls += _tiles(a, narrower, ks, col_base=main)
+    return calls + _tiles(target_loop, replace(args, ctrip=None), reds) + [ExoCall("simplify")]
+
+
+def _tiles(target_loop: str, args: VectorTileArgs, reds: list[str], col_base: int = 0) -> list[ExoCall]:
+    """One nest's kernel, and the cut tail's kernel when its rows do not divide its trip."""
     trip = args.trip or 0
     names = args.names.split()
     a_name = loop_name(target_loop)
-    calls, unrolls = _kernel(args, a_name, target_loop, reds, args.rows, names, base=None, cut=bool(trip % args.rows))
+    calls, unrolls = _kernel(args, a_name, target_loop, reds, args.rows, names, base=None,
+                             cut=bool(trip % args.rows), col_base=col_base)
     if trip % args.rows:
         # The cut tail's rows loop and reduction loops are the second ones named like the
         # main kernel's (whose rows are not unrolled yet).
         start = trip // args.rows * args.rows
         tail = [next_pattern(r) for r in reds]
         tail_calls, tail_unrolls = _kernel(args, a_name, f"{names[1]} #1", tail, trip % args.rows,
-                                           args.tail_names.split(), base=start)
+                                           args.tail_names.split(), base=start, col_base=col_base)
         calls += tail_calls
         unrolls += tail_unrolls
     # Both kernels are unrolled last: each Exo call costs with the size of the whole proc,
     # and the tail's calls on a proc with the main kernel still rolled cost half as much.
-    return calls + unrolls + [ExoCall("simplify")]
+    return calls + unrolls
 
 
 def _kernel(
     args: VectorTileArgs, a_name: str, rows_loop: str, reds: list[str], rows: int, names: list[str],
-    base: int | None, cut: bool = False,
+    base: int | None, cut: bool = False, col_base: int = 0,
 ) -> tuple[list[ExoCall], list[ExoCall]]:
     """The calls for one kernel on the nest whose rows loop (``a_name`` before the step) is
     ``rows_loop`` and whose
@@ -88,7 +158,8 @@ def _kernel(
         calls.append(ExoCall("reorder_loops", (Nest(f"{ao} {bo}"),)))
     first = f"{rows} * {ao}" if base is None else f"{base} + {rows} * {ao}"
     b_name = loop_name(args.inner)
-    dims = {a_name: f"{first}:{first} + {rows}", b_name: f"{cols} * {bo}:{cols} * {bo} + {cols}"}
+    left = f"{col_base} + {cols} * {bo}" if col_base else f"{cols} * {bo}"
+    dims = {a_name: f"{first}:{first} + {rows}", b_name: f"{left}:{left} + {cols}"}
     index = (args.index or f"{a_name} {b_name}").split()
     window = f"{args.out}[{', '.join(dims.get(v, v) for v in index)}]"
     calls += [

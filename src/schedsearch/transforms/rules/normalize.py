@@ -1,0 +1,152 @@
+"""Normalizing moves: steps that change a nest's shape without aiming at speed, so that a
+composite (a register tile) applies to it.
+
+``fission`` is a rule of its own; ``preparations`` gives, for the reduction nests a
+composite does not match as they stand, the few normalizing steps that bring them into
+its form (the init and epilogue statements split off, then one pair of loops swapped),
+with the proc those steps make. Exo decides every step's legality, here as everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from exo.API_cursors import ForCursor, ReduceCursor
+
+from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
+from schedsearch.transforms.calls import ExoCall, Nest, Stmt, run_all
+from schedsearch.transforms.rules.args import StepArgs, count
+from schedsearch.transforms.rules.base import ProcView, Rule
+from schedsearch.transforms.rules.loops import pair_target
+from schedsearch.transforms.walk import statements
+
+#: Nests larger than this many statements are not normalized: they are scheduled already.
+MAX_NEST_STATEMENTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class FissionArgs(StepArgs):
+    before: bool  # split at the gap before the target loop (else after it)
+    lifts: int = count()  # how many enclosing loops are split in two
+
+
+@dataclass(frozen=True, slots=True)
+class Prep:
+    """Normalizing steps before a composite: the statements before and after
+    ``fission_before`` / ``fission_after`` split off out of ``lifts`` loops, then the nested
+    pair ``swap`` (``"a b"``, Exo's ``reorder_loops``) swapped."""
+
+    fission_before: str | None = None
+    fission_after: str | None = None
+    lifts: int | None = None
+    swap: str | None = None
+
+    def calls(self) -> list[ExoCall]:
+        """The Exo calls of these steps, in order."""
+        calls = []
+        lifts = (("n_lifts", self.lifts or 1),)
+        if self.fission_before:
+            calls.append(ExoCall("fission", (Stmt(self.fission_before, ("prev", "after")),), lifts))
+        if self.fission_after:
+            calls.append(ExoCall("fission", (Stmt(self.fission_after, ("after",)),), lifts))
+        if self.swap:
+            calls.append(ExoCall("reorder_loops", (Nest(self.swap),)))
+        return calls
+
+
+def _reduces(loop) -> bool:
+    """Whether a reduction (``+=``) is somewhere inside ``loop``."""
+    for stmt in loop.body():
+        if isinstance(stmt, ReduceCursor) or (isinstance(stmt, ForCursor) and _reduces(stmt)):
+            return True
+    return False
+
+
+def split_points(view: ProcView) -> Iterator[tuple[str, bool, bool, int]]:
+    """Reduction loops that share their enclosing loop's body with other statements (an
+    init before, an epilogue after): ``(pattern, has a statement before, after, enclosing
+    loops)``. Only small nests: a register tile's kernel has nothing to split off."""
+    for stmt, enclosing in statements(view.proc):
+        if not isinstance(stmt, ForCursor) or not enclosing or len(enclosing[-1][0].body()) < 2:
+            continue
+        if view.loop(enclosing[0][1]).statements > MAX_NEST_STATEMENTS or not _reduces(stmt):
+            continue
+        pattern = next(info.pattern for info in view.loops if view.proc.find_loop(info.pattern) == stmt)
+        yield pattern, bool(stmt.prev()), bool(stmt.next()), len(enclosing)
+
+
+class Fission(Rule):
+    """Split the loops around a reduction loop at the gap before or after it: an init or an
+    epilogue statement gets loops of its own, the reduction a perfect nest.
+
+    ``fission k #0 before=True lifts=2``::
+
+        for i in seq(0, M):              for i in seq(0, M):
+            for j in seq(0, N):              for j in seq(0, N):
+                C[i, j] = 0.0                    C[i, j] = 0.0
+                for k in seq(0, K):  ->  for i in seq(0, M):
+                    C[i, j] += ...           for j in seq(0, N):
+                                                 for k in seq(0, K):
+                                                     C[i, j] += ...
+
+    Exo's ``fission`` checks that the statements commute (``autofission`` would not).
+    """
+
+    kind = RewriteKind.FISSION
+    records = (FissionArgs,)
+
+    def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
+        out = []
+        for pattern, before, after, depth in split_points(view):
+            for flag, present in ((True, before), (False, after)):
+                if present:
+                    out += [self.step(pattern, FissionArgs(before=flag, lifts=n)) for n in sorted({1, depth})]
+        return out
+
+    def lower(self, target: str, args: FissionArgs) -> list[ExoCall]:
+        return Prep(**{"fission_before" if args.before else "fission_after": target, "lifts": args.lifts}).calls()
+
+
+def _apply(proc, calls: list[ExoCall]):
+    """The proc the calls make, None when Exo declines one."""
+    from schedsearch.transforms.replay import EXO_CATCH, rejected_by_exo  # replay imports the rules
+
+    try:
+        return run_all(proc, calls)
+    except EXO_CATCH as exc:
+        if not rejected_by_exo(exc):
+            raise
+        return None
+
+
+def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView]]:
+    """Normalizing steps that make ``matches(view)`` (the nests a composite applies to, as
+    a set of keys) find a new nest, with the view they make: first the init and epilogue
+    statements of each reduction loop split off out of every enclosing loop, then, where
+    that is not enough, one pair of enclosing loops swapped (a spatial loop moved outward
+    between the tile's rows and columns, as in a convolution's ``o y x``)."""
+    before = matches(view)
+    bases = [(Prep(), view)]
+    for pattern, prev, nxt, depth in split_points(view):
+        prep = Prep(fission_before=pattern if prev else None, fission_after=pattern if nxt else None, lifts=depth)
+        proc = _apply(view.proc, prep.calls())
+        if proc is not None:
+            bases.append((prep, ProcView.of(proc)))
+    for prep, base in bases:
+        found = matches(base)
+        if prep != Prep() and found - before:
+            yield prep, base
+        for info in base.loops:
+            if info.child is None or base.loop(info.child).child is None or info.statements > MAX_NEST_STATEMENTS:
+                continue  # a pair with a loop below it: the reduction stays inside
+            pair = pair_target(base, info)
+            if pair is None or not _reduces(base.proc.find_loop(info.pattern)):
+                continue
+            swapped = Prep(prep.fission_before, prep.fission_after, prep.lifts, pair)
+            proc = _apply(base.proc, [ExoCall("reorder_loops", (Nest(pair),))])
+            if proc is None:
+                continue
+            after = ProcView.of(proc)
+            if matches(after) - found - before:
+                yield swapped, after
