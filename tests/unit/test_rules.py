@@ -137,6 +137,7 @@ WORKLOADS = [
     (ROOT / "examples" / "matvec.py", "matvec", {"M": 16, "N": 32}, "avx512"),
     (ROOT / "examples" / "blur.py", "blur2_local", {"H": 16, "W": 16}, "scalar"),
     (DATA / "fusable.py", None, None, "scalar"),
+    (ROOT / "examples" / "kernels.py", "conv2d", {"Co": 8, "Ci": 4, "H": 4, "W": 20}, "avx512"),
 ]
 
 

@@ -104,6 +104,7 @@ class CandidateFeatures:
     steps_register_tile: float = 0.0
     steps_compute_at: float = 0.0
     steps_vectorize: float = 0.0
+    steps_fission: float = 0.0
     # the loop nest
     loops: float = 0.0
     max_nest_depth: float = 0.0

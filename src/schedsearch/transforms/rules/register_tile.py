@@ -208,6 +208,7 @@ class RegisterTile(Rule):
             if (b.trip % (vectors * ops.lanes) == 0 or (tails and b.trip > vectors * ops.lanes))
             and rows <= a.trip and (tails or a.trip % rows == 0)
         ]
+        shapes.sort(key=lambda shape: b.trip % shape[1] != 0)  # whole tiles first, tails after
         out = []
         for rows, cols in shapes[:SHAPES_PER_TARGET]:
             ctrip = b.trip if b.trip % cols else None

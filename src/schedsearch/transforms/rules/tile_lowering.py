@@ -41,12 +41,13 @@ def column_split(isa: TargetName, dtype: DType, ctrip: int, cols: int) -> tuple[
     """How a tile of ``cols`` columns covers ``ctrip`` columns: (columns of whole tiles, the
     target of the narrower kernel for the rest, its columns, columns left below one vector).
 
-    The narrower kernel uses the widest instructions of ``isa``'s chain whose vectors fit
-    the rest (AVX-512's 16 lanes, then AVX2's 8); what no vector fits stays a plain nest."""
+    The narrower kernel uses the instructions of ``isa``'s chain that leave the fewest
+    columns to a plain nest (the widest of those: 28 columns are 3 AVX2 vectors and 4 plain
+    columns, not one AVX-512 vector and 12); what no vector fits stays a plain nest."""
     main = ctrip // cols * cols
     rest = ctrip - main
-    narrow = next((t for t in chain(target(isa)) if (o := t.vector(dtype)) and o.has(*ROLES) and o.lanes <= rest),
-                  None)
+    fits = [t for t in chain(target(isa)) if (o := t.vector(dtype)) and o.has(*ROLES) and o.lanes <= rest]
+    narrow = min(fits, key=lambda t: rest % t.vector(dtype).lanes, default=None)  # min keeps the widest of ties
     lanes = narrow.vector(dtype).lanes if narrow is not None else 0
     width = rest // lanes * lanes if lanes else 0
     return main, narrow, width, rest - width

@@ -1,0 +1,153 @@
+"""The kernel-class suite: kernels written the way people write them, each searched with
+the defaults for the same wall-time budget, against references timed on this machine.
+
+Run: ``python benchmarks/kernel_classes.py [--budget 120] [--cases matmul_init conv2d ...]``
+
+Each case of ``examples/kernels.py`` (plus SGEMM 512 from ``examples/matmul.py``, where the
+register tile applies as written) is searched by ``schedsearch run`` in a process of its
+own, with a fresh database. Its best (re-measured side by side) is compared with
+
+- numpy's equivalent through OpenBLAS, one thread, pinned, timed in this process: ``A @ B``
+  for a product, a batched ``np.matmul``, ``(A @ B) @ E`` for the chain, ``maximum(A @ B, 0)``
+  for the epilogue; for the 3x3 convolution the GEMM of the same FLOPs an im2col lowering
+  would run (``w`` as Co x 9Ci times a 9Ci x HW matrix), the im2col itself not counted;
+- the machine's f32 FMA peak of one core (``fma_peak.py``).
+
+Prints one Markdown table row per case, ready for RESULTS.md, and the CPU's model name.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fma_peak import fma_peak  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "examples" / "kernels.py"
+MATMUL = ROOT / "examples" / "matmul.py"
+rng = np.random.default_rng(0)
+
+
+def _f32(*shape):
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def _gemm(m: int, n: int, k: int):
+    a, b = _f32(m, k), _f32(k, n)
+    return lambda: a @ b
+
+
+def _numpy_case(proc: str, s: dict[str, int]):
+    """(the numpy call, its FLOP count) standing for ``proc`` at sizes ``s``."""
+    if proc in ("matmul_init", "matmul_relu", "sgemm"):
+        m, n, k = s["M"], s["N"], s["K"]
+        a, b = _f32(m, k), _f32(k, n)
+        call = (lambda: np.maximum(a @ b, 0)) if proc == "matmul_relu" else (lambda: a @ b)
+        return call, 2 * m * n * k
+    if proc == "matmul_aat":
+        a = _f32(s["M"], s["K"])
+        return (lambda: a @ a.T), 2 * s["M"] ** 2 * s["K"]
+    if proc == "bmm":
+        a, b = _f32(s["Bt"], s["M"], s["K"]), _f32(s["Bt"], s["K"], s["N"])
+        return (lambda: np.matmul(a, b)), 2 * s["Bt"] * s["M"] * s["N"] * s["K"]
+    if proc == "conv2d":
+        co, ci, hw = s["Co"], s["Ci"], s["H"] * s["W"]
+        return _gemm(co, hw, 9 * ci), 2 * co * hw * 9 * ci
+    if proc == "matmul_chain":
+        a, b, e = _f32(s["M"], s["K"]), _f32(s["K"], s["N"]), _f32(s["N"], s["L"])
+        return (lambda: (a @ b) @ e), 2 * s["M"] * s["N"] * (s["K"] + s["L"])
+    raise ValueError(proc)
+
+
+def time_call(call, seconds: float = 1.0) -> float:
+    """Median seconds of one call, over samples of at least 20 ms each."""
+    call()
+    reps, t0 = 1, time.perf_counter()
+    call()
+    one = max(time.perf_counter() - t0, 1e-7)
+    reps = max(1, int(0.02 / one))
+    samples, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end or len(samples) < 5:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            call()
+        samples.append((time.perf_counter() - t0) / reps)
+    return statistics.median(samples)
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            name = line.split(":", 1)[1].strip()
+            family = next(x for x in Path("/proc/cpuinfo").read_text().splitlines() if x.startswith("cpu family"))
+            return f"{name} (family {family.split(':')[1].strip()})"
+    return "unknown CPU"
+
+
+CASES = ("matmul_init", "matmul_aat", "bmm", "conv2d", "matmul_chain", "matmul_relu", "sgemm")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=120.0)
+    parser.add_argument("--cases", nargs="*", default=list(CASES))
+    opts = parser.parse_args()
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # numpy pinned to one core
+    peak = fma_peak()
+    print(f"{cpu_model()}; f32 FMA peak of one core {peak:.1f} GFLOP/s; budget {opts.budget:.0f} s per case\n")
+    print("| case | sizes | schedsearch GFLOP/s | best found at | numpy GFLOP/s | x numpy | x FMA peak | depth |")
+    print("|---|---|---|---|---|---|---|---|")
+    from schedsearch.transforms.workload import load_workload
+
+    for proc in opts.cases:
+        file = MATMUL if proc == "sgemm" else KERNELS
+        sizes = {"M": 512, "N": 512, "K": 512} if proc == "sgemm" else None
+        w = load_workload(file, proc, sizes)
+        call, flops = _numpy_case(proc, w.sizes_dict)
+        ref = flops / time_call(call) / 1e9
+        os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+        with tempfile.TemporaryDirectory() as tmp:
+            extra = ["--size", "M=512,N=512,K=512"] if proc == "sgemm" else []
+            result = search_sized(file, proc, opts.budget, Path(tmp) / "s.db", extra)
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+        best = result["best"] or {}
+        ours = best.get("gflops") or 0.0
+        events = result.get("best_at", "")
+        print(f"| {proc} | {','.join(f'{k}={v}' for k, v in w.sizes_dict.items())} | {ours:.1f} | {events} | "
+              f"{ref:.1f} | {ours / ref:.2f} | {ours / peak:.2f} | {best.get('depth', '-')} |", flush=True)
+
+
+def search_sized(file: Path, proc: str, budget: float, db: Path, extra: list[str]) -> dict:
+    """``search`` with extra arguments (sizes), and when the final best was first measured."""
+    exe = Path(sys.executable).with_name("schedsearch")
+    events = db.with_suffix(".events")
+    out = subprocess.run([str(exe), "run", str(file), "--proc", proc, "--budget", str(budget), "--db", str(db),
+                          "--json", "--events", str(events), *extra], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{proc}: schedsearch run failed: {out.stderr.strip().splitlines()[-1:]}")
+    result = json.loads(out.stdout)
+    fp = (result.get("best") or {}).get("fingerprint")
+    for line in events.read_text().splitlines() if events.exists() else []:
+        event = json.loads(line)
+        if event.get("kind") == "new_best" and fp and fp in json.dumps(event):
+            result["best_at"] = f"{event.get('elapsed', 0):.0f} s"
+            break
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Kernels written the plain way reach a register tile in one step: init and epilogue
+statements split off (``fission``), one pair of loops swapped, columns that no tile divides
+covered by a narrower kernel and a plain nest. Real Exo decides legality; real gcc builds
+every candidate, which must compute what the unscheduled proc computes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schedsearch.core import BenchConfig, ExpandOptions, Rewrite, RewriteKind, Schedule, Status
+from schedsearch.evaluate import evaluate_candidate
+from schedsearch.transforms import Expander, load_workload, propose, root_candidate, schedule_script
+from schedsearch.transforms.rules import describe
+
+KERNELS = Path(__file__).resolve().parents[2] / "examples" / "kernels.py"
+CONFIG = BenchConfig(samples=3, min_sample_seconds=0.001, warmup_seconds=0.0)
+
+
+def tiles(expander: Expander, schedule: Schedule = Schedule()) -> list[Rewrite]:
+    proc = expander.proc_for(schedule)
+    return [r for r in propose(proc, expander.options) if r.kind is RewriteKind.REGISTER_TILE]
+
+
+def verified(expander: Expander, schedule: Schedule, tmp_path: Path):
+    workload = expander.workload
+    candidate = expander.candidate(schedule)
+    result = evaluate_candidate(workload, root_candidate(workload), candidate, CONFIG, tmp_path)
+    assert result.status is Status.OK, (describe(schedule.steps[-1]), result.error)
+    assert result.max_error is not None and result.max_error <= 1e-3
+    return candidate
+
+
+def test_fission_splits_an_init_statement_from_its_reduction() -> None:
+    expander = Expander(load_workload(KERNELS, "matmul_init", {"M": 8, "N": 16, "K": 4}),
+                        ExpandOptions(target="avx512"))
+    steps = [r for r in propose(expander.proc_for(Schedule()), expander.options) if r.kind is RewriteKind.FISSION]
+    assert {(r.target, r.arg("before"), r.arg("lifts")) for r in steps} == {("k #0", True, 1), ("k #0", True, 2)}
+    whole = next(r for r in steps if r.arg("lifts") == 2)
+    text = expander.candidate(Schedule((whole,))).proc_text
+    # two nests: the zeroing one, then the perfect reduction nest
+    assert text.count("for i in seq(0, 8)") == 2 and text.index("= 0.0") < text.index("+=")
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize(
+    "proc,sizes,prep",
+    [
+        # 44 columns: whole tiles, a narrower kernel and 4 columns below one AVX2 vector
+        ("matmul_init", {"M": 13, "N": 44, "K": 5}, {"fission_before"}),
+        ("matmul_relu", {"M": 7, "N": 40, "K": 3}, {"fission_before", "fission_after"}),
+        ("conv2d", {"Co": 9, "Ci": 2, "H": 3, "W": 20}, {"fission_before", "swap"}),
+        ("bmm", {"Bt": 2, "M": 7, "N": 40, "K": 3}, {"fission_before"}),
+        ("matmul_chain", {"M": 8, "N": 16, "K": 3, "L": 32}, {"fission_before"}),
+    ],
+)
+def test_plain_kernels_get_register_tiles_that_compute_the_same(proc, sizes, prep, isa, tmp_path) -> None:
+    expander = Expander(load_workload(KERNELS, proc, sizes), ExpandOptions(target=isa))
+    found = tiles(expander)
+    assert found, f"no register tile proposed for {proc}"
+    for step in found[:4]:
+        assert {k for k, _ in step.args} >= prep, describe(step)
+        assert step.arg("isa") == isa
+        candidate = verified(expander, Schedule((step,)), tmp_path)
+        assert ("_mm512_fmadd_ps" if isa == "avx512" else "_mm256_fmadd_ps") in candidate.c_source
+    # the schedule exports as plain Exo calls, normalizing steps included
+    script = schedule_script(expander.workload, Schedule((found[0],)))
+    assert "fission(" in script and "replace_in(" in script
+
+
+def test_column_tails_use_a_narrower_kernel_and_leave_less_than_a_vector(tmp_path) -> None:
+    expander = Expander(load_workload(KERNELS, "matmul_init", {"M": 6, "N": 60, "K": 3}),
+                        ExpandOptions(target="avx512"))
+    step = next(r for r in tiles(expander) if r.arg("cols") == 32)
+    assert step.arg("ctrip") == 60
+    candidate = verified(expander, Schedule((step,)), tmp_path)
+    # 32 columns in 16-lane vectors, then 24 in three of AVX2's 8 lanes, then 4 columns plain
+    assert "_mm512_fmadd_ps" in candidate.c_source and "_mm256_fmadd_ps" in candidate.c_source
+
+
+def test_the_second_product_of_a_chain_is_tiled_in_the_next_step(tmp_path) -> None:
+    expander = Expander(load_workload(KERNELS, "matmul_chain", {"M": 8, "N": 16, "K": 3, "L": 32}),
+                        ExpandOptions(target="avx512"))
+    first = tiles(expander)
+    assert {r.arg("out") for r in first} == {"tmp", "D"}
+    step = next(r for r in first if r.arg("out") == "tmp")
+    then = next(r for r in tiles(expander, Schedule((step,))) if r.arg("out") == "D")
+    candidate = verified(expander, Schedule((step, then)), tmp_path)
+    assert candidate.c_source.count("_mm512_fmadd_ps") > 1
