@@ -23,6 +23,9 @@ from schedsearch.transforms.walk import statements
 
 #: Nests larger than this many statements are not normalized: they are scheduled already.
 MAX_NEST_STATEMENTS = 8
+#: Loop swaps are tried only on procs of at most this many statements (an unscheduled
+#: kernel has a handful; a register tile's tens): Exo's check of each costs with the size.
+MAX_SWAP_STATEMENTS = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,8 @@ def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView]]:
         found = matches(base)
         if prep != Prep() and found - before:
             yield prep, base
+        if sum(1 for _ in statements(base.proc)) > MAX_SWAP_STATEMENTS:
+            continue  # a scheduled proc: each swap Exo checks costs with its size
         for info in base.loops:
             if info.child is None or base.loop(info.child).child is None or info.statements > MAX_NEST_STATEMENTS:
                 continue  # a pair with a loop below it: the reduction stays inside
