@@ -140,7 +140,7 @@ def main() -> None:
         os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         with tempfile.TemporaryDirectory() as tmp:
             extra = ["--size", "M=512,N=512,K=512"] if proc == "sgemm" else []
-            result = search_sized(file, proc, opts.budget, Path(tmp) / "s.db", extra)
+            result = search(file, proc, opts.budget, Path(tmp) / "s.db", extra)
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
         best = result["best"] or {}
         ours = best.get("gflops") or 0.0
@@ -149,7 +149,7 @@ def main() -> None:
               f"{ref:.1f} | {ours / ref:.2f} | {ours / peak:.2f} | {best.get('depth', '-')} |", flush=True)
 
 
-def search_sized(file: Path, proc: str, budget: float, db: Path, extra: list[str]) -> dict:
+def search(file: Path, proc: str, budget: float, db: Path, extra: list[str]) -> dict:
     """``schedsearch run --json`` of ``proc`` with the defaults, ``budget`` seconds and extra
     arguments (sizes); ``best_at``: when the search first measured a candidate within 95%
     of its final best's speed."""

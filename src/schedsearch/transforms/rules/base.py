@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from exo.API_cursors import AllocCursor
+
 from schedsearch.core import ArgValue, ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall
 from schedsearch.transforms.rules.args import StepArgs, encode, field_names
-from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loops
+from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loops, statements
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +28,19 @@ class ProcView:
     loops: tuple[LoopInfo, ...]
     names: frozenset[str]
     arg_tensors: frozenset[str]
+    #: Element type of every tensor a nest may compute with: the arguments and the tensors
+    #: the proc allocates (a stage's intermediate, such as ``tmp`` between two products).
+    tensor_types: Mapping[str, object]
 
     @staticmethod
     def of(proc) -> ProcView:
         """The view of ``proc``."""
         tensors = frozenset(a.name() for a in proc.args() if a.is_tensor())
-        return ProcView(proc, tuple(loops(proc)), frozenset(all_names(proc)), tensors)
+        types = {a.name(): a.type() for a in proc.args() if a.is_tensor()}
+        for stmt, _ in statements(proc):
+            if isinstance(stmt, AllocCursor) and stmt.is_tensor():
+                types.setdefault(stmt.name(), stmt.type())
+        return ProcView(proc, tuple(loops(proc)), frozenset(all_names(proc)), tensors, types)
 
     def loop(self, pattern: str) -> LoopInfo:
         """The loop at ``pattern``."""

@@ -70,12 +70,16 @@ def split_points(view: ProcView) -> Iterator[tuple[str, bool, bool, int]]:
     """Reduction loops that share their enclosing loop's body with other statements (an
     init before, an epilogue after): ``(pattern, has a statement before, after, enclosing
     loops)``. Only small nests: a register tile's kernel has nothing to split off."""
+    seen: dict[str, int] = {}  # loops of each name so far, in pre-order: their patterns' numbers
     for stmt, enclosing in statements(view.proc):
-        if not isinstance(stmt, ForCursor) or not enclosing or len(enclosing[-1][0].body()) < 2:
+        if not isinstance(stmt, ForCursor):
+            continue
+        pattern = f"{stmt.name()} #{seen.get(stmt.name(), 0)}"
+        seen[stmt.name()] = seen.get(stmt.name(), 0) + 1
+        if not enclosing or len(enclosing[-1][0].body()) < 2:
             continue
         if view.loop(enclosing[0][1]).statements > MAX_NEST_STATEMENTS or not _reduces(stmt):
             continue
-        pattern = next(info.pattern for info in view.loops if view.proc.find_loop(info.pattern) == stmt)
         yield pattern, bool(stmt.prev()), bool(stmt.next()), len(enclosing)
 
 
@@ -123,9 +127,10 @@ def _apply(proc, calls: list[ExoCall]):
         return None
 
 
-def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView]]:
+def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView, frozenset]]:
     """Normalizing steps that make ``matches(view)`` (the nests a composite applies to, as
-    a set of keys) find a new nest, with the view they make: first the init and epilogue
+    a set of keys) find new nests, with the view they make and those nests' keys (a nest
+    that matched before keeps no steps it does not need): first the init and epilogue
     statements of each reduction loop split off out of every enclosing loop, then, where
     that is not enough, one pair of enclosing loops swapped (a spatial loop moved outward
     between the tile's rows and columns, as in a convolution's ``o y x``)."""
@@ -139,7 +144,7 @@ def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView]]:
     for prep, base in bases:
         found = matches(base)
         if prep != Prep() and found - before:
-            yield prep, base
+            yield prep, base, found - before
         if sum(1 for _ in statements(base.proc)) > MAX_SWAP_STATEMENTS:
             continue  # a scheduled proc: each swap Exo checks costs with its size
         for info in base.loops:
@@ -153,5 +158,5 @@ def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView]]:
             if proc is None:
                 continue
             after = ProcView.of(proc)
-            if matches(after) - found - before:
-                yield swapped, after
+            if new := matches(after) - found - before:
+                yield swapped, after, new

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from schedsearch.core import ArgValue, DType, ExpandOptions, Rewrite, RewriteKind
-from schedsearch.targets import Target, TargetName, chain, target
+from schedsearch.targets import Target, TargetName, target
 from schedsearch.transforms.calls import ExoCall
 from schedsearch.transforms.rules.args import ArgError, StepArgs, count, loop, naming
 from schedsearch.transforms.rules.base import ProcView, Rule
 from schedsearch.transforms.rules.normalize import Prep, preparations
-from schedsearch.transforms.rules.tile_lowering import ROLES, patterns, scalar_tile, vector_tile
+from schedsearch.transforms.rules.tile_lowering import ROLES, patterns, scalar_tile, tile_targets, vector_tile
 from schedsearch.transforms.rules.tile_nests import VectorNest, scalar_nest, tile_nests, tile_shapes, vector_nest
 from schedsearch.transforms.walk import LoopInfo
 
@@ -186,11 +186,11 @@ class RegisterTile(Rule):
                 out += self._scalar(view, a, b)
         if t.is_vector:
             # nests a few normalizing steps away: the steps and the tile, as one step
-            for prep, normal in preparations(view, lambda v: _vector_nests(v, t)):
+            for prep, normal, new in preparations(view, lambda v: _vector_nests(v, t)):
                 for a, b in tile_nests(normal):
                     nest = vector_nest(normal, a, b)
                     home = _home(t, nest)
-                    if nest is not None and home is not None and (a.pattern, b.pattern) in _vector_nests(normal, t):
+                    if (a.pattern, b.pattern) in new and nest is not None and home is not None:
                         out += self._vector(normal, a, b, nest, home, options, prep)
         return out
 
@@ -257,9 +257,7 @@ class RegisterTile(Rule):
 def _home(t: Target, nest: VectorNest | None) -> Target | None:
     """The widest instructions of ``t``'s chain for the nest's element type (f64 on an
     AVX-512 CPU is AVX2's), None when none computes it."""
-    if nest is None:
-        return None
-    return next((c for c in chain(t) if (o := c.vector(nest.dtype)) and o.has(*ROLES)), None)
+    return next(iter(tile_targets(t, nest.dtype)), None) if nest is not None else None
 
 
 def _vector_nests(view: ProcView, t: Target) -> frozenset[tuple[str, str]]:

@@ -3,9 +3,8 @@ unrolled for gcc's vectoriser (the ``scalar`` target's tile)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from schedsearch.core import DType
 from schedsearch.targets import Role, Target, TargetName, chain, target
@@ -37,6 +36,12 @@ def patterns(text: str) -> list[str]:
     return [f"{words[i]} {words[i + 1]}" for i in range(0, len(words) - 1, 2)]
 
 
+def tile_targets(t: Target, dtype: str) -> list[Target]:
+    """The targets of ``t``'s chain, widest first, whose instructions make a register tile
+    of ``dtype`` (f32 on AVX-512 is AVX-512's and AVX2's; f64 only AVX2's)."""
+    return [c for c in chain(t) if (o := c.vector(dtype)) is not None and o.has(*ROLES)]
+
+
 def column_split(isa: TargetName, dtype: DType, ctrip: int, cols: int) -> tuple[int, Target | None, int, int]:
     """How a tile of ``cols`` columns covers ``ctrip`` columns: (columns of whole tiles, the
     target of the narrower kernel for the rest, its columns, columns left below one vector).
@@ -46,7 +51,7 @@ def column_split(isa: TargetName, dtype: DType, ctrip: int, cols: int) -> tuple[
     columns, not one AVX-512 vector and 12); what no vector fits stays a plain nest."""
     main = ctrip // cols * cols
     rest = ctrip - main
-    fits = [t for t in chain(target(isa)) if (o := t.vector(dtype)) and o.has(*ROLES) and o.lanes <= rest]
+    fits = [t for t in tile_targets(target(isa), dtype) if t.vector(dtype).lanes <= rest]
     narrow = min(fits, key=lambda t: rest % t.vector(dtype).lanes, default=None)  # min keeps the widest of ties
     lanes = narrow.vector(dtype).lanes if narrow is not None else 0
     width = rest // lanes * lanes if lanes else 0

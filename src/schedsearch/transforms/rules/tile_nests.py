@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from exo.API_cursors import AllocCursor, BinaryOpCursor, ReadCursor, ReduceCursor
+from exo.API_cursors import BinaryOpCursor, ReadCursor, ReduceCursor
 
 from schedsearch.targets import Target
 from schedsearch.transforms.rules.base import ProcView
-from schedsearch.transforms.walk import LoopInfo, affine, statements
+from schedsearch.transforms.walk import LoopInfo, affine
 
 #: At most this many rows / vectors: beyond them unrolled kernels grow without gaining.
 MAX_ROWS, MAX_VECTORS = 12, 4
@@ -56,16 +56,6 @@ class VectorNest:
     dtype: str  # Exo's spelling of the element type shared by all three
     index: tuple[str, ...]  # the output's index variables, in order (``a`` and ``b`` among them)
     reductions: tuple[str, ...]  # patterns of k1..kn, outermost first
-
-
-def buffer_types(proc) -> dict:
-    """Element type of every tensor a nest may compute with: the arguments and the tensors
-    the proc allocates (a stage's intermediate, such as ``tmp`` between two products)."""
-    types = {arg.name(): arg.type() for arg in proc.args() if arg.is_tensor()}
-    for stmt, _ in statements(proc):
-        if isinstance(stmt, AllocCursor) and stmt.is_tensor():
-            types.setdefault(stmt.name(), stmt.type())
-    return types
 
 
 def _plain(expr) -> str | None:
@@ -146,7 +136,7 @@ def vector_nest(view: ProcView, a: LoopInfo, b: LoopInfo) -> VectorNest | None:
     if vec is None or bcast is None:
         return None
     names = (stmt.name(), bcast.name(), vec.name())
-    types = buffer_types(view.proc)
+    types = view.tensor_types
     if len(set(names)) != 3 or not set(names) <= types.keys():
         return None
     kinds = {types[n] for n in names}
