@@ -105,6 +105,9 @@ KERNELS: dict[str, tuple[str, ...]] = {
     "blur2_local": (str(EXAMPLES / "blur.py"), "--proc", "blur2_local"),
     "gemv_t": (str(EXAMPLES / "gemv.py"), "--proc", "gemv_t"),
     "conv1d": (str(EXAMPLES / "conv1d.py"),),
+    # the kernel-class suite (``kernel_classes.py``): written the way people write them
+    **{name: (str(EXAMPLES / "kernels.py"), "--proc", name)
+       for name in ("matmul_init", "matmul_aat", "bmm", "conv2d", "matmul_chain", "matmul_relu")},
 }
 DEFAULT_KERNELS = ("sgemm512", "conv1d_mc", "i8")
 #: Other workloads and sizes whose searches make the warm-start history.

@@ -53,6 +53,8 @@ def test_fission_splits_an_init_statement_from_its_reduction() -> None:
         ("conv2d", {"Co": 9, "Ci": 2, "H": 3, "W": 20}, {"fission_before", "swap"}),
         ("bmm", {"Bt": 2, "M": 7, "N": 40, "K": 3}, {"fission_before"}),
         ("matmul_chain", {"M": 8, "N": 16, "K": 3, "L": 32}, {"fission_before"}),
+        # the second A is not contiguous along the columns: it is copied into a panel first
+        ("matmul_aat", {"M": 21, "K": 3}, {"fission_before", "panel"}),
     ],
 )
 def test_plain_kernels_get_register_tiles_that_compute_the_same(proc, sizes, prep, isa, tmp_path) -> None:
@@ -69,14 +71,30 @@ def test_plain_kernels_get_register_tiles_that_compute_the_same(proc, sizes, pre
     assert "fission(" in script and "replace_in(" in script
 
 
-def test_column_tails_use_a_narrower_kernel_and_leave_less_than_a_vector(tmp_path) -> None:
+def test_column_tails_use_a_narrower_kernel_and_a_masked_vector(tmp_path) -> None:
     expander = Expander(load_workload(KERNELS, "matmul_init", {"M": 6, "N": 60, "K": 3}),
                         ExpandOptions(target="avx512"))
     step = next(r for r in tiles(expander) if r.arg("cols") == 32)
-    assert step.arg("ctrip") == 60
+    assert step.arg("ctrip") == 60 and step.arg("mask_names")
     candidate = verified(expander, Schedule((step,)), tmp_path)
-    # 32 columns in 16-lane vectors, then 24 in three of AVX2's 8 lanes, then 4 columns plain
+    # 32 columns in 16-lane vectors, then 24 in three of AVX2's 8 lanes, then the last 4
+    # in one AVX-512 vector masked to 4 lanes: no column is left to a plain loop
     assert "_mm512_fmadd_ps" in candidate.c_source and "_mm256_fmadd_ps" in candidate.c_source
+    assert "_mm512_mask_fmadd_ps" in candidate.c_source and "_mm512_maskz_loadu_ps" in candidate.c_source
+    assert "C[i, 56 + j] +=" not in candidate.proc_text
+    # a step without mask names (a schedule file from before masks) keeps those 4 plain
+    plain = Rewrite(step.kind, step.target, tuple((k, v) for k, v in step.args if k != "mask_names"))
+    old = verified(expander, Schedule((plain,)), tmp_path)
+    assert "_mm512_mask_fmadd_ps" not in old.c_source and "C[i, 56 + j] +=" in old.proc_text
+
+
+def test_without_masks_the_last_columns_stay_a_plain_nest(tmp_path) -> None:
+    expander = Expander(load_workload(KERNELS, "matmul_init", {"M": 6, "N": 20, "K": 3}),
+                        ExpandOptions(target="avx2"))
+    step = next(r for r in tiles(expander) if r.arg("ctrip") == 20)
+    assert step.arg("mask_names") is None  # AVX2 has no masked FMA
+    candidate = verified(expander, Schedule((step,)), tmp_path)
+    assert "_mm256_fmadd_ps" in candidate.c_source and "mask" not in candidate.c_source
 
 
 def test_the_second_product_of_a_chain_is_tiled_in_the_next_step(tmp_path) -> None:
@@ -88,3 +106,29 @@ def test_the_second_product_of_a_chain_is_tiled_in_the_next_step(tmp_path) -> No
     then = next(r for r in tiles(expander, Schedule((step,))) if r.arg("out") == "D")
     candidate = verified(expander, Schedule((step, then)), tmp_path)
     assert candidate.c_source.count("_mm512_fmadd_ps") > 1
+
+
+def test_a_transposed_operand_is_copied_into_a_panel_the_tile_streams(tmp_path) -> None:
+    expander = Expander(load_workload(KERNELS, "matmul_aat", {"M": 40, "K": 5}), ExpandOptions(target="avx512"))
+    step = next(r for r in tiles(expander) if r.arg("panel") is not None)
+    assert (step.arg("panel_side"), step.arg("panel_dims"), step.arg("vec")) == ("rhs", "k 5 j 40", "A_panel")
+    candidate = verified(expander, Schedule((step,)), tmp_path)
+    # one copy before the product, reduction index first; the kernel loads rows of the panel
+    assert "A_panel : f32[5, 40]" in candidate.proc_text
+    assert "A_panel[k, j] = A[j, k]" in candidate.proc_text
+    assert "mm512_loadu_ps(A_panel_vec" in candidate.proc_text
+    script = schedule_script(expander.workload, Schedule((step,)))
+    assert "bind_expr(" in script and "remove_loop(" in script
+
+
+def test_a_panel_needs_all_of_its_arguments() -> None:
+    from schedsearch.errors import ReplayError
+
+    expander = Expander(load_workload(KERNELS, "matmul_aat", {"M": 40, "K": 5}), ExpandOptions(target="avx512"))
+    step = next(r for r in tiles(expander) if r.arg("panel") is not None)
+    broken = Rewrite(step.kind, step.target, tuple((k, v) for k, v in step.args if k != "panel_dims"))
+    with pytest.raises(ReplayError, match="go together"):
+        expander.candidate(Schedule((broken,)))
+    bad = Rewrite(step.kind, step.target, tuple((k, "k five" if k == "panel_dims" else v) for k, v in step.args))
+    with pytest.raises(ReplayError, match="pairs of a loop variable and an extent"):
+        expander.candidate(Schedule((bad,)))

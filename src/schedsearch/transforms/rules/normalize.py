@@ -3,8 +3,9 @@ composite (a register tile) applies to it.
 
 ``fission`` is a rule of its own; ``preparations`` gives, for the reduction nests a
 composite does not match as they stand, the few normalizing steps that bring them into
-its form (the init and epilogue statements split off, then one pair of loops swapped),
-with the proc those steps make. Exo decides every step's legality, here as everywhere.
+its form (the init and epilogue statements split off, then one pair of loops swapped or
+one operand copied into a panel, ``layout.Panel``), with the proc those steps make.
+Exo decides every step's legality, here as everywhere.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall, Nest, Stmt, run_all
 from schedsearch.transforms.rules.args import StepArgs, count
 from schedsearch.transforms.rules.base import ProcView, Rule
+from schedsearch.transforms.rules.layout import Panel, panel_candidates
 from schedsearch.transforms.rules.loops import pair_target
 from schedsearch.transforms.walk import statements
 
 #: Nests larger than this many statements are not normalized: they are scheduled already.
 MAX_NEST_STATEMENTS = 8
-#: Loop swaps are tried only on procs of at most this many statements (an unscheduled
-#: kernel has a handful; a register tile's tens): Exo's check of each costs with the size.
-MAX_SWAP_STATEMENTS = 24
+#: Loop swaps and packs are tried only on procs of at most this many statements (an
+#: unscheduled kernel has a handful; a register tile's tens): Exo's checks cost with the size.
+MAX_PREP_STATEMENTS = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +40,30 @@ class FissionArgs(StepArgs):
 class Prep:
     """Normalizing steps before a composite: the statements before and after
     ``fission_before`` / ``fission_after`` split off out of ``lifts`` loops, then the nested
-    pair ``swap`` (``"a b"``, Exo's ``reorder_loops``) swapped."""
+    pair ``swap`` (``"a b"``, Exo's ``reorder_loops``) swapped, then an operand copied into a panel."""
 
     fission_before: str | None = None
     fission_after: str | None = None
     lifts: int | None = None
     swap: str | None = None
+    panel: Panel | None = None
+
+    def fields(self) -> dict[str, object]:
+        """These steps as a composite's step arguments (``VectorTileArgs``), None when absent."""
+        panel = self.panel
+        return {
+            "fission_before": self.fission_before, "fission_after": self.fission_after, "lifts": self.lifts,
+            "swap": self.swap, "panel": panel and panel.loop, "panel_side": panel and panel.side,
+            "panel_name": panel and panel.name, "panel_dims": panel and panel.encode_dims(),
+        }
+
+    @staticmethod
+    def of(args) -> Prep:
+        """The steps named by a composite's arguments (the inverse of ``fields``)."""
+        panel = None
+        if args.panel is not None:
+            panel = Panel(args.panel, args.panel_side, args.panel_name, Panel.decode_dims(args.panel_dims))
+        return Prep(args.fission_before, args.fission_after, args.lifts, args.swap, panel)
 
     def calls(self) -> list[ExoCall]:
         """The Exo calls of these steps, in order."""
@@ -55,6 +75,8 @@ class Prep:
             calls.append(ExoCall("fission", (Stmt(self.fission_after, ("after",)),), lifts))
         if self.swap:
             calls.append(ExoCall("reorder_loops", (Nest(self.swap),)))
+        if self.panel:
+            calls += self.panel.calls()
         return calls
 
 
@@ -133,7 +155,8 @@ def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView, froz
     that matched before keeps no steps it does not need): first the init and epilogue
     statements of each reduction loop split off out of every enclosing loop, then, where
     that is not enough, one pair of enclosing loops swapped (a spatial loop moved outward
-    between the tile's rows and columns, as in a convolution's ``o y x``)."""
+    between the tile's rows and columns, as in a convolution's ``o y x``) or one operand
+    copied into a panel contiguous along the columns (the second ``A`` of ``A @ A^T``)."""
     before = matches(view)
     bases = [(Prep(), view)]
     for pattern, prev, nxt, depth in split_points(view):
@@ -145,8 +168,16 @@ def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView, froz
         found = matches(base)
         if prep != Prep() and found - before:
             yield prep, base, found - before
-        if sum(1 for _ in statements(base.proc)) > MAX_SWAP_STATEMENTS:
-            continue  # a scheduled proc: each swap Exo checks costs with its size
+        if sum(1 for _ in statements(base.proc)) > MAX_PREP_STATEMENTS:
+            continue  # a scheduled proc: each step Exo checks costs with its size
+        for panel in panel_candidates(base):
+            packed = Prep(prep.fission_before, prep.fission_after, prep.lifts, panel=panel)
+            proc = _apply(base.proc, panel.calls())
+            if proc is None:
+                continue
+            after = ProcView.of(proc)
+            if new := matches(after) - found - before:
+                yield packed, after, new
         for info in base.loops:
             if info.child is None or base.loop(info.child).child is None or info.statements > MAX_NEST_STATEMENTS:
                 continue  # a pair with a loop below it: the reduction stays inside

@@ -33,10 +33,13 @@ from enum import StrEnum
 from schedsearch.core import ArgValue, DType, ExpandOptions, Rewrite, RewriteKind
 from schedsearch.targets import Target, TargetName, target
 from schedsearch.transforms.calls import ExoCall
-from schedsearch.transforms.rules.args import ArgError, StepArgs, count, loop, naming
+from schedsearch.transforms.rules.args import ArgError, StepArgs, count, loop, naming, sized
 from schedsearch.transforms.rules.base import ProcView, Rule
+from schedsearch.transforms.rules.layout import Panel, Side
 from schedsearch.transforms.rules.normalize import Prep, preparations
-from schedsearch.transforms.rules.tile_lowering import ROLES, patterns, scalar_tile, tile_targets, vector_tile
+from schedsearch.transforms.rules.tile_lowering import (
+    ROLES, column_split, masked_home, patterns, scalar_tile, tile_targets, vector_tile,
+)
 from schedsearch.transforms.rules.tile_nests import VectorNest, scalar_nest, tile_nests, tile_shapes, vector_nest
 from schedsearch.transforms.walk import LoopInfo
 
@@ -76,22 +79,31 @@ class VectorTileArgs(StepArgs):
     trip: int | None = count(default=None, sized=True)  # the rows loop's trip count: a cut tail when rows do not divide it
     reds: str | None = loop(default=None)  # inner reduction loops, outermost first
     index: str | None = None  # the output's index variables when not just ``a b``
-    # Normalizing steps first (``normalize.Prep``): init / epilogue split off, a pair swapped.
+    # Normalizing steps first (``normalize.Prep``): init / epilogue split off, a pair
+    # swapped, an operand copied into a panel (``layout.Panel``: its loop, side, name, dims).
     fission_before: str | None = loop(default=None)
     fission_after: str | None = loop(default=None)
     lifts: int | None = count(default=None)
     swap: str | None = None
+    panel: str | None = loop(default=None)
+    panel_side: Side | None = None
+    panel_name: str | None = naming(default=None)
+    panel_dims: str | None = sized(default=None)
     # The column loop's trip count when ``cols`` does not divide it: the rest of the columns
     # get a narrower kernel (named by the 18 ``col_names``) and a plain nest below one vector.
     ctrip: int | None = count(default=None, sized=True)
     col_names: str | None = naming(default=None)
+    # The columns narrower than one vector: a kernel of one masked vector (its 18 names)
+    # where the target has masks; without them (and in older files) a plain nest.
+    mask_names: str | None = naming(default=None)
 
     def check(self) -> None:
         for name in ("names", "tail_names"):
             if len(getattr(self, name).split()) != 9:
                 raise ArgError(f"{name} must be nine names separated by spaces")
-        if self.col_names is not None and len(self.col_names.split()) != 18:
-            raise ArgError("col_names must be eighteen names separated by spaces")
+        for name in ("col_names", "mask_names"):
+            if getattr(self, name) is not None and len(getattr(self, name).split()) != 18:
+                raise ArgError(f"{name} must be eighteen names separated by spaces")
         if self.ctrip is not None and self.ctrip < self.cols:
             raise ArgError(f"ctrip must be at least cols ({self.cols})")
         ops = target(self.isa).vector(self.dtype)
@@ -101,6 +113,14 @@ class VectorTileArgs(StepArgs):
             raise ArgError(f"cols must be a multiple of the {ops.lanes} {self.dtype.value} lanes of {self.isa.value}")
         if self.reds is not None and len(self.reds.split()) % 2:
             raise ArgError("reds must be loop patterns such as 'c #0 r #0'")
+        packing = (self.panel, self.panel_side, self.panel_name, self.panel_dims)
+        if any(v is not None for v in packing):
+            if any(v is None for v in packing):
+                raise ArgError("panel, panel_side, panel_name and panel_dims go together")
+            try:
+                Panel.decode_dims(self.panel_dims)
+            except ValueError as exc:
+                raise ArgError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +218,9 @@ class RegisterTile(Rule):
                 options: ExpandOptions, prep: Prep = Prep()) -> list[Rewrite]:
         ops = home.vector(nest.dtype)
         assert ops is not None
-        fresh = view.fresh(*_bases(a.name, b.name, nest), *_bases(a.name + "_t", b.name + "_t", nest, "_t"),
-                           *_bases(a.name + "_c", b.name + "_c", nest, "_c"),
-                           *_bases(a.name + "_ct", b.name + "_ct", nest, "_ct"))
-        names, tail_names, col_names = fresh[:9], fresh[9:18], fresh[18:]
+        fresh = view.fresh(*(name for suffix in ("", "_t", "_c", "_ct", "_m", "_mt")
+                             for name in _bases(a.name + suffix, b.name + suffix, nest, suffix)))
+        names, tail_names, col_names, mask_names = fresh[:9], fresh[9:18], fresh[18:36], fresh[36:]
         tails = options.allow_tails
         shapes = [
             (rows, vectors * ops.lanes) for rows, vectors in tile_shapes(home)
@@ -212,6 +231,8 @@ class RegisterTile(Rule):
         out = []
         for rows, cols in shapes[:SHAPES_PER_TARGET]:
             ctrip = b.trip if b.trip % cols else None
+            below = column_split(home.name, DType(nest.dtype), ctrip, cols)[3] if ctrip else 0
+            masks = below and masked_home(home.name, DType(nest.dtype), below) is not None
             for order in Order:
                 args = VectorTileArgs(
                     isa=home.name, inner=b.pattern, red=nest.reductions[0], rows=rows, cols=cols, order=order,
@@ -220,8 +241,8 @@ class RegisterTile(Rule):
                     # only nests other than a plain C[a, b] += A * B need these (older files lack them)
                     reds=" ".join(nest.reductions[1:]) or None,
                     index=" ".join(nest.index) if len(nest.index) > 2 else None,
-                    fission_before=prep.fission_before, fission_after=prep.fission_after, lifts=prep.lifts,
-                    swap=prep.swap, ctrip=ctrip, col_names=" ".join(col_names) if ctrip else None,
+                    ctrip=ctrip, col_names=" ".join(col_names) if ctrip else None,
+                    mask_names=" ".join(mask_names) if masks else None, **prep.fields(),
                 )
                 out.append(self.step(a.pattern, args))
         return out

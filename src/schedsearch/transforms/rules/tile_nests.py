@@ -94,7 +94,7 @@ def _is_bcast(read, a: str, b: str) -> bool:
     return True
 
 
-def _reduction_chain(view: ProcView, b: LoopInfo) -> list[LoopInfo] | None:
+def reduction_chain(view: ProcView, b: LoopInfo) -> list[LoopInfo] | None:
     """Loops k1..kn under ``b``: a perfect chain of constant loops ending in one statement."""
     chain = []
     info = view.loop(b.child) if b.child else None
@@ -110,7 +110,7 @@ def _reduction_chain(view: ProcView, b: LoopInfo) -> list[LoopInfo] | None:
 
 def vector_nest(view: ProcView, a: LoopInfo, b: LoopInfo) -> VectorNest | None:
     """The nest under ``a, b`` when vector instructions can compute it (one element type)."""
-    chain = _reduction_chain(view, b)
+    chain = reduction_chain(view, b)
     if not chain:
         return None
     body = list(view.proc.find_loop(chain[-1].pattern).body())
