@@ -194,3 +194,34 @@ def test_a_missing_cross_tool_fails_naming_its_package(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(pytest.fail.Exception, match="gcc-aarch64-linux-gnu.*qemu-user"):
         require_cross_toolchain()
+
+
+KERNELS = ROOT / "examples" / "kernels.py"
+#: Kernels written the plain way, at sizes that leave row and column tails on NEON.
+NORMALIZED = [
+    ("matmul_init", {"M": 13, "N": 22, "K": 3}),  # 16 + 4 columns in vectors, 2 plain
+    ("matmul_aat", {"M": 14, "K": 3}),  # the second operand copied into a panel first
+    ("conv2d", {"Co": 7, "Ci": 2, "H": 2, "W": 18}),  # a loop swap, two reduction loops
+]
+
+
+@pytest.mark.parametrize("name,sizes", NORMALIZED, ids=[n for n, _ in NORMALIZED])
+def test_normalized_neon_tiles_with_tails_match_the_reference_under_qemu(tmp_path, name, sizes):
+    require_cross_toolchain()
+    workload = load_workload(KERNELS, name, sizes)
+    proc = build_proc(workload)
+    tiles = [r for r in propose(proc, ExpandOptions(target="neon")) if r.kind is RewriteKind.REGISTER_TILE]
+    assert tiles, f"no NEON register tile for {name}"
+    step = next((r for r in tiles if r.arg("ctrip")), tiles[0])  # a column tail where there is one
+    scheduled = try_apply(proc, step)
+    assert scheduled is not None, step.describe()
+    c = kernel_c(scheduled)
+    assert "vmlaq_f32(" in c
+    exe = cross_build(workload, c, tmp_path)
+    host = run_once(workload, root_candidate(workload), HOST, tmp_path / "host")
+    _run([QEMU, str(exe), "dump", str(HOST.seed), "linked", str(tmp_path / "in"), str(tmp_path / "out")], "qemu")
+    outputs = [a for a in workload.args if a.output]
+    got = np.frombuffer((tmp_path / "out").read_bytes(), dtype=np.float32)
+    want = np.frombuffer(b"".join(host.outputs[a.name] for a in outputs), dtype=np.float32)
+    tol = TOLERANCE[DType.F32] * max(1.0, float(np.abs(want).max()))
+    assert got.shape == want.shape and np.abs(got - want).max() <= tol, f"{step.describe()}: off by {np.abs(got - want).max():.3g}"
