@@ -310,3 +310,27 @@ def test_machine_faults_raise_and_code_faults_are_build_errors(tmp_path: Path) -
         build_kernel(C_OK, BenchConfig(cc=str(killer)), tmp_path / "c1")
     res = build_kernel("this is not C\n", BenchConfig(), tmp_path / "c2")
     assert not res.ok and "error" in res.error
+
+
+# A global helper, as Exo emits for ``select``, called per element of a loop; with the
+# precompiled intrinsics header included too, as every vector kernel's build has it.
+C_HELPER = (
+    "#include <immintrin.h>\n"
+    "float _select_float(float x, float v, float y, float z) { if (x < v) return y; else return z; }\n"
+    f"void {KERNEL_SYMBOL}(void *ctxt, float *x) {{\n"
+    "  for (int i = 0; i < 4096; i++) x[i] = _select_float(0.0f, x[i], x[i], 0.0f);\n}\n"
+)
+
+
+def test_a_kernels_own_helpers_are_inlined_and_its_loops_vectorised(tmp_path: Path) -> None:
+    """Position-independent code must not keep a call per element to a helper the kernel
+    defines (gcc's semantic interposition), with or without the precompiled header."""
+    import subprocess
+
+    for c in (C_HELPER, C_HELPER.replace("#include <immintrin.h>\n", "")):
+        built = build_kernel(c, BenchConfig(), tmp_path)
+        assert built.ok, built.error
+        listing = subprocess.run(["objdump", "-d", f"--disassemble={KERNEL_SYMBOL}", str(built.path)],
+                                 capture_output=True, text=True, check=True).stdout
+        assert "_select_float" not in listing  # no call left
+        assert "ymm" in listing or "zmm" in listing  # the loop in vectors

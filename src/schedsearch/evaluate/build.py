@@ -65,7 +65,11 @@ from schedsearch.evaluate.machine import compiler_argv, machine_info
 from schedsearch.evaluate.machine_code import machine_notes, objdump_command
 from schedsearch.evaluate.process import run_child
 
-_SHARED_FLAGS = ("-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wl,-z,defs")
+#: ``-fno-semantic-interposition``: position-independent code may otherwise not inline the
+#: kernel's own global helpers (Exo's ``_select_float`` of ``select``), so a loop that calls
+#: one per element is never vectorised; nothing interposes on a kernel's functions.
+_PIC_FLAGS = ("-fPIC", "-fno-semantic-interposition")
+_SHARED_FLAGS = ("-shared", *_PIC_FLAGS, "-Wl,-Bsymbolic", "-Wl,-z,defs")
 #: The header precompiled for intrinsics kernels, and how a kernel's C is seen to need it.
 _PCH_HEADER = "immintrin.h"
 _PCH_TEXT = f"#include <{_PCH_HEADER}>\n"
@@ -220,7 +224,7 @@ def precompiled_immintrin(config: BenchConfig, flags: tuple[str, ...], cache_dir
     """A header including ``<immintrin.h>`` with its precompiled ``.gch`` next to it, built
     with ``flags`` on first use; None when gcc cannot precompile it (then kernels simply
     include the header themselves)."""
-    key = artifact_key("pch", _PCH_TEXT, config, flags)
+    key = artifact_key("pch", _PCH_TEXT, config, flags + _PIC_FLAGS)  # gcc restores a PCH's options
     header = _artifact_path(cache_dir, key, ".h")
     gch = header.with_name(header.name + ".gch")
     if verified(gch) and _header_is(header, _PCH_TEXT):
@@ -252,7 +256,7 @@ def _precompile(config: BenchConfig, flags: tuple[str, ...], header: Path, gch: 
     try:
         tmp_header.write_text(_PCH_TEXT)
         os.replace(tmp_header, header)
-        argv = compiler_argv(config) + list(flags) + ["-fPIC", "-x", "c-header", str(header), "-o", str(tmp_gch)]
+        argv = compiler_argv(config) + list(flags) + [*_PIC_FLAGS, "-x", "c-header", str(header), "-o", str(tmp_gch)]
         try:
             res = run_child(argv, timeout=config.build_timeout, background=True)
         except OSError:
