@@ -109,7 +109,7 @@ def binds(loop: str, plan: Plan) -> list[ExoCall]:
     return calls
 
 
-def masked_tail(cut: str, lanes: int, outer: str, inner: str) -> list[ExoCall]:
+def masked_tail(cut: str | Stmt, lanes: int, outer: str, inner: str) -> list[ExoCall]:
     """The cut remainder loop as one full-width step whose lanes past the end are guarded:
     ``for vm in seq(0, lanes): if vm < rem: ...``, the form of Exo's masked instructions."""
     return [

@@ -10,6 +10,7 @@ from schedsearch.core import DType
 from schedsearch.targets import Role, Target, TargetName, chain, target
 from schedsearch.transforms.calls import After, ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
 from schedsearch.transforms.rules.normalize import Prep
+from schedsearch.transforms.vector_steps import masked_tail
 from schedsearch.transforms.rules.tile_nests import MAX_ROWS
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ def _kernel(
     if masked:
         # the columns as one vector whose lanes past the last column are guarded: the
         # guard moves inside the reduction loops, as Exo's masked instructions have it
-        calls += _guarded(args.inner, lanes, bo, bl)
+        calls += masked_tail(args.inner, lanes, bo, bl)
         calls += [ExoCall("lift_scope", (Loop(k),)) for k in reds]
     else:
         calls += [
@@ -205,7 +206,7 @@ def _kernel(
     calls += [ExoCall("stage_mem", (Loop(red), window, reg)), ExoCall("simplify")]
     if masked:  # the staged tile: one vector per row, loaded and stored under masks
         calls += [ExoCall("resize_dim", (reg, 1, lanes, 0))]
-        calls += _guarded(Stmt(red, ("prev", 0)), lanes, bo, bl) + _guarded(Stmt(red, ("next", 0)), lanes, bo, bl)
+        calls += masked_tail(Stmt(red, ("prev", 0)), lanes, bo, bl) + masked_tail(Stmt(red, ("next", 0)), lanes, bo, bl)
     else:  # columns -> vectors x lanes, in the compute loop and the tile's load and store loops
         calls += [
             ExoCall("divide_loop", (bi, lanes, (bv, bl)), (("perfect", True),)),
@@ -252,16 +253,6 @@ def _kernel(
         ExoCall("unroll_loop", (Stmt(inner, (1 + vectors,)),)),
     ]
     return calls, unrolls
-
-
-def _guarded(loop: str | Stmt, lanes: int, outer: str, lane: str) -> list[ExoCall]:
-    """A loop of fewer than ``lanes`` iterations as ``for lane in seq(0, lanes): if lane < n:``."""
-    return [
-        ExoCall("divide_loop", (loop, lanes, (outer, lane)), (("tail", "guard"),)),
-        ExoCall("simplify"),
-        ExoCall("unroll_loop", (outer,)),  # one iteration
-        ExoCall("simplify"),
-    ]
 
 
 def scalar_tile(target_loop: str, args: ScalarTileArgs) -> list[ExoCall]:
