@@ -157,6 +157,10 @@ class Status(StrEnum):
     RUN_ERROR = "run_error"
     TIMEOUT = "timeout"
     WRONG_RESULT = "wrong_result"
+    # A row of an earlier run whose stored schedule does not replay to the C its fingerprint
+    # names (or does not replay at all): the database was edited, so nothing of the row is
+    # built, measured or ranked again (``search.inherited``).
+    TAMPERED = "tampered"
 
     @property
     def failed(self) -> bool:
@@ -168,7 +172,8 @@ class Status(StrEnum):
         """Whether a measurement with this status stands for another one of the same C
         built the same way (``ReuseScope``): ``ok``, and the verdicts the same C and flags
         always earn again, ``build_error`` and ``wrong_result``. A timeout or a crash at run
-        time can come from the machine's load, and ``illegal`` is no measurement at all."""
+        time can come from the machine's load, and ``illegal`` and ``tampered`` are no
+        measurement at all."""
         return self in (Status.OK, Status.BUILD_ERROR, Status.WRONG_RESULT)
 
 
