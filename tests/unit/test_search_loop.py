@@ -16,6 +16,7 @@ from schedsearch.testing.fakes import (
     FakeExecutor,
     FakeTree,
     LuckyFirstTime,
+    fake_inherited,
     fake_root,
     fake_workload,
     fingerprint_of,
@@ -34,6 +35,8 @@ def config(**kw) -> SearchConfig:
 def search(cfg: SearchConfig, executor: FakeExecutor, store: InMemoryStore | None = None, **kw):
     store = store if store is not None else InMemoryStore()
     events: list[SearchEvent] = []
+    if kw.get("search_id") is not None and "inherited" not in kw:  # a resume rebuilds the stored rows it builds
+        kw["inherited"] = fake_inherited(store, kw["search_id"], cfg)
     outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), executor, store, cfg, events.append, **kw)
     return outcome, store, events
 

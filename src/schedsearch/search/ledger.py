@@ -37,6 +37,7 @@ from schedsearch.core import (
 from schedsearch.numbers import within_noise
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
+from schedsearch.search.inherited import Inherited
 from schedsearch.search.reuse import origin_text
 from schedsearch.search.yardstick import Yardsticks
 
@@ -87,6 +88,10 @@ class Ledger:
         self.sid: int | None = None
         self.counters = Counters()
         self.fp_of: dict[int, str] = {}  # candidate id -> fingerprint, to rebuild parents
+        # Rows earlier runs stored (a resume), and those of them rebuilt from their schedules:
+        # nothing such a row holds is ever built (``candidate``, ``search.inherited``).
+        self.earlier: frozenset[int] = frozenset()
+        self.inherited = Inherited()
         self.root_record: CandidateRecord | None = None
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
@@ -205,7 +210,9 @@ class Ledger:
         self.top = sorted([r for r in self.top if r.id != record.id] + [record], key=rank_key)[:TOP_N]
         improved = self.top[0].id == record.id and previous != record.id
         if improved and self.yardsticks is not None:
-            self.yardsticks.consider(record, self.candidate(record), self.baseline)
+            candidate = self.candidate(record)
+            if candidate is not None:
+                self.yardsticks.consider(record, candidate, self.baseline)
         return improved
 
     def record_accuracy(self) -> None:
@@ -213,14 +220,35 @@ class Ledger:
         if self.guide is not None and self.sid is not None:
             self.store.update_search(self.sid, model_accuracy=self.guide.accuracy())
 
-    def candidate(self, record: CandidateRecord) -> Candidate:
-        """The candidate a stored record holds (the root itself for the root)."""
+    def candidate(self, record: CandidateRecord) -> Candidate | None:
+        """The candidate to build for a stored record: the root itself for the root; for a
+        row an earlier run stored, the candidate rebuilt from its schedule (its C is the
+        replay's), or None when it was not rebuilt; a row this run stored, as stored.
+        Guarantees that no C read from a row of an earlier run is ever built."""
         if record.fingerprint == self.root.fingerprint:
             return self.root
+        parent = self.fp_of.get(record.parent_id) if record.parent_id is not None else None
+        if record.id in self.earlier:
+            rebuilt = self.inherited.rebuilt.get(record.id)
+            if rebuilt is None or rebuilt.fingerprint != record.fingerprint:
+                return None
+            return dataclasses.replace(rebuilt, parent=parent, depth=record.depth, features=record.features,
+                                       built=False)
         return Candidate(
             schedule=record.schedule, c_source=record.c_source, fingerprint=record.fingerprint,
-            proc_text=record.proc_text, depth=record.depth,
-            parent=self.fp_of.get(record.parent_id) if record.parent_id is not None else None,
+            proc_text=record.proc_text, depth=record.depth, parent=parent, features=record.features,
+        )
+
+    def parent(self, record: CandidateRecord) -> Candidate:
+        """``record`` as a parent to expand. An expander replays the parent's schedule and
+        never builds its C, so a row of an earlier run that was not rebuilt goes without
+        its C (``c_source`` empty)."""
+        candidate = self.candidate(record)
+        if candidate is not None:
+            return candidate
+        return Candidate(
+            schedule=record.schedule, c_source="", fingerprint=record.fingerprint, proc_text=record.proc_text,
+            depth=record.depth, parent=self.fp_of.get(record.parent_id) if record.parent_id is not None else None,
             features=record.features,
         )
 

@@ -39,12 +39,14 @@ from collections.abc import Callable, Sequence
 
 from schedsearch.core import (
     Candidate,
+    CandidateRecord,
     CostModel,
     CostModelMode,
     EventKind,
     Executor,
     Job,
     JobKind,
+    Measurement,
     Phase,
     SearchConfig,
     SearchEvent,
@@ -57,6 +59,7 @@ from schedsearch.core import (
 from schedsearch.errors import SchedsearchError, SearchError
 from schedsearch.search.finalists import FINALIST_GRACE_SECONDS, finish
 from schedsearch.search.guidance import Guidance
+from schedsearch.search.inherited import Inherited
 from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
 from schedsearch.search.outcome import SearchOutcome
 from schedsearch.search.pipeline import (
@@ -101,6 +104,7 @@ def run_search(
     cost_model: CostModel | None = None,
     seeds: Sequence[Candidate] = (),
     started: float | None = None,
+    inherited: Inherited | None = None,
 ) -> SearchOutcome:
     """Run (or, with ``search_id``, resume) a search and return how it ended.
 
@@ -130,12 +134,18 @@ def run_search(
     time budget counts from then - what it took to load the workload and start the workers
     included (``Ledger.budget_spent``); the search's own clock (``elapsed``, every
     ``measured_at``) starts now, and the seconds in between are kept as ``spent.starting``.
+
+    ``inherited`` (a resume): the rows of the earlier runs rebuilt from their schedules, and
+    those found tampered (``search.inherited.rebuild_inherited``). Nothing a row of an earlier
+    run holds is built: a row not rebuilt there is never measured again, nor re-measured among
+    the finalists; the tampered ones are marked ``tampered`` and never used. None: no row of an
+    earlier run is built.
     """
     if config.cost_model is CostModelMode.OFF:
         cost_model = None
     head_start = clock() - started if started is not None else 0.0
     run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock,
-               cost_model, seeds, head_start)
+               cost_model, seeds, head_start, inherited or Inherited())
     return run.execute(search_id)
 
 
@@ -157,8 +167,10 @@ class _Run:
         cost_model: CostModel | None = None,
         seeds: Sequence[Candidate] = (),
         head_start: float = 0.0,
+        inherited: Inherited = Inherited(),
     ) -> None:
         self.workload, self.root, self.strategy = workload, root, strategy
+        self.inherited = inherited
         self.executor, self.store, self.config = executor, store, config
         self.stop = stop
         self.seeds = tuple(seeds)
@@ -257,8 +269,11 @@ class _Run:
             raise SearchError(
                 f"search {ledger.sid} was started from different code than {self.workload.label} gives now"
             )
+        records = self._mark_tampered(records)
+        ledger.earlier = frozenset(r.id for r in records)
+        ledger.inherited = self.inherited
         ledger.emit(EventKind.STARTED, message=f"resuming search {ledger.sid} of {self.workload.label}"
-                                               f"{self._start_note()}")
+                                               f"{self._start_note()}{self._tampered_note()}")
         if not roots:
             self._start()
             return
@@ -280,8 +295,27 @@ class _Run:
         pending = [r for r in records if r.status is Status.PENDING and r.id != ledger.root_record.id]
         if pending:
             # Round 0: what the last run left pending, measured before anything new.
-            children = [ledger.candidate(r) for r in pending]
-            self.pipeline.measure_first(children)
+            # Only what was rebuilt from its schedule (``Ledger.candidate``).
+            children = [c for r in pending for c in [ledger.candidate(r)] if c is not None]
+            if children:
+                self.pipeline.measure_first(children)
+
+    def _mark_tampered(self, records: list[CandidateRecord]) -> list[CandidateRecord]:
+        """Mark the rows ``inherited`` found tampered (``Status.TAMPERED``, with why): from
+        now on nothing ranks, expands, reuses or re-measures them. Returns ``records`` as now stored."""
+        assert self.ledger.sid is not None
+        root_id = next((r.id for r in records if r.parent_id is None), None)
+        marked: dict[int, CandidateRecord] = {}
+        for r in records:
+            why = self.inherited.tampered.get(r.id)
+            if why is not None and r.id != root_id and r.status is not Status.TAMPERED:
+                m = Measurement(r.fingerprint, Status.TAMPERED, error=f"not used: {why}")
+                marked[r.id] = self.store.record_measurement(self.ledger.sid, m, None, None)
+        return [marked.get(r.id, r) for r in records]
+
+    def _tampered_note(self) -> str:
+        n = len(self.inherited.tampered)
+        return f"; {n} stored candidate{'s' if n != 1 else ''} marked tampered (not replaying to their C)" if n else ""
 
     def _start_note(self) -> str:
         """What the run's start took, said when the search's clock starts (the budget counts it)."""

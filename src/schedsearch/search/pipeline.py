@@ -583,7 +583,7 @@ class Pipeline:
             # A leading model goes on once every register tile is in (``_leaders_in``): they
             # come first. Otherwise the cheap rewrites share the shards with all but the first
             # tile per worker: measured as they come, they keep the builders busy.
-            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream, part=part,
+            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.parent(parent),), stream=stream, part=part,
                       priority=expansion_priority(parent), all_heavy_first=stream and self.config.model_leads)
             rnd.expanding[job.id] = parent
             self.pace.ask(job.id, self.ledger.elapsed(), part is ExpansionPart.DEFERRED)

@@ -21,7 +21,7 @@ import hashlib
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from schedsearch.core import (
     ArgRole,
@@ -40,12 +40,17 @@ from schedsearch.core import (
     Rewrite,
     RewriteKind,
     Schedule,
+    SearchConfig,
     Status,
+    Store,
     Timing,
     TrainingSample,
     Workload,
     sha256_text,
 )
+
+if TYPE_CHECKING:
+    from schedsearch.search.inherited import Inherited
 
 R = TypeVar("R", Expansion, Measurement)
 
@@ -94,6 +99,20 @@ def fake_candidate(*moves: str, parent: Candidate | None = None) -> Candidate:
     per move; a child of ``parent`` when given (a warm-start seed has no parent yet)."""
     schedule = Schedule(tuple(Rewrite.make(RewriteKind.SPLIT, m) for m in moves))
     return _candidate(schedule, parent.fingerprint if parent else None, len(moves))
+
+
+def fake_replay(schedule: Schedule) -> Candidate:
+    """The fake tree's candidate of ``schedule`` (the ``replay`` a resume rebuilds stored rows
+    with: ``search.inherited.rebuild_inherited``)."""
+    return _candidate(schedule, parent=None, depth=len(schedule))
+
+
+def fake_inherited(store: Store, search_id: int, config: SearchConfig, root: Candidate | None = None) -> Inherited:
+    """What a resume of search ``search_id`` rebuilds of its stored rows on the fake tree
+    (pass it as ``run_search(..., search_id=..., inherited=...)``)."""
+    from schedsearch.search.inherited import rebuild_inherited
+
+    return rebuild_inherited(store, search_id, root if root is not None else fake_root(), config, fake_replay)
 
 
 def fake_features(schedule: Schedule, moves: int) -> FeatureVector:

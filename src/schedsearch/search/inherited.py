@@ -1,0 +1,132 @@
+"""What a resumed search takes from its earlier runs: rows rebuilt from their schedules.
+
+A database is data, and anyone who can write the file can write any row. A row's
+``c_source`` is C: compiled and loaded, a constructor in it runs, whatever its
+``fingerprint`` says. So a resumed run builds nothing a stored row holds. Each row of an
+earlier run that the run will build is rebuilt first by replaying its stored *schedule* on
+the workload (``replay``: Exo, from the workload source the user vouched for):
+
+- every ``pending`` row (the run measures them first);
+- the fastest ``ok`` rows, until ``config.finalists`` of them rebuild (the yardstick and the
+  finalists come from them), and their ancestors (which join the finalists when they ran
+  near the fastest).
+
+A row whose replay gives C with another fingerprint than the row's, or that does not replay
+at all, is ``tampered``: the loop marks it so (``Status.TAMPERED``) and it is never built,
+measured, ranked, expanded or reported again. Rows the run will not build are not replayed:
+a search can hold thousands. The ledger builds no other row of an earlier run
+(``Ledger.candidate``), so a row this module did not rebuild is never compiled; at worst it
+is left out of the finalists.
+
+Replaying runs Exo, so the caller does it before the search starts (``app``): Exo must not
+run in the driver beside the cost model's training thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from schedsearch.core import Candidate, CandidateRecord, Schedule, SearchConfig, Status, Store
+from schedsearch.search.frontier import rank_key
+
+
+@dataclass(frozen=True, slots=True)
+class Inherited:
+    """The rows of a search's earlier runs that a resumed run may build.
+
+    ``rebuilt``: record id -> the candidate replayed from the row's schedule (its fingerprint
+    is the row's; its C is the replay's, never the row's). ``tampered``: record id -> why the
+    row is not used (one line). ``seconds``: the time the replays took.
+    """
+
+    rebuilt: Mapping[int, Candidate] = field(default_factory=dict)
+    tampered: Mapping[int, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary(self) -> list[str]:
+        """Lines for a person: how many rows were rebuilt, and which were found tampered."""
+        if not self.rebuilt and not self.tampered:
+            return []
+        lines = [f"resume: {len(self.rebuilt)} stored candidate{'s' if len(self.rebuilt) != 1 else ''} rebuilt "
+                 f"from {'their schedules' if len(self.rebuilt) != 1 else 'its schedule'} in {self.seconds:.1f} s "
+                 "(no stored C is compiled)"]
+        if self.tampered:
+            ids = sorted(self.tampered)
+            shown = ", ".join(f"#{i}" for i in ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+            lines.append(f"resume: {len(ids)} stored candidate{'s' if len(ids) != 1 else ''} ({shown}) "
+                         f"{'do' if len(ids) != 1 else 'does'} not replay to the C recorded for "
+                         f"{'them' if len(ids) != 1 else 'it'}: marked tampered, never built or ranked "
+                         f"(first: {self.tampered[ids[0]]})")
+        return lines
+
+
+def rebuild_inherited(
+    store: Store,
+    search_id: int,
+    root: Candidate,
+    config: SearchConfig,
+    replay: Callable[[Schedule], Candidate],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> Inherited:
+    """Rebuild the rows of search ``search_id`` that a resumed run will build (see the module).
+
+    ``root`` is the unscheduled candidate the resumed run starts from (the ledger builds it,
+    never the root row). ``replay`` turns a schedule into this workload's candidate or raises
+    (any exception: the row does not replay). Reads the store; writes nothing.
+    """
+    started = clock()
+    records = store.candidates(search_id)
+    by_id = {r.id: r for r in records}
+    roots = [r for r in records if r.parent_id is None]
+    root_id = roots[0].id if roots else None
+    rebuilt: dict[int, Candidate] = {}
+    tampered: dict[int, str] = {}
+    if roots and roots[0].fingerprint != root.fingerprint:
+        return Inherited()  # another proc than the search's: the run refuses it (``run_search``)
+
+    def rebuilds(record: CandidateRecord) -> bool:
+        if record.id == root_id or record.fingerprint == root.fingerprint:
+            return True  # the ledger builds the root it was given
+        if record.id in rebuilt or record.id in tampered:
+            return record.id in rebuilt
+        try:
+            candidate = replay(record.schedule)
+        except Exception as exc:  # noqa: BLE001 - any failure to replay is the row's, not the run's
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            tampered[record.id] = f"its schedule does not replay: {reason}"
+            return False
+        if candidate.fingerprint != record.fingerprint:
+            tampered[record.id] = (f"its schedule replays to C {candidate.fingerprint[:12]}, not the "
+                                   f"{record.fingerprint[:12]} it records")
+            return False
+        rebuilt[record.id] = candidate
+        return True
+
+    for record in records:
+        if record.status is Status.PENDING:
+            rebuilds(record)
+    fastest: list[CandidateRecord] = []
+    measured = sorted((r for r in records if r.status is Status.OK and r.seconds is not None), key=rank_key)
+    for record in measured:
+        if len(fastest) >= max(1, config.finalists):
+            break
+        if rebuilds(record):
+            fastest.append(record)
+    for record in fastest:
+        for ancestor in _ancestors(record, by_id):
+            if ancestor.status is Status.OK:
+                rebuilds(ancestor)
+    return Inherited(rebuilt, tampered, clock() - started)
+
+
+def _ancestors(record: CandidateRecord, by_id: Mapping[int, CandidateRecord]) -> Iterator[CandidateRecord]:
+    """``record``'s parent, its parent's parent, ... (a cycle in edited rows ends the walk)."""
+    seen = {record.id}
+    parent = by_id.get(record.parent_id) if record.parent_id is not None else None
+    while parent is not None and parent.id not in seen:
+        seen.add(parent.id)
+        yield parent
+        parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
