@@ -205,6 +205,9 @@ def resume(
     workers: int | None = None,
     address: str | None = None,
     trust_db_source: bool = False,
+    cc: str | None = None,
+    cflags: str | None = None,
+    trust_db_config: bool = False,
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
 ) -> TuneResult:
@@ -212,16 +215,25 @@ def resume(
     ``max_candidates``); nothing measured is measured again. ``early_stop``, when given,
     replaces the one the search was started with.
 
-    The workload source stored in the database runs only when its file is still here with
-    the same content, or with ``trust_db_source`` (a proc captured from an object has no
-    file: pass ``trust_db_source=True`` for it).
+    Nothing the database holds runs. The workload source stored in it runs only when its
+    file is still here with the same content, or with ``trust_db_source`` (a proc captured
+    from an object has no file: pass ``trust_db_source=True`` for it). The search is built
+    with ``cc`` and ``cflags`` (None: ``tune()``'s defaults), never with the compiler and
+    flags stored with it: a search stored with others is refused unless
+    ``trust_db_config=True``, which goes on with these. Candidates are rebuilt from their
+    stored schedules; one whose schedule does not give the C recorded for it is marked
+    ``tampered`` and never used.
     """
     started = time.monotonic()
     _check_limits(budget, max_candidates, 0 if workers is None else workers)
     _check_early_stop(early_stop)
+    for name, value in (("cc", cc), ("cflags", cflags)):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} must be a string or None, not {value!r}")
     db = _db(db)
     with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
-                       trust_db_source=trust_db_source, early_stop=early_stop, spelling=PYTHON) as session:
+                       trust_db_source=trust_db_source, early_stop=early_stop, cc=cc, cflags=cflags,
+                       trust_db_config=bool(trust_db_config), spelling=PYTHON) as session:
         return _search(session, db, address, on_progress, progress, started)
 
 

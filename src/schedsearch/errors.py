@@ -57,6 +57,11 @@ class UntrustedSourceError(SchedsearchError):
     it lies outside the allowed folders or its content does not match the recorded hash."""
 
 
+class UntrustedConfigError(UntrustedSourceError):
+    """A setting read from a database would choose what runs (a compiler command, compiler
+    flags) and differs from what the user gave: it is not used."""
+
+
 class LimitError(WorkloadError):
     """Sizes or a schedule exceed what this machine (or a 64-bit integer) can hold."""
 

@@ -339,14 +339,14 @@ def test_a_broken_machine_stops_the_search_and_blames_no_candidate(fault: str, s
     db = tmp_path / "r.db"
     r = run_cli("run", str(kern), "--size", "N=64", "--workers", "0", "--max-candidates", "4", "--budget", "120",
                 "--db", str(db), "--cc", str(cc))
-    search_error(r, 2, says, f"schedsearch resume 1 --db {db}")
+    search_error(r, 2, says, f"schedsearch resume 1 --db {db} --cc {cc}")  # the command that goes on
     status, candidates = _statuses(db)
     assert status == "failed" and "build_error" not in candidates and "pending" in candidates
     shown = run_cli("show", "1", "--db", str(db), "--json")
     assert says in json.loads(shown.stdout)["failure"], shown.stdout
     if fault == "enospc":  # once the disk has room again, the same search goes on
         mode.write_text("ok")
-        r = run_cli("resume", "1", "--db", str(db), "--max-candidates", "3", "--json")
+        r = run_cli("resume", "1", "--db", str(db), "--max-candidates", "3", "--json", "--cc", str(cc))
         assert r.returncode == 0, r.stderr
         status, candidates = _statuses(db)
         assert status == "completed" and "build_error" not in candidates

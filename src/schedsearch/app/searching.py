@@ -1,4 +1,4 @@
-"""The search use cases: start a search, resume one, and drive it to its end.
+"""The search use cases: start a search and drive it to its end (``resuming`` resumes one).
 
 Both fronts call these: the CLI (``run``, ``resume``) renders the events it is sent and
 the record that comes back; ``schedsearch.tune()`` turns that record into a tuned proc.
@@ -10,7 +10,6 @@ A session owns the open store for its whole life::
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import threading
@@ -43,15 +42,14 @@ from schedsearch.core import (
     SearchConfig,
     SearchEvent,
     SearchRecord,
-    SearchStatus,
     StrategyKind,
     Store,
     Workload,
 )
-from schedsearch.errors import SearchCompletedError
 from schedsearch.numbers import DeclaredBest
 
 if TYPE_CHECKING:
+    from schedsearch.search.inherited import Inherited
     from schedsearch.warm_start import WarmStart
 
 
@@ -165,9 +163,11 @@ class SearchSession:
     """A search ready to run, holding its open store until closed (a context manager)."""
 
     def __init__(self, workload: Workload, root: Candidate, config: SearchConfig, store: Store,
-                 search_id: int | None = None) -> None:
+                 search_id: int | None = None, inherited: Inherited | None = None) -> None:
         self.workload, self.root, self.config, self.store = workload, root, config, store
         self.search_id = search_id
+        # A resume: the stored rows rebuilt from their schedules (``search.inherited``).
+        self.inherited = inherited
         self.warm: WarmStart | None = None
 
     def warm_start(self) -> WarmStart | None:
@@ -251,7 +251,7 @@ class SearchRunner:
             outcome = run_search(session.workload, session.root, make_strategy(session.config), self.executor,
                                  session.store, session.config, on_event, search_id=session.search_id, stop=stop,
                                  cost_model=self.model, seeds=warm.seeds if warm is not None else (),
-                                 started=started)
+                                 started=started, inherited=session.inherited)
         session.search_id = outcome.search_id
         return finished(session.store, outcome.search_id, warm)
 
@@ -290,56 +290,6 @@ def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db:
         store.close()
         raise
     return SearchSession(workload, root, config, store)
-
-
-def resume_search(search_id: int, *, budget: float | None = None, max_candidates: int | None = None,
-                  workers: int | None = None, db: str | None = None, trust_db_source: bool = False,
-                  remeasure: bool = False, early_stop: int | None = None, spelling: Spelling = CLI) -> SearchSession:
-    """Continue a search from the store: same workload (stored source), same settings
-    (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
-    replaces the stored one).
-
-    The stored source runs only when it matches its recorded sha256 and the file it came
-    from is still here with the same content, or with ``trust_db_source``. A completed
-    search needs more budget (SearchCompletedError otherwise).
-    """
-    from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
-    from schedsearch.transforms import root_candidate
-    from schedsearch.trust import check_stored_source
-
-    store = open_db(db, create=False)
-    try:
-        search = store.get_search(search_id)
-        config = resumed_config(search, budget, max_candidates, workers, early_stop)
-        if remeasure:
-            config = dataclasses.replace(config, remeasure=True)
-        if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
-            raise SearchCompletedError(f"search {search_id} already completed; add {spelling.budget} (or "
-                                       f"{spelling.max_candidates}) to search further")
-        check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search_id}")
-        check_toolchain(config.bench)
-        private_cache_dir(default_cache_dir())
-        root = root_candidate(search.workload)
-    except BaseException:
-        store.close()
-        raise
-    return SearchSession(search.workload, root, config, store, search_id=search_id)
-
-
-def resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
-                   workers: int | None, early_stop: int | None = None) -> SearchConfig:
-    """The stored config with budgets extended (budgets count the search's total), and
-    ``workers`` and ``early_stop`` replaced when given."""
-    old = search.config
-    max_seconds = old.max_seconds
-    if budget is not None:
-        max_seconds = search.elapsed_seconds + budget
-    limit = old.max_candidates
-    if max_candidates is not None:
-        limit = search.counters.measured + max_candidates
-    return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
-                               workers=old.workers if workers is None else workers,
-                               early_stop=old.early_stop if early_stop is None else early_stop)
 
 
 @contextmanager
