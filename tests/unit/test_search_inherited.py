@@ -135,20 +135,28 @@ def test_only_the_rows_a_resume_will_build_are_replayed() -> None:
     first = FakeExecutor(FakeTree(failure_rate=0.0, moves=9), shuffle_seed=2)
     done = run_search(fake_workload(), fake_root(), make_strategy(cfg), first, store, cfg)
     records = store.candidates(done.search_id)
+    pending = [r for r in records if r.status is Status.PENDING]
+    assert len(pending) >= 2
     replayed: list[Schedule] = []
 
     def counting(schedule: Schedule) -> Candidate:
         replayed.append(schedule)
         return fake_replay(schedule)
 
-    inherited = rebuild_inherited(store, done.search_id, fake_root(), cfg, counting)
+    # Resumed for one more candidate: the fastest, their ancestors and the first pending row.
+    more = config(max_candidates=done.counters.measured + 1, finalists=3)
+    inherited = rebuild_inherited(store, done.search_id, fake_root(), more, counting)
     fastest = [r for r in store.top_candidates(done.search_id, 3) if r.parent_id is not None]
-    assert {r.id for r in fastest} <= set(inherited.rebuilt)
     ancestors = {r.id for f in fastest for r in store.lineage(f.id)[1:-1]}
-    pending = {r.id for r in records if r.status is Status.PENDING}
-    assert pending <= set(inherited.rebuilt) <= {r.id for r in fastest} | ancestors | pending
+    assert set(inherited.rebuilt) == {r.id for r in fastest} | ancestors | {pending[0].id}
+    assert inherited.left == len(pending) - 1 and "pending left for a later run" in inherited.summary()[0]
     assert len(replayed) == len(inherited.rebuilt) < len(records) / 4
     assert not inherited.tampered
+    # Within a quarter of the time budget left (8 s more: 2 s), one second a look at the clock.
+    ticks = iter(range(100))
+    timed = config(max_seconds=store.get_search(done.search_id).elapsed_seconds + 8.0, finalists=3)
+    inherited = rebuild_inherited(store, done.search_id, fake_root(), timed, fake_replay, clock=lambda: next(ticks))
+    assert inherited.left == len(pending) - 1
 
 
 def test_a_schedule_that_does_not_replay_is_tampered() -> None:
