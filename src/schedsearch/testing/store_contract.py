@@ -264,7 +264,8 @@ class StoreContract(ReuseContract):
         again = store.record_measurement(sid, make_measurement(a, 0.25), None, None)
         assert again.paired is None and store.get_candidate(recs["a"].id) == again
 
-    @pytest.mark.parametrize("status", [Status.BUILD_ERROR, Status.WRONG_RESULT, Status.TIMEOUT, Status.ILLEGAL])
+    @pytest.mark.parametrize("status", [Status.BUILD_ERROR, Status.WRONG_RESULT, Status.TIMEOUT, Status.ILLEGAL,
+                                        Status.TAMPERED])
     def test_record_measurement_failure(self, store: Any, status: Status) -> None:
         sid, recs = _tree(store)
         rec = store.record_measurement(sid, make_measurement(make_candidate("root"), None, status), None, None)
