@@ -144,6 +144,7 @@ def test_stored_c_is_never_built_and_forged_rows_are_never_best(db: Path, tmp_pa
     status = dict(sql(db, "SELECT id, status FROM candidates"))
     assert status[swapped] == "tampered" and status[forged] == "tampered"
     assert status[edited] == "ok"  # measured from the C its schedule gives
+    assert out["candidates"]["ok"] == sum(s == "ok" for s in status.values())  # the counts follow
     error = dict(sql(db, "SELECT id, error FROM candidates"))
     assert "replays to C" in error[forged] and "not used" in error[forged]
     assert "marked tampered" in r.stderr and f"#{swapped}" in r.stderr

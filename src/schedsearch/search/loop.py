@@ -311,6 +311,8 @@ class _Run:
             if why is not None and r.id != root_id and r.status is not Status.TAMPERED:
                 m = Measurement(r.fingerprint, Status.TAMPERED, error=f"not used: {why}")
                 marked[r.id] = self.store.record_measurement(self.ledger.sid, m, None, None)
+                if r.status is Status.OK:  # the counts say what the rows now say
+                    self.ledger.counters = self.ledger.counters.plus(ok=-1, failed=1)
         return [marked.get(r.id, r) for r in records]
 
     def _tampered_note(self) -> str:
