@@ -3,8 +3,9 @@
 One run of a search opens it, runs its rounds and closes it. A new search stores the
 root and measures it for the baseline while the root's expansion already runs, then
 records the warm start's seeds; a resumed one rebuilds its counters, the strategy's
-frontier and the fastest records from the store, and measures first what its last run
-left pending. The rounds - ask, expand, deduplicate, store, measure, tell, the next
+frontier and the fastest records from the store, marks the rows found tampered, and
+measures first what its last run left pending - as rebuilt from their schedules: nothing
+a stored row holds is built (``inherited``). The rounds - ask, expand, deduplicate, store, measure, tell, the next
 round's expansion overlapping this one's measurements - are the ``pipeline``'s; they run
 until a budget is spent, nothing is left, or ``stop`` is set. The run closes with the
 finalists' side-by-side re-measurement and the outcome (``finalists``).
