@@ -172,3 +172,21 @@ def test_a_schedule_that_does_not_replay_is_tampered() -> None:
     inherited = rebuild_inherited(store, sid, fake_root(), config(), failing)
     assert inherited.tampered[row.id] == "its schedule does not replay: step 0 (split m1) does not apply"
     assert any("tampered" in line for line in inherited.summary())
+
+
+def test_a_row_whose_c_does_not_hash_to_its_fingerprint_is_tampered_without_a_replay() -> None:
+    store = InMemoryStore()
+    sid = interrupted(store)
+    genuine = fake_replay(Schedule((Rewrite.make(RewriteKind.SPLIT, "m8"),)))
+    edited = Candidate(genuine.schedule, EVIL, genuine.fingerprint, "edited", parent=fake_root().fingerprint, depth=1)
+    assert store.candidate_by_fingerprint(sid, genuine.fingerprint) is None  # m8: beyond the tree's moves
+    row = store.add_candidate(sid, edited)
+    replayed: list[Schedule] = []
+
+    def counting(schedule: Schedule) -> Candidate:
+        replayed.append(schedule)
+        return fake_replay(schedule)
+
+    inherited = rebuild_inherited(store, sid, fake_root(), config(max_candidates=100), counting)
+    assert "does not hash to its fingerprint" in inherited.tampered[row.id]
+    assert row.id not in inherited.rebuilt and genuine.schedule not in replayed

@@ -14,7 +14,8 @@ the workload (``replay``: Exo, from the workload source the user vouched for):
   costs what expanding did (Exo: 0.13 s a row on SGEMM 64's register tiles, Zen 5), and an
   interrupted search can leave a whole round pending. The rest stay pending for a later run.
 
-A row whose replay gives C with another fingerprint than the row's, or that does not replay
+A row whose stored C does not hash to its fingerprint (every row is checked: it costs a
+hash), whose replay gives C with another fingerprint than the row's, or that does not replay
 at all, is ``tampered``: the loop marks it so (``Status.TAMPERED``) and it is never built,
 measured, ranked, expanded or reported again. Rows the run will not build are not replayed:
 a search can hold thousands. The ledger builds no other row of an earlier run
@@ -31,7 +32,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from schedsearch.core import Candidate, CandidateRecord, Schedule, SearchConfig, SearchRecord, Status, Store
+from schedsearch.core import (
+    Candidate, CandidateRecord, Schedule, SearchConfig, SearchRecord, Status, Store, sha256_text,
+)
 from schedsearch.search.frontier import rank_key
 
 #: The pending rows of a resumed run are replayed within this share of its time budget left.
@@ -96,6 +99,10 @@ def rebuild_inherited(
     if roots and roots[0].fingerprint != root.fingerprint:
         return Inherited()  # another proc than the search's: the run refuses it (``run_search``)
     books = _Books(root_id=roots[0].id if roots else None, root_fingerprint=root.fingerprint, replay=replay)
+    for record in records:
+        if record.id != books.root_id and record.status is not Status.TAMPERED \
+                and sha256_text(record.c_source) != record.fingerprint:
+            books.tampered[record.id] = "its stored C does not hash to its fingerprint: it was edited"
     by_id = {r.id: r for r in records}
     fastest: list[CandidateRecord] = []
     for record in sorted((r for r in records if r.status is Status.OK and r.seconds is not None), key=rank_key):
