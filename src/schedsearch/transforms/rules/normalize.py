@@ -55,14 +55,20 @@ class Prep:
             "fission_before": self.fission_before, "fission_after": self.fission_after, "lifts": self.lifts,
             "swap": self.swap, "panel": panel and panel.loop, "panel_side": panel and panel.side,
             "panel_name": panel and panel.name, "panel_dims": panel and panel.encode_dims(),
+            "panel_block": panel and panel.block, "panel_loops": panel and panel.block and " ".join(panel.loops),
         }
 
     @staticmethod
     def of(args) -> Prep:
-        """The steps named by a composite's arguments (the inverse of ``fields``)."""
+        """The steps named by a composite's arguments (the inverse of ``fields``); ValueError
+        when the panel's arguments do not describe one."""
         panel = None
         if args.panel is not None:
-            panel = Panel(args.panel, args.panel_side, args.panel_name, Panel.decode_dims(args.panel_dims))
+            if (args.panel_block is None) != (args.panel_loops is None):
+                raise ValueError("panel_block and panel_loops go together")
+            loops = tuple(args.panel_loops.split()) if args.panel_loops else ()
+            panel = Panel(args.panel, args.panel_side, args.panel_name, Panel.decode_dims(args.panel_dims),
+                          args.panel_block, loops)
         return Prep(args.fission_before, args.fission_after, args.lifts, args.swap, panel)
 
     def calls(self) -> list[ExoCall]:

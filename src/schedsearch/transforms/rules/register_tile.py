@@ -89,6 +89,9 @@ class VectorTileArgs(StepArgs):
     panel_side: Side | None = None
     panel_name: str | None = naming(default=None)
     panel_dims: str | None = sized(default=None)
+    # a two-dimensional panel copied in squares of ``panel_block`` (older files: row by row)
+    panel_block: int | None = count(minimum=2, default=None)
+    panel_loops: str | None = naming(default=None)
     # The column loop's trip count when ``cols`` does not divide it: the rest of the columns
     # get a narrower kernel (named by the 18 ``col_names``) and a plain nest below one vector.
     ctrip: int | None = count(default=None, sized=True)
@@ -118,9 +121,11 @@ class VectorTileArgs(StepArgs):
             if any(v is None for v in packing):
                 raise ArgError("panel, panel_side, panel_name and panel_dims go together")
             try:
-                Panel.decode_dims(self.panel_dims)
+                Prep.of(self)
             except ValueError as exc:
                 raise ArgError(str(exc)) from None
+        elif self.panel_block is not None or self.panel_loops is not None:
+            raise ArgError("panel_block and panel_loops need a panel")
 
 
 @dataclass(frozen=True, slots=True)
