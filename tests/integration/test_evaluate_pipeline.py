@@ -512,3 +512,23 @@ def test_a_paired_candidate_that_cannot_contend_gets_the_fewest_samples_and_its_
     # machine (it is not paused for a timing) and one sample is a 4x outlier: the next
     # three then agree. Either way it stops long before the 9 samples it may take.
     assert len(settled.timing.samples) <= 4
+
+
+def test_an_unscheduled_kernel_slower_than_the_run_timeout_is_timed_by_one_call(tmp_path: Path) -> None:
+    # one call of the unscheduled kernel takes 1.2 s, beyond the 1 s a candidate gets;
+    # its FLOP count allows it 8 s (4 calls at the slowest rate assumed): it is verified,
+    # then timed by that one call, not killed
+    slow_root = hand(
+        "#include <time.h>\n"
+        "  for (int i = 0; i < 48; i++) for (int j = 0; j < 48; j++) for (int k = 0; k < 48; k++)\n"
+        "    C[i * 48 + j] += A[i * 48 + k] * B[k * 48 + j];\n"
+        "  struct timespec t = {1, 200000000}; nanosleep(&t, 0);"
+    )
+    slow = dataclasses.replace(SGEMM, flops=200_000_000)
+    cfg = BenchConfig(run_timeout=1.0, samples=3)
+    m = evaluate_candidate(slow, slow_root, slow_root, cfg, tmp_path)
+    assert m.status is Status.OK, m.error
+    assert m.timing is not None and len(m.timing.samples) == 1 and m.seconds >= 1.2
+    # a candidate that slow gets the run timeout as it is
+    other = evaluate_candidate(slow, slow_root, candidate_from_c(slow_root.c_source + "\n"), cfg, tmp_path)
+    assert other.status is Status.TIMEOUT

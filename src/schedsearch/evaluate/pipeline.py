@@ -76,6 +76,24 @@ def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
         ) from e
 
 
+#: The slowest rate (FLOP/s) the unscheduled kernel is given time for: at large sizes one
+#: call of it takes longer than ``run_timeout``, which is meant for scheduled candidates.
+SLOWEST_REFERENCE_RATE = 1e8
+#: The driver gives up on a kernel whose one call takes over a quarter of its timeout.
+_CALLS_PER_TIMEOUT = 4
+#: An unscheduled kernel whose one call takes longer is timed by that call: its baseline
+#: needs no more precision than one call of a second gives, and each call more costs the
+#: search that much of its budget.
+ONE_CALL_SECONDS = 1.0
+
+
+def for_reference(workload: Workload, config: BenchConfig) -> BenchConfig:
+    """``config`` with the unscheduled kernel's run timeout: ``run_timeout``, or long enough
+    for calls at ``SLOWEST_REFERENCE_RATE``, whichever is longer."""
+    needed = _CALLS_PER_TIMEOUT * (workload.flops or 0) / SLOWEST_REFERENCE_RATE
+    return config if needed <= config.run_timeout else dataclasses.replace(config, run_timeout=needed)
+
+
 def _tail(text: str) -> str:
     return text.strip()[-_STDERR_TAIL:]
 
@@ -316,11 +334,16 @@ def _run(
     machine = machine_info(config)
     cand, ref = built.kernel, built.reference
     assert cand.path is not None
+    is_root = candidate.fingerprint == reference.fingerprint
+    if is_root:
+        config = for_reference(workload, config)
+        cutoff = max(cutoff or 0.0, ONE_CALL_SECONDS)
     with bench_lock(cache_dir):
         started = time.perf_counter()
-        ref_file, failure = _reference_file(built.driver, ref, workload.args, config, cache_dir)
+        ref_file, failure = _reference_file(built.driver, ref, workload.args, for_reference(workload, config),
+                                            cache_dir)
         if failure is not None:
-            if candidate.fingerprint == reference.fingerprint:
+            if is_root:
                 return Measurement(
                     candidate.fingerprint,
                     failure[0],
@@ -393,9 +416,10 @@ def _remeasure(
     if not live:
         return [m for m in results if m is not None]
     pin = not any(candidates[i].uses_openmp for i in live)
-    timeout = config.run_timeout * len(live)
+    timeout = sum(for_reference(workload, config).run_timeout if c.fingerprint == reference.fingerprint
+                  else config.run_timeout for c in (candidates[i] for i in live))
     with bench_lock(cache_dir):
-        ref_file, failure = _reference_file(driver, ref, workload.args, config, cache_dir)
+        ref_file, failure = _reference_file(driver, ref, workload.args, for_reference(workload, config), cache_dir)
         if failure is not None:
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
