@@ -237,8 +237,11 @@ def backup_sqlite(path: Path, version: int) -> Path:
 
 def upgrade(engine: Engine, where: str) -> int | None:
     """Bring an older database to ``SCHEMA_VERSION`` in one transaction; the old version, or
-    None when it was current. Raises StoreError (nothing changed) when a step fails."""
-    with engine.begin() as conn:
+    None when it was current. Raises StoreError (nothing changed) when a step fails.
+
+    Openers of one old database queue on the write lock (SQLite: ``BEGIN IMMEDIATE``) and
+    read the version once they hold it: the first upgrades, the others find nothing to do."""
+    with engine.connect() as conn, conn.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"}).begin():
         state = read_state(conn)
         if state.version is None or state.version >= SCHEMA_VERSION:
             return None

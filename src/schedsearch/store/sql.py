@@ -1,7 +1,11 @@
 """SqlStore: the results store on SQLAlchemy, SQLite (WAL) by default, any SQLAlchemy URL.
 
-The search driver is the only writer and commits once per call, so a notebook or a second
-``schedsearch`` process can read the database while a search is running.
+Every call is one transaction. Reads begin deferred: in WAL mode they never wait for a
+writer, so a notebook or ``schedsearch show`` reads while searches run. Writes begin
+``IMMEDIATE`` on SQLite: a write transaction that began deferred reads first and then asks to
+write, and when another process committed in between SQLite cannot upgrade its snapshot and
+answers "database is locked" at once, busy timeout or not; one that takes the write lock at
+its start waits out the busy timeout instead. So any number of searches can share one file.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from schedsearch.core import (
     Workload,
 )
 from schedsearch.errors import StoreError
-from schedsearch.store import convert, engine, rules
+from schedsearch.store import convert, engine, rules, schema
 from schedsearch.store.models import CandidateRow, SearchRow, WorkloadRow
 
 _DIALECT_INSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
@@ -58,6 +62,9 @@ class SqlStore:
         self.where = engine.describe(parsed)
         self._engine = engine.open_engine(parsed, create=create, read_only=read_only)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        # The same pool, with the option the SQLite "begin" listener reads (other dialects ignore it).
+        writer = self._engine.execution_options(**{schema.SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+        self._write_sessions = sessionmaker(writer, expire_on_commit=False)
         dialect_insert = _DIALECT_INSERTS.get(self._engine.dialect.name)
         # Built once, values bound per call, so SQLAlchemy compiles it a single time.
         self._insert_candidate = (
@@ -78,10 +85,10 @@ class SqlStore:
         self.close()
 
     @contextmanager
-    def _session(self) -> Iterator[Session]:
+    def _session(self, *, write: bool = False) -> Iterator[Session]:
         # One transaction per call: the driver commits each result as it is recorded.
         try:
-            with self._sessions() as session, session.begin():
+            with (self._write_sessions if write else self._sessions)() as session, session.begin():
                 yield session
         except OperationalError as exc:
             # Locked past the busy timeout, disk full, server gone: infrastructure, not data.
@@ -97,7 +104,7 @@ class SqlStore:
 
     def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo) -> int:
         """Record a new running search of ``workload`` and return its id."""
-        with self._session() as s:
+        with self._session(write=True) as s:
             workload_id = s.scalar(select(WorkloadRow.id).where(WorkloadRow.key == workload.key))
             if workload_id is None:
                 row = convert.workload_row(workload)
@@ -122,7 +129,7 @@ class SqlStore:
 
     def add_candidate(self, search_id: int, candidate: Candidate, predicted: float | None = None) -> CandidateRecord:
         """Record ``candidate`` as pending; an existing (search, fingerprint) is returned as is."""
-        with self._session() as s:
+        with self._session(write=True) as s:
             self._search_row(s, search_id)
             existing = self._by_fingerprint(s, search_id, candidate.fingerprint)
             if existing is not None:
@@ -172,7 +179,7 @@ class SqlStore:
         self, search_id: int, measurement: Measurement, gflops: float | None, speedup: float | None
     ) -> CandidateRecord:
         """Fill the candidate's measurement (matched by fingerprint) and return it."""
-        with self._session() as s:
+        with self._session(write=True) as s:
             self._search_row(s, search_id)
             row = self._by_fingerprint(s, search_id, measurement.fingerprint)
             if row is None:
@@ -196,7 +203,7 @@ class SqlStore:
 
     def mark_expanded(self, search_id: int, candidate_id: int) -> None:
         """Remember that the candidate's children have been generated."""
-        with self._session() as s:
+        with self._session(write=True) as s:
             self._search_row(s, search_id)
             row = s.get(CandidateRow, candidate_id)
             if row is None:
@@ -208,7 +215,7 @@ class SqlStore:
     def update_search(self, search_id: int, **fields: Any) -> SearchRecord:
         """Set any of the fields listed in ``rules.SEARCH_FIELDS``; return the updated search."""
         values = convert.search_columns(rules.check_search_fields(fields))
-        with self._session() as s:
+        with self._session(write=True) as s:
             self._search_row(s, search_id)
             if values:
                 s.execute(update(SearchRow).where(SearchRow.id == search_id).values(values))
