@@ -56,7 +56,7 @@ class InMemoryStore:
 
     def twin(self) -> InMemoryStore:
         """A second handle on the same data with leases of its own (as a second process
-        would open the same database)."""
+        would open the same database). Closing either one forgets the data of both."""
         other = InMemoryStore()
         for name in ("_workloads", "_searches", "_candidates", "_by_search", "_by_fingerprint", "_leases",
                      "_lease_lock"):

@@ -116,9 +116,15 @@ class SqlStore(sql_leases.LeaseMethods):
             workload_id = s.scalar(select(WorkloadRow.id).where(WorkloadRow.key == workload.key))
             if workload_id is None:
                 row = convert.workload_row(workload)
-                s.add(row)
-                s.flush()
-                workload_id = row.id
+                try:
+                    with s.begin_nested():
+                        s.add(row)
+                        s.flush()
+                    workload_id = row.id
+                except IntegrityError:
+                    # PostgreSQL: another search of this workload recorded it since the lookup
+                    # (SQLite's IMMEDIATE writes cannot interleave so); the first one stays.
+                    workload_id = s.scalar(select(WorkloadRow.id).where(WorkloadRow.key == workload.key))
             search = SearchRow(
                 workload_id=workload_id,
                 config=config.to_json(),

@@ -1,4 +1,5 @@
-"""The lease part of the store contract: one driver per search, on every backend.
+"""The lease part of the store contract: one driver per search, on every backend, and
+drivers that start at once.
 
 ``StoreContract`` includes ``LeaseContract``; a backend's test class gives it, besides
 ``store``, a ``second`` fixture: another handle on the same database (what a second process
@@ -172,3 +173,24 @@ class LeaseContract:
         with pytest.raises(ValueError, match="lease timeout"):
             _search(store, lease=LeaseOwner.here(), lease_timeout=timeout)
         assert store.lease(sid) is None
+
+    def test_drivers_starting_searches_of_one_workload_at_once(self, store: Any) -> None:
+        ids: list[int] = []
+        errors: list[str] = []
+        start = threading.Barrier(8)
+
+        def create() -> None:
+            start.wait()
+            try:
+                ids.append(_search(store, lease=LeaseOwner.here()))
+            except Exception as exc:  # noqa: BLE001 - asserted empty below
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=create) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == [], errors
+        assert len(set(ids)) == 8
+        assert {store.get_search(i).workload for i in ids} == {make_workload()}
