@@ -20,7 +20,13 @@ import pytest
 from schedsearch.core import Counters, SearchStatus
 from schedsearch.search.lease import LeaseKeeper
 from schedsearch.store import open_store
-from schedsearch.testing.store_contract import make_candidate, make_config, make_machine, make_measurement, make_workload
+from schedsearch.testing.store_contract import (
+    make_candidate,
+    make_config,
+    make_machine,
+    make_measurement,
+    make_workload,
+)
 
 PROCESSES = 8
 RESULTS = 60  # per process and round

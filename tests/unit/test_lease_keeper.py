@@ -102,7 +102,8 @@ def test_run_search_with_a_lease_creates_the_search_leased() -> None:
     outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), FakeExecutor(FakeTree()), store, cfg,
                          observe, lease=keeper)
     assert outcome.status is SearchStatus.COMPLETED
-    assert leases and all(lease is not None and lease.owner == keeper.owner for lease in leases)  # type: ignore[attr-defined]
+    assert leases and all(lease is not None and lease.owner == keeper.owner  # type: ignore[attr-defined]
+                          for lease in leases)
     keeper.release()
     assert store.lease(outcome.search_id) is None
 

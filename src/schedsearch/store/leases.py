@@ -27,7 +27,8 @@ _MAX_PID = 2**31 - 1
 def check_timeout(timeout: float) -> float:
     """A lease timeout a store accepts: a finite number of seconds in (0, one day]."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
-        raise ValueError(f"a lease timeout must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:.0f}], got {timeout!r}")
+        raise ValueError(
+            f"a lease timeout must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:.0f}], got {timeout!r}")
     return float(timeout)
 
 

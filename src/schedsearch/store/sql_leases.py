@@ -54,7 +54,8 @@ def read(row: SearchRow, now: float) -> Lease | None:
 def _as_read(row: SearchRow) -> list[ColumnElement[bool]]:
     """The row's lease is still the one read: same token, same last heartbeat."""
     same = [SearchRow.id == row.id]
-    for column, value in ((SearchRow.lease_token, row.lease_token), (SearchRow.lease_heartbeat_at, row.lease_heartbeat_at)):
+    for column, value in ((SearchRow.lease_token, row.lease_token),
+                          (SearchRow.lease_heartbeat_at, row.lease_heartbeat_at)):
         same.append(column.is_(None) if value is None else column == value)
     return same
 

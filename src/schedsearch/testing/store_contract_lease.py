@@ -23,7 +23,8 @@ from schedsearch.testing.builders import make_candidate, make_config, make_machi
 #: A holder on another host: this one cannot tell whether its process lives, so only its
 #: timeout can end its lease.
 ELSEWHERE = "another-host.invalid"
-BUSY = r"search \d+ in .+ is being run by pid \d+ on host .+ since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d .*; wait for it or stop it"
+BUSY = (r"search \d+ in .+ is being run by pid \d+ on host .+ since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d .*; "
+        r"wait for it or stop it")
 
 
 def _far(pid: int = 4242, token: str = "far") -> LeaseOwner:
