@@ -52,6 +52,7 @@ from schedsearch.errors import SearchCompletedError
 from schedsearch.numbers import DeclaredBest
 
 if TYPE_CHECKING:
+    from schedsearch.search.lease import LeaseKeeper
     from schedsearch.warm_start import WarmStart
 
 
@@ -162,13 +163,23 @@ class SearchRun:
 
 
 class SearchSession:
-    """A search ready to run, holding its open store until closed (a context manager)."""
+    """A search ready to run, holding its open store until closed (a context manager), and
+    with ``lease`` its driver's hold on the search (a resumed search's is taken before the
+    session is handed out; a new search's when it is created), released at ``close``."""
 
     def __init__(self, workload: Workload, root: Candidate, config: SearchConfig, store: Store,
-                 search_id: int | None = None) -> None:
+                 search_id: int | None = None, lease: LeaseKeeper | None = None) -> None:
         self.workload, self.root, self.config, self.store = workload, root, config, store
         self.search_id = search_id
+        self.lease = lease
         self.warm: WarmStart | None = None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Lines to tell the user before the search runs (a search taken over from a driver
+        that stopped)."""
+        note = self.lease.note() if self.lease is not None else None
+        return (note,) if note else ()
 
     def warm_start(self) -> WarmStart | None:
         """For a new search (unless ``config.warm_start`` is off): replay the best schedules
@@ -186,8 +197,12 @@ class SearchSession:
         self.close()
 
     def close(self) -> None:
-        """Close the store."""
-        self.store.close()
+        """Release the search's lease and close the store."""
+        try:
+            if self.lease is not None:
+                self.lease.release()
+        finally:
+            self.store.close()
 
     def runner(self, address: str | None = None, stop: threading.Event | None = None) -> SearchRunner:
         """The executor (in-process for 0 workers, else Ray: a local cluster or ``address``)
@@ -251,7 +266,7 @@ class SearchRunner:
             outcome = run_search(session.workload, session.root, make_strategy(session.config), self.executor,
                                  session.store, session.config, on_event, search_id=session.search_id, stop=stop,
                                  cost_model=self.model, seeds=warm.seeds if warm is not None else (),
-                                 started=started)
+                                 started=started, lease=session.lease)
         session.search_id = outcome.search_id
         return finished(session.store, outcome.search_id, warm)
 
@@ -275,6 +290,7 @@ def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db:
     build cache.
     """
     from schedsearch.evaluate import check_memory, check_toolchain, default_cache_dir, private_cache_dir
+    from schedsearch.search.lease import LeaseKeeper
     from schedsearch.transforms import root_candidate
 
     refuse_transient_db(db, spelling)
@@ -289,7 +305,7 @@ def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db:
     except BaseException:
         store.close()
         raise
-    return SearchSession(workload, root, config, store)
+    return SearchSession(workload, root, config, store, lease=LeaseKeeper(store))
 
 
 def resume_search(search_id: int, *, budget: float | None = None, max_candidates: int | None = None,
@@ -301,15 +317,21 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
 
     The stored source runs only when it matches its recorded sha256 and the file it came
     from is still here with the same content, or with ``trust_db_source``. A completed
-    search needs more budget (SearchCompletedError otherwise).
+    search needs more budget (SearchCompletedError otherwise). A search another live driver
+    runs is refused (SearchBusyError); one whose driver stopped is taken over (the session's
+    ``notes`` say so).
     """
     from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
+    from schedsearch.search.lease import LeaseKeeper
     from schedsearch.transforms import root_candidate
     from schedsearch.trust import check_stored_source
 
     store = open_db(db, create=False)
+    lease = LeaseKeeper(store)
     try:
         search = store.get_search(search_id)
+        # First of all: a search another live driver runs is refused (SearchBusyError), untouched.
+        lease.hold(search_id)
         config = resumed_config(search, budget, max_candidates, workers, early_stop)
         if remeasure:
             config = dataclasses.replace(config, remeasure=True)
@@ -321,9 +343,10 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
         private_cache_dir(default_cache_dir())
         root = root_candidate(search.workload)
     except BaseException:
+        lease.release()
         store.close()
         raise
-    return SearchSession(search.workload, root, config, store, search_id=search_id)
+    return SearchSession(search.workload, root, config, store, search_id=search_id, lease=lease)
 
 
 def resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
