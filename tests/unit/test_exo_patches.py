@@ -83,3 +83,16 @@ def test_an_exception_raised_in_a_patch_is_not_exo_declining() -> None:
 def test_install_is_idempotent() -> None:
     first = exo_patches.install()
     assert exo_patches.install() is first
+
+
+def test_a_search_session_tells_the_user_once_when_exo_runs_unpatched(monkeypatch) -> None:
+    from schedsearch.app.searching import SearchSession
+
+    session = SearchSession.__new__(SearchSession)
+    session.lease = None
+    monkeypatch.setattr(exo_patches, "_state", exo_patches.State.REFUSED)
+    monkeypatch.setattr(exo_patches, "_reason", "they were written for exo-lang 1.0.0, and 1.1.0 is installed")
+    assert session.notes == ("Exo runs without schedsearch's speed-ups, slower: they were written for exo-lang "
+                             "1.0.0, and 1.1.0 is installed",)
+    monkeypatch.setattr(exo_patches, "_state", exo_patches.State.OFF)
+    assert session.notes == ()  # turned off on purpose: nothing to tell

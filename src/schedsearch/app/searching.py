@@ -176,10 +176,12 @@ class SearchSession:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """Lines to tell the user before the search runs (a search taken over from a driver
-        that stopped)."""
-        note = self.lease.note() if self.lease is not None else None
-        return (note,) if note else ()
+        """Lines to tell the user before the search runs: a search taken over from a driver
+        that stopped; Exo that will run without schedsearch's patches, and why."""
+        from schedsearch.transforms import exo_patches
+
+        found = (self.lease.note() if self.lease is not None else None, exo_patches.message())
+        return tuple(note for note in found if note)
 
     def warm_start(self) -> WarmStart | None:
         """For a new search (unless ``config.warm_start`` is off): replay the best schedules
