@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.test_normalized_tiles import SEARCHED
 
 #: Every proc of the examples, at sizes small enough to expand in seconds.
 PROCS = {
@@ -22,14 +23,7 @@ PROCS = {
     "blur.py": {"blur2": {"H": 32, "W": 32}, "blur2_local": {"H": 32, "W": 32}},
     "imatmul.py": {"imatmul": {"M": 32, "N": 32, "K": 32}},
     "matvec.py": {"matvec": {"M": 64, "N": 64}},
-    "kernels.py": {
-        "matmul_init": {"M": 24, "N": 36, "K": 8},
-        "matmul_aat": {"M": 20, "K": 16},
-        "bmm": {"Bt": 2, "M": 12, "N": 32, "K": 8},
-        "conv2d": {"Co": 8, "Ci": 4, "H": 6, "W": 16},
-        "matmul_chain": {"M": 12, "N": 16, "K": 8, "L": 32},
-        "matmul_relu": {"M": 12, "N": 32, "K": 8},
-    },
+    "kernels.py": SEARCHED,
 }
 
 #: Procs whose first child is expanded too: a register tile's kernel, a packed and a
