@@ -3,9 +3,10 @@
 These are plain module-level functions over records so that they can run anywhere: in the
 search process, in a subprocess, or inside a Ray worker on another node.
 
-Reference outputs (the unscheduled proc run once on the seeded inputs) are cached on disk
-per (reference C, seed, compiler, flags, CPU, harness version): the unscheduled kernel can
-be hundreds of times slower than a good one and must not run once per candidate.
+The answer key (the unscheduled proc run on every seeded input set, ``harness``) is cached
+on disk per (reference C, seed, compiler, flags, CPU, harness version): the unscheduled
+kernel can be hundreds of times slower than a good one and must not run once per candidate.
+How strictly outputs are checked is ``verification``'s.
 """
 
 from __future__ import annotations
@@ -35,11 +36,14 @@ from schedsearch.core import (
 )
 from schedsearch.errors import InfrastructureError, SearchError
 from schedsearch.evaluate.bench import (
+    REFERENCE_TIMEOUTS,
     KernelReport,
     bench_lock,
-    dump_kernel,
+    child_failure,
     parse_report,
+    reference_kernel,
     run_kernels,
+    stderr_tail,
     timing_from_samples,
 )
 from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel, prepare_builds
@@ -48,19 +52,8 @@ from schedsearch.evaluate.interference import evidence_of, of_node
 from schedsearch.evaluate.machine import machine_info
 from schedsearch.evaluate.process import ChildResult
 from schedsearch.evaluate.quiet import quiet, working
+from schedsearch.evaluate.verification import atol_scale, verification_rounds
 from schedsearch.targets import reference_flags
-
-_STDERR_TAIL = 1500
-
-
-@dataclass(frozen=True, slots=True)
-class KernelIO:
-    """Raw bytes of one call: every argument before it and every output after it."""
-
-    inputs: dict[str, bytes]  # every argument's initial contents, by name
-    outputs: dict[str, bytes]  # every output argument after one call, by name
-    seconds: float  # duration of that call
-
 
 @contextlib.contextmanager
 def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
@@ -74,35 +67,6 @@ def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
         raise InfrastructureError(
             f"cannot build or run kernels with the cache directory {cache_dir} ({e.strerror or e})"
         ) from e
-
-
-def _tail(text: str) -> str:
-    return text.strip()[-_STDERR_TAIL:]
-
-
-def _child_failure(res: ChildResult, what: str, timeout: float) -> tuple[Status, str] | None:
-    """Status and message when the child did not finish normally, else None."""
-    if res.timed_out:
-        return Status.TIMEOUT, f"{what} gave no result within {timeout:g} s and was killed"
-    if res.signal_name is not None:
-        msg = f"{what} was killed by {res.signal_name}"
-        return Status.RUN_ERROR, msg + (f": {_tail(res.stderr)}" if res.stderr.strip() else "")
-    if res.returncode != 0:
-        msg = f"{what} exited with status {res.returncode}"
-        return Status.RUN_ERROR, msg + (f": {_tail(res.stderr)}" if res.stderr.strip() else "")
-    return None
-
-
-def _index_text(workload: Workload, arg: str, flat: int) -> str:
-    """``C[3, 17]`` for a flat index into argument ``arg``."""
-    shape = next((a.shape for a in workload.args if a.name == arg), ())
-    if not shape:
-        return arg
-    idx = []
-    for dim in reversed(shape):
-        idx.append(flat % dim)
-        flat //= dim
-    return f"{arg}[{', '.join(str(i) for i in reversed(idx))}]"
 
 
 def _build_both(
@@ -129,7 +93,7 @@ def build_reference(reference: Candidate, config: BenchConfig, cache_dir: Path) 
 def _reference_file(
     driver: Path, ref_build: BuildResult, args: Sequence[ArgSpec], config: BenchConfig, cache_dir: Path
 ) -> tuple[Path | None, tuple[Status, str] | None]:
-    """Cached reference outputs (computing them if missing); call with the bench lock held."""
+    """The cached answer key (computing it if missing); call with the bench lock held."""
     assert ref_build.path is not None
     # The argument list decides which buffers are outputs and how the inputs are drawn.
     signature = sha256_text(json.dumps([a.to_json() for a in args], sort_keys=True))[:16]
@@ -139,8 +103,8 @@ def _reference_file(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}")
     try:
-        res = dump_kernel(driver, ref_build.path, os.devnull, tmp, config)
-        failure = _child_failure(res, "the reference kernel", config.run_timeout)
+        res = reference_kernel(driver, ref_build.path, tmp, config)
+        failure = child_failure(res, "the reference kernel", config.run_timeout * REFERENCE_TIMEOUTS)
         if failure is not None:
             return None, failure
         install(tmp, path)
@@ -169,16 +133,14 @@ def _measurement_from_report(
     }
     if r.verdict is not None and not r.verdict.ok:
         v = r.verdict
-        where = _index_text(workload, v.arg, v.index)
-        msg = f"{where} is {v.value:.9g}, expected {v.expected:.9g} (max error {v.max_error:.3g}, rtol {config.rtol:g})"
-        return Measurement(status=Status.WRONG_RESULT, error=msg, max_error=v.max_error, **base)
+        return Measurement(status=Status.WRONG_RESULT, error=v.message(workload), max_error=v.max_error, **base)
     if r.slow:
         msg = f"one call takes {r.first:.3g} s, too slow to time within run_timeout={config.run_timeout:g} s"
         return Measurement(status=Status.TIMEOUT, error=msg, **base)
     if r.verdict is None or not r.samples:
-        failure = _child_failure(res, "the benchmark", config.run_timeout) or (
+        failure = child_failure(res, "the benchmark", config.run_timeout) or (
             Status.RUN_ERROR,
-            f"the benchmark stopped without a result: {_tail(res.stderr or res.stdout)}",
+            f"the benchmark stopped without a result: {stderr_tail(res.stderr or res.stdout)}",
         )
         return Measurement(status=failure[0], error=failure[1], **base)
     timing = timing_from_samples(r.samples, r.inner)
@@ -333,8 +295,9 @@ def _run(
         assert ref_file is not None
         kernels = [cand.path] + ([built.yardstick.path] if built.yardstick and built.yardstick.path else [])
         gate = _Gate(config, cache_dir, required=quiet)
-        res = run_kernels(built.driver, ref_file, kernels, config, pin=not candidate.uses_openmp, cutoff=cutoff,
-                          contend=contend, gate=gate, pair=len(kernels) == 2)
+        res = run_kernels(built.driver, ref_file, kernels, config, pin=not candidate.uses_openmp,
+                          scale=atol_scale(workload), rounds=verification_rounds(candidate.uses_openmp),
+                          cutoff=cutoff, contend=contend, gate=gate, pair=len(kernels) == 2)
     m = _measurement_from_report(workload, candidate, 0, res, len(kernels), config, cand.seconds, machine)
     if m.status is Status.OK:
         m = dataclasses.replace(m, quiet=gate.quiet)
@@ -400,7 +363,8 @@ def _remeasure(
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
         paths = [builds[i].path for i in live]
-        res = run_kernels(driver, ref_file, [p for p in paths if p is not None], config, pin=pin, timeout=timeout,
+        res = run_kernels(driver, ref_file, [p for p in paths if p is not None], config, pin=pin,
+                          scale=atol_scale(workload), rounds=verification_rounds(not pin), timeout=timeout,
                           gate=_quiet_gate(config, cache_dir))
     if res.returncode != 0:
         return [
@@ -412,46 +376,3 @@ def _remeasure(
             workload, candidates[i], slot, res, len(live), config, builds[i].seconds, machine
         )
     return [m for m in results if m is not None]
-
-
-def run_once(workload: Workload, candidate: Candidate, config: BenchConfig, cache_dir: Path) -> KernelIO:
-    """Build ``candidate`` and call it once on the seeded inputs; return the raw buffers.
-
-    For checks against an independent implementation (numpy) and for debugging. Raises
-    SearchError if the candidate does not build or run.
-    """
-    cache_dir = private_cache_dir(Path(cache_dir))
-    driver = build_driver(workload.args, config, cache_dir)
-    b = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
-    if not b.ok or b.path is None:
-        raise SearchError(f"The candidate does not compile: {b.error}")
-    tmp = cache_dir / "tmp" / f"io-{os.getpid()}-{secrets.token_hex(6)}"
-    tmp.mkdir(parents=True, exist_ok=True)
-    try:
-        res = dump_kernel(driver, b.path, tmp / "in", tmp / "out", config)
-        failure = _child_failure(res, "the kernel", config.run_timeout)
-        if failure is not None:
-            raise SearchError(failure[1])
-        raw_in, raw_out = (tmp / "in").read_bytes(), (tmp / "out").read_bytes()
-    finally:
-        for f in tmp.iterdir():
-            f.unlink()
-        tmp.rmdir()
-    inputs: dict[str, bytes] = {}
-    outputs: dict[str, bytes] = {}
-    off_in = off_out = 0
-    for a in workload.args:
-        size = max(1, a.elements) * _itemsize(a.dtype.numpy_name)
-        inputs[a.name] = raw_in[off_in : off_in + size]
-        off_in += size
-        if a.output:
-            outputs[a.name] = raw_out[off_out : off_out + size]
-            off_out += size
-    seconds = parse_report(res.stdout, 1)[0].first or 0.0
-    return KernelIO(inputs, outputs, seconds)
-
-
-def _itemsize(numpy_name: str) -> int:
-    return {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "uint16": 2, "int16": 2, "int32": 4}[
-        numpy_name
-    ]
