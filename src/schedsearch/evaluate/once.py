@@ -10,7 +10,7 @@ from pathlib import Path
 from schedsearch.core import BenchConfig, Candidate, Workload
 from schedsearch.errors import SearchError
 from schedsearch.evaluate.bench import REFERENCE_TIMEOUTS, child_failure, dump_kernel, parse_report
-from schedsearch.evaluate.build import build_driver, build_kernel
+from schedsearch.evaluate.build import build_driver, build_kernel, machine_error
 from schedsearch.evaluate.cache import private_cache_dir
 
 
@@ -28,11 +28,14 @@ def run_once(workload: Workload, candidate: Candidate, config: BenchConfig, cach
     buffers.
 
     For checks against an independent implementation (numpy) and for debugging. Raises
-    SearchError if the candidate does not build or run.
+    SearchError if the candidate does not build or run (InfrastructureError if that may be
+    the machine's fault: there is no known-good code here to tell).
     """
     cache_dir = private_cache_dir(Path(cache_dir))
     driver = build_driver(workload.args, config, cache_dir)
     b = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
+    if b.fault:
+        raise machine_error(config, b.fault)
     if not b.ok or b.path is None:
         raise SearchError(f"The candidate does not compile: {b.error}")
     tmp = cache_dir / "tmp" / f"io-{os.getpid()}-{secrets.token_hex(6)}"

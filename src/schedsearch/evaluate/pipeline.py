@@ -46,7 +46,14 @@ from schedsearch.evaluate.bench import (
     stderr_tail,
     timing_from_samples,
 )
-from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel, prepare_builds
+from schedsearch.evaluate.build import (
+    BuildResult,
+    build_driver,
+    build_kernel,
+    machine_error,
+    prepare_builds,
+    settle_fault,
+)
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 from schedsearch.evaluate.interference import evidence_of, of_node
 from schedsearch.evaluate.machine import machine_info
@@ -73,10 +80,19 @@ def _build_both(
     workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
 ) -> tuple[Path, BuildResult, BuildResult]:
     driver = build_driver(workload.args, config, cache_dir)
-    cand = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
+    cand = _built(candidate, reference, config, cache_dir)
     if candidate.fingerprint == reference.fingerprint and reference_config(config) == config:
         return driver, cand, cand
     return driver, cand, build_reference(reference, config, cache_dir)
+
+
+def _built(candidate: Candidate, reference: Candidate, config: BenchConfig, cache_dir: Path) -> BuildResult:
+    """``candidate`` built, a suspected machine fault settled by building ``reference``
+    afresh (``build.settle_fault``); a fault on the reference itself is the machine's."""
+    result = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
+    if result.fault and candidate.fingerprint == reference.fingerprint:
+        raise machine_error(config, result.fault)
+    return settle_fault(result, reference.c_source, config, cache_dir, openmp=candidate.uses_openmp)
 
 
 def reference_config(config: BenchConfig) -> BenchConfig:
@@ -86,8 +102,12 @@ def reference_config(config: BenchConfig) -> BenchConfig:
 
 
 def build_reference(reference: Candidate, config: BenchConfig, cache_dir: Path) -> BuildResult:
-    """Build the unscheduled proc whose outputs are the answer key (strict float arithmetic)."""
-    return build_kernel(reference.c_source, reference_config(config), cache_dir, openmp=reference.uses_openmp)
+    """Build the unscheduled proc whose outputs are the answer key (strict float arithmetic).
+    It is the known-good code: a suspected machine fault building it is the machine's."""
+    result = build_kernel(reference.c_source, reference_config(config), cache_dir, openmp=reference.uses_openmp)
+    if result.fault:
+        raise machine_error(config, result.fault)
+    return result
 
 
 def _reference_file(
@@ -251,7 +271,7 @@ def build_candidate(
             raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
         yard = None
         if yardstick is not None and yardstick.fingerprint != candidate.fingerprint:
-            yard = build_kernel(yardstick.c_source, config, Path(cache_dir), openmp=yardstick.uses_openmp)
+            yard = _built(yardstick, reference, config, Path(cache_dir))
             if not yard.ok or yardstick.uses_openmp != candidate.uses_openmp:
                 yard = None  # a yardstick is only worth its time run the same way as the candidate
         return Built(candidate.fingerprint, driver, cand, ref, yard, yardstick.fingerprint if yard else "")
@@ -345,7 +365,7 @@ def _remeasure(
     ref = build_reference(reference, config, cache_dir)
     if not ref.ok:
         raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
-    builds = [build_kernel(c.c_source, config, cache_dir, openmp=c.uses_openmp) for c in candidates]
+    builds = [_built(c, reference, config, cache_dir) for c in candidates]
     results: list[Measurement | None] = [
         None
         if b.ok
