@@ -63,9 +63,12 @@ class Verdict:
         """What went wrong, in one sentence naming the element or the bytes."""
         on = f"input set {self.input_set + 1}"
         if self.failure is Failure.CLOBBERED:
+            # index: how far from the argument the nearest changed byte is
             if self.before:
-                return f"the kernel wrote outside its arguments: {self.index} bytes before the start of {self.arg} ({on})"
-            return f"the kernel wrote outside its arguments: {self.index} bytes past the end of {self.arg} ({on})"
+                where = "right before" if self.index <= 1 else f"{self.index} bytes before"
+                return f"the kernel wrote outside its arguments, {where} the start of {self.arg} ({on})"
+            where = "right after" if self.index == 0 else f"{self.index} bytes after"
+            return f"the kernel wrote outside its arguments, {where} the end of {self.arg} ({on})"
         where = index_text(workload, self.arg, self.index)
         if self.failure is Failure.CHANGED:
             return f"the kernel changed {where}, an input it only reads ({on})"

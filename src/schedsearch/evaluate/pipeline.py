@@ -110,10 +110,12 @@ def build_reference(reference: Candidate, config: BenchConfig, cache_dir: Path) 
     return result
 
 
-def _reference_file(
+def answer_key(
     driver: Path, ref_build: BuildResult, args: Sequence[ArgSpec], config: BenchConfig, cache_dir: Path
 ) -> tuple[Path | None, tuple[Status, str] | None]:
-    """The cached answer key (computing it if missing); call with the bench lock held."""
+    """The answer key for ``args``: the path of the file the driver's ``run`` checks
+    kernels against (``harness``), computed with ``ref_build`` (the unscheduled proc) if
+    the cache has none, or why it could not be. Call with the bench lock held."""
     assert ref_build.path is not None
     # The argument list decides which buffers are outputs and how the inputs are drawn.
     signature = sha256_text(json.dumps([a.to_json() for a in args], sort_keys=True))[:16]
@@ -300,7 +302,7 @@ def _run(
     assert cand.path is not None
     with bench_lock(cache_dir):
         started = time.perf_counter()
-        ref_file, failure = _reference_file(built.driver, ref, workload.args, config, cache_dir)
+        ref_file, failure = answer_key(built.driver, ref, workload.args, config, cache_dir)
         if failure is not None:
             if candidate.fingerprint == reference.fingerprint:
                 return Measurement(
@@ -378,7 +380,7 @@ def _remeasure(
     pin = not any(candidates[i].uses_openmp for i in live)
     timeout = config.run_timeout * len(live)
     with bench_lock(cache_dir):
-        ref_file, failure = _reference_file(driver, ref, workload.args, config, cache_dir)
+        ref_file, failure = answer_key(driver, ref, workload.args, config, cache_dir)
         if failure is not None:
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
