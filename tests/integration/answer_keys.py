@@ -28,8 +28,7 @@ def read_key(workload: Workload, root: Candidate, config: BenchConfig, cache: Pa
     """Each input set of the answer key: every argument by name, each output's reference
     values as ``<name>.ref`` and each float output's magnitudes as ``<name>.mag``."""
     data = key_file(workload, root, config, cache).read_bytes()
-    body = memoryview(data)[data.index(b"\n") + 1:]
-    sets, off = [], 0
+    sets, off = [], _padded(data.index(b"\n") + 1)
     for _ in range(INPUT_SETS):
         arrays: dict[str, np.ndarray] = {}
         for a in workload.args:
@@ -37,11 +36,16 @@ def read_key(workload: Workload, root: Candidate, config: BenchConfig, cache: Pa
             for suffix, dtype, size in [("", a.dtype.numpy_name, a.nbytes)] + (
                     [(".ref", a.dtype.numpy_name, a.nbytes)] if a.output else []) + (
                     [(".mag", "float64", 8 * max(1, a.elements))] if a.output and a.dtype.is_float else []):
-                arrays[a.name + suffix] = np.frombuffer(body[off:off + size], dtype).reshape(shape)
-                off += size
+                arrays[a.name + suffix] = np.frombuffer(data[off:off + size], dtype).reshape(shape)
+                off += _padded(size)
         sets.append(arrays)
-    assert off == len(body)
+    assert off == len(data)
     return sets
+
+
+def _padded(size: int) -> int:
+    """Every piece of the answer key starts at a multiple of 64 bytes."""
+    return (size + 63) // 64 * 64
 
 
 def tolerance(workload: Workload, arrays: dict[str, np.ndarray], output: str, config: BenchConfig) -> np.ndarray:

@@ -236,7 +236,7 @@ def run_kernels(
     """Verify and time ``kernels`` in one driver process (interleaved rounds when several).
 
     ``scale``: the float tolerance's scale (``verification.atol_scale``); ``rounds``: how
-    many times each input set is checked (``verification.verification_rounds``).
+    many times each input set is run and checked (``verification.verification_rounds``).
     ``cutoff``: a kernel whose verification call takes longer than this many seconds is
     timed by that one call (it cannot be among the fastest; timing it fully would cost
     ``samples`` more calls). ``contend`` (one kernel): a kernel whose warm call takes longer

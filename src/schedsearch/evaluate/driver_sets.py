@@ -11,13 +11,17 @@ from __future__ import annotations
 #: Buffers, element access, and drawing an input set with its answer key.
 SETS = r"""/* schedsearch driver, harness version @VERSION@. Generated; do not edit. */
 #define _GNU_SOURCE
-@DL_INCLUDE@#include <math.h>
+@DL_INCLUDE@#include <fcntl.h>
+#include <math.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef void (*kernel_fn)(@PARAMS@);
 
@@ -41,24 +45,23 @@ typedef struct {
   unsigned char *in[SLOTS];  /* every argument's contents before the call */
   unsigned char *ref[SLOTS]; /* outputs: the reference kernel's contents after it */
   double *mag[SLOTS];        /* float outputs: the reference's outputs on |inputs| */
-  double *tol[SLOTS];        /* float outputs: the largest |out - ref| allowed */
 } input_set;
 static input_set sets[NSETS];
+/* Each float output's tolerance (see prepare_tolerances): elementwise from `atol_per_mag`
+   and `rtol`, or the same `flat` value for every element. */
+static int elementwise[SLOTS];
+static double atol_per_mag[SLOTS], flat[SLOTS], rtol_of[SLOTS];
 
+/* 64-byte aligned; not cleared: every buffer is filled before it is read. */
 static void *xalloc(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void *p = aligned_alloc(64, rounded ? rounded : 64);
   if (!p) { fprintf(stderr, "out of memory allocating %zu bytes\n", bytes); exit(3); }
-  memset(p, 0, rounded ? rounded : 64);
   return p;
 }
 
 static void xwrite(const void *p, size_t bytes, FILE *f) {
   if (fwrite(p, 1, bytes, f) != bytes) { fprintf(stderr, "short write\n"); exit(3); }
-}
-
-static void xread(void *p, size_t bytes, FILE *f, const char *path) {
-  if (fread(p, 1, bytes, f) != bytes) { fprintf(stderr, "reference %s is short\n", path); exit(3); }
 }
 
 static uint64_t next_random(uint64_t *state) {
@@ -105,8 +108,9 @@ static double int_limit(int i) {
 }
 
 /* Every argument gets its own allocation with GUARD bytes of a known pattern on either
-   side; the data stays 64-byte aligned and ends exactly where the trailing zone starts. */
-static void setup(void) {
+   side; the data stays 64-byte aligned and ends exactly where the trailing zone starts.
+   `own_sets`: room for the input sets too (to draw them; `run` maps them from the key). */
+static void setup(int own_sets) {
   uint64_t rng = 0x243F6A8885A308D3ull;
   for (size_t b = 0; b < GUARD; b++) pattern[b] = (unsigned char)(next_random(&rng) >> 56);
   for (int i = 0; i < NARGS; i++) {
@@ -114,15 +118,19 @@ static void setup(void) {
     unsigned char *p = (unsigned char *)aligned_alloc(64, total);
     if (!p) { fprintf(stderr, "out of memory allocating %zu bytes\n", total); exit(3); }
     data[i] = p + GUARD;
-    for (int s = 0; s < NSETS; s++) {
+    for (int s = 0; s < NSETS && own_sets; s++) {
       sets[s].in[i] = (unsigned char *)xalloc(info[i].bytes);
       if (!info[i].output) continue;
       sets[s].ref[i] = (unsigned char *)xalloc(info[i].bytes);
       if (!is_float(i)) continue;
       sets[s].mag[i] = (double *)xalloc(info[i].elems * sizeof(double));
-      sets[s].tol[i] = (double *)xalloc(info[i].elems * sizeof(double));
     }
   }
+}
+
+/* The typed pointers the kernel is called with, and the first set's arguments that every
+   timed call starts from. */
+static void bind(void) {
 @BIND@
 }
 

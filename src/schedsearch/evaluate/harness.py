@@ -70,7 +70,7 @@ from schedsearch.evaluate.driver_checks import CHECKS
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.
-HARNESS_VERSION = "10"
+HARNESS_VERSION = "11"
 #: Input sets every kernel is verified on (each drawn from its own seed).
 INPUT_SETS = 2
 #: Bytes of the guard zone on either side of every argument: a multiple of 64, so that the
@@ -167,8 +167,8 @@ static double timed_call(kernel_fn k) {
 
 /* run <reference-file> <cpu> <rtol> <scale> <rounds> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <contend-s> <settle> <gate> <pair> <so>...
    Verify every kernel (verify: each input set of the reference file `rounds` times, with
-   the tolerances `rtol` and `scale` give), then time the good ones in
-   interleaved rounds.
+   the tolerances `rtol` and `scale` give), then time the good ones in interleaved
+   rounds.
    pair = 1 (two kernels): the second is a yardstick timed beside the first, the subject.
    The subject alone decides what the budget allows (the yardstick is the search's fast
    kernel) and, like a lone kernel, may be timed with fewer samples (contend, settle: then
@@ -206,8 +206,9 @@ static int do_run(int argc, char **argv) {
     CPU_SET(cpu, &set);
     sched_setaffinity(0, sizeof(set), &set); /* best effort: noise, not correctness */
   }
-  setup();
+  setup(0);
   read_reference(ref_path);
+  bind();
   prepare_tolerances(rtol, scale);
   kernel_fn *k = (kernel_fn *)calloc(n, sizeof(kernel_fn));
   double *first = (double *)calloc(n, sizeof(double));

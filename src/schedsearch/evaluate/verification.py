@@ -67,7 +67,10 @@ MIN_TERMS = 8
 #: Times a candidate with a parallel loop (OpenMP) is verified on each input set: a data race
 #: (a reduction shared between threads) loses updates only when threads collide. Measured
 #: on a 2-core Zen 5, a 64**3 matmul parallel over its reduction loop: caught in 8 of 10
-#: runs of the driver with one round, in 20 of 20 with four.
+#: runs of the driver with one round, in 20 of 20 with four. Collide they must: with a core
+#: kept busy by another user's process (Linux's autogroups share the cores between users
+#: whatever their niceness), a small kernel's threads rarely run at once, and the same race
+#: was caught in 1 to 5 runs of 10, whether the rounds were 4 or spread over 0.1 s.
 PARALLEL_CHECKS = 4
 
 
