@@ -31,7 +31,7 @@ from schedsearch.transforms import (
     root_candidate,
 )
 from tests.conftest import EXAMPLES, REPO
-from tests.integration.answer_keys import appended, from_c, read_key, report_of, tolerance
+from tests.integration.answer_keys import appended, from_c, key_file, read_key, report_of, tolerance
 
 CONFIG = BenchConfig(warmup_seconds=0.001, min_sample_seconds=0.001, samples=1, run_timeout=30.0)
 SGEMM = load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 64, "N": 64, "K": 64})
@@ -59,6 +59,16 @@ def test_the_answer_key_bounds_every_element_and_scales_with_the_sum(cache: Path
         atol = tol - CONFIG.rtol * np.abs(arrays["C.ref"])
         # 64 terms of magnitude up to 1: a few 1e-5, far below the 1e-2 the whole-output test allowed
         assert terms_per_element(SGEMM) == 64 and 1e-5 < np.median(atol) < 1e-4
+
+
+def test_the_memory_check_counts_what_the_driver_holds(cache: Path) -> None:
+    from schedsearch.evaluate import memory_needed
+    from schedsearch.evaluate.harness import GUARD_BYTES
+
+    key = key_file(SGEMM, root_candidate(SGEMM), CONFIG, cache)
+    header = (key.read_bytes().index(b"\n") + 1 + 63) // 64 * 64
+    buffers = sum(a.nbytes + 2 * GUARD_BYTES for a in SGEMM.args)
+    assert memory_needed(SGEMM.args) == buffers + key.stat().st_size - header
 
 
 @pytest.mark.parametrize("where", ["smallest", "largest"])
