@@ -29,6 +29,7 @@ from schedsearch.core import (
 from schedsearch.errors import InfrastructureError, SearchError, ToolchainError
 from schedsearch.evaluate import evaluate_candidate, remeasure, run_once
 from schedsearch.evaluate.bench import bench_lock
+from schedsearch.evaluate.harness import INPUT_SETS
 
 N = 48  # not a power of two: catches index mix-ups that square powers of two hide
 
@@ -161,12 +162,13 @@ def test_very_slow_kernel_stops_early_as_timeout(ref: Candidate, cache: Path) ->
 
 
 def test_one_preempted_warm_up_call_does_not_decide_the_calls_per_sample(ref: Candidate, cache: Path) -> None:
-    # The third call (the second warm-up call) sleeps longer than the whole warm-up: it is
-    # the last warm-up call. Timed by it, a sample would be one call; the fastest warm-up
-    # call is the kernel's own time (~0.1 ms), and a sample is many calls.
+    # The second warm-up call (after one verification call per input set) sleeps longer
+    # than the whole warm-up: it is the last warm-up call. Timed by it, a sample would be
+    # one call; the fastest warm-up call is the kernel's own time (~0.1 ms), and a sample is
+    # many calls.
     cfg = BenchConfig(warmup_seconds=0.02, min_sample_seconds=0.005, samples=3, run_timeout=20.0)
     hiccup = sleepy_matmul("static int calls = 0;\n"
-                           "    if (++calls == 3) { struct timespec ts = {0, 60000000}; nanosleep(&ts, 0); }")
+                           f"    if (++calls == {INPUT_SETS + 2}) {{ struct timespec ts = {{0, 60000000}}; nanosleep(&ts, 0); }}")
     m = evaluate_candidate(SGEMM, ref, hiccup, cfg, cache)
     assert m.status is Status.OK, m.error
     assert m.timing.inner >= 5 and m.timing.median < 0.01
@@ -271,8 +273,12 @@ def test_every_dtype_round_trips(dtype: DType, cache: Path) -> None:
         assert np.all(np.abs(x) <= 1) and np.all(y0 != 0)
         np.testing.assert_allclose(y1, x.astype(np.float64) * s[0] + y0, rtol=2e-3, atol=2e-3)
     else:
-        assert np.all(np.abs(x.astype(np.int64)) <= 3)
-        np.testing.assert_array_equal(y1.astype(np.int64), x.astype(np.int64) * int(s[0]) + y0)
+        # Narrow types wrap in C's conversions; the harness keeps wide accumulators from it.
+        exact = x.astype(np.int64) * int(s[0]) + y0.astype(np.int64)
+        np.testing.assert_array_equal(y1, exact.astype(npt))
+        if dtype is DType.I32:  # no overflow, though inputs are wide and outputs start near the limits
+            np.testing.assert_array_equal(y1.astype(np.int64), exact)
+            assert np.abs(x.astype(np.int64)).max() > 64 and np.abs(y0.astype(np.int64)).max() > 2**30
     assert evaluate_candidate(w, c, c, FAST, cache).status is Status.OK
 
 
