@@ -151,6 +151,8 @@ CASES = {
                           "gflops:sgemm512-haswell"),
     "sgemm1024": Case("matmul.py", "sgemm", {"M": 1024, "N": 1024, "K": 1024}, 300,
                       reference="gflops:sgemm1024"),
+    "sgemm2048": Case("matmul.py", "sgemm", {"M": 2048, "N": 2048, "K": 2048}, 300,
+                      reference="gflops:sgemm2048"),
     "quickstart": Case("matmul.py", "sgemm", {"M": 256, "N": 256, "K": 256}, 120, reference="gflops:sgemm256"),
     "conv1d_mc": Case("conv1d_mc.py", "conv1d_mc", {"C": 32, "O": 64, "N": 1024, "R": 5}, 180),
     "conv1d": Case("conv1d.py", "conv1d", {"N": 4096, "R": 16}, 180),
