@@ -5,7 +5,9 @@
 #
 # Two passes: everything but the tests marked `serial` runs on every core (pytest-xdist);
 # then the `serial` ones, which time the machine (how fast a stop is acknowledged, whether
-# a schedule kept its speed), run alone so that other tests cannot skew them.
+# a schedule kept its speed), run alone so that other tests cannot skew them. A whole run
+# (no arguments) then runs the rewrite-space tests again on Exo as it is, without
+# schedsearch's patches of its internals (SCHEDSEARCH_EXO_PATCHES=off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -24,3 +26,7 @@ pass() {
 }
 pass -n "$workers" -m "not serial" "$@"
 pass -m serial "$@"
+if [ "$#" -eq 0 ]; then
+  SCHEDSEARCH_EXO_PATCHES=off pass -n "$workers" tests/unit/test_rules.py tests/unit/test_rewrites.py \
+    tests/unit/test_register_tile.py tests/unit/test_replay.py tests/unit/test_vectorize.py tests/unit/test_compute_at.py
+fi

@@ -12,6 +12,9 @@ import functools
 import hashlib
 import json
 import keyword
+import os
+import secrets
+import socket
 import types
 import typing
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -944,6 +947,72 @@ class SearchRecord(JsonRecord):
     failure: str = ""  # why the search was marked failed (one line); "" otherwise
 
 
+#: How long a search's lease lives without a heartbeat before another driver may take the
+#: search over. Its holder renews it every ``LEASE_BEAT_SHARE`` of that (10 s): beats may be
+#: missed - one waiting out SQLite's whole busy timeout (30 s), a loaded machine - before it
+#: lapses. A holder on the same host whose process has ended is taken over at once.
+LEASE_TIMEOUT_SECONDS = 60.0
+LEASE_BEAT_SHARE = 1 / 6
+
+
+class LeaseState(StrEnum):
+    """How a driver that wants a search finds the search's lease."""
+
+    FREE = "free"  # nobody holds it
+    MINE = "mine"  # this owner holds it already: taking it again renews it
+    LIVE = "live"  # another driver holds it and renews it: the search is being run
+    STALE = "stale"  # its holder has not renewed it within its timeout
+    GONE = "gone"  # its holder was a process on this host that no longer exists
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseOwner(JsonRecord):
+    """One driver of a search: a process on a host, and a random token that tells apart two
+    drivers in one process (and a new process that got a dead one's pid)."""
+
+    host: str
+    pid: int
+    token: str
+
+    @staticmethod
+    def here() -> LeaseOwner:
+        """A new owner for a driver in this process."""
+        return LeaseOwner(socket.gethostname(), os.getpid(), secrets.token_hex(8))
+
+    @property
+    def label(self) -> str:
+        """``pid 4242 on host ws-1``, on one line whatever a database row said the host was."""
+        host = "".join(ch if ch.isprintable() else "?" for ch in self.host)[:64] or "?"
+        return f"pid {self.pid} on host {host}"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease(JsonRecord):
+    """Who runs a search: the search is theirs while ``heartbeat_at + timeout`` (unix
+    seconds, the holder's clock) lies ahead."""
+
+    search_id: int
+    owner: LeaseOwner
+    acquired_at: float
+    heartbeat_at: float
+    timeout: float
+
+    @property
+    def expires_at(self) -> float:
+        """When the lease lapses unless renewed (unix seconds)."""
+        return self.heartbeat_at + self.timeout
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrant(JsonRecord):
+    """A lease taken: the new ``lease``, how the search's lease was found (``FREE``,
+    ``MINE``, ``STALE`` or ``GONE``) and, for the last two, the ``previous`` one taken over."""
+
+    lease: Lease
+    found: LeaseState = LeaseState.FREE
+    previous: Lease | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ProgressPoint(JsonRecord):
     """Best-so-far after the ``count``-th evaluated candidate, ``elapsed`` seconds in."""
@@ -1130,9 +1199,13 @@ class Executor(Protocol):
 
 @runtime_checkable
 class Store(Protocol):
-    """Where searches and their candidates are recorded. Only the search driver writes."""
+    """Where searches and their candidates are recorded. Only a search's driver (the holder
+    of its lease) writes to it."""
 
-    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo) -> int: ...
+    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo,
+                      lease: LeaseOwner | None = None, lease_timeout: float = LEASE_TIMEOUT_SECONDS) -> int:
+        """Record a new running search; with ``lease`` it is born leased to that owner (in the
+        same transaction: no other driver can take it first)."""
 
     def add_candidate(self, search_id: int, candidate: Candidate, predicted: float | None = None) -> CandidateRecord:
         """Record a candidate as pending (with its features and the cost model's prediction);
@@ -1187,5 +1260,24 @@ class Store(Protocol):
         """The ``per_search`` fastest ``ok`` scheduled candidates (the root left out) of each of
         the latest ``searches`` searches of this proc's source, any sizes, that have one
         (only searches of ``target`` when given): newest search first, fastest first."""
+
+    # Leases: one driver per search. Every operation is atomic across processes (and hosts,
+    # on a server database). A store that took a search's lease refuses to write to that
+    # search once another owner holds it (``LeaseLostError``): a driver presumed dead that
+    # wakes up cannot write beside the one that took over.
+
+    def acquire_lease(self, search_id: int, owner: LeaseOwner,
+                      timeout: float = LEASE_TIMEOUT_SECONDS) -> LeaseGrant:
+        """Take the search's lease for ``owner`` when it is free, already ``owner``'s, stale
+        or its holder is gone; ``SearchBusyError`` when another driver holds it."""
+
+    def renew_lease(self, search_id: int, owner: LeaseOwner) -> Lease:
+        """A heartbeat: ``LeaseLostError`` when ``owner`` no longer holds the lease."""
+
+    def release_lease(self, search_id: int, owner: LeaseOwner) -> bool:
+        """Free the lease if ``owner`` holds it (True), else change nothing (False)."""
+
+    def lease(self, search_id: int) -> Lease | None:
+        """The search's lease, or None when nobody holds it."""
 
     def close(self) -> None: ...

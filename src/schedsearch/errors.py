@@ -42,6 +42,17 @@ class StoreError(SchedsearchError):
     """The results database cannot be opened or used (wrong file, newer schema, ...)."""
 
 
+class SearchBusyError(StoreError):
+    """Another driver, alive, holds the search's lease: it is being run (``resume``
+    refuses; the CLI exits 2, as for every StoreError)."""
+
+
+class LeaseLostError(SchedsearchError):
+    """This driver's lease on its search was taken over (its heartbeat had stopped long
+    enough for another driver to presume it dead): it stops and writes nothing more to the
+    search. Not a StoreError: the search is not marked failed, it is someone else's now."""
+
+
 class InfrastructureError(SchedsearchError):
     """The machine cannot build or run kernels for a reason that is no candidate's fault:
     a full disk, a compiler killed by a signal, a missing linker, an unwritable or unsafe

@@ -13,7 +13,7 @@ import pytest
 from schedsearch.core import KERNEL_SYMBOL, ArgRole, ArgSpec, BenchConfig, DType
 from schedsearch.errors import ToolchainError
 from schedsearch.evaluate import check_toolchain, default_cache_dir, machine_info
-from schedsearch.evaluate.build import build_driver, build_kernel, prepare_builds
+from schedsearch.evaluate.build import build_driver, build_kernel, prepare_builds, settle_fault
 
 C_OK = f"void {KERNEL_SYMBOL}(void *ctxt, float *x) {{ x[0] += 1.0f; }}\n"
 
@@ -306,10 +306,15 @@ def test_machine_faults_raise_and_code_faults_are_build_errors(tmp_path: Path) -
     killer = tmp_path / "killer.sh"
     killer.write_text('#!/bin/sh\n[ "$1" = --version ] && exec gcc --version\nkill -9 $$\n')
     killer.chmod(0o755)
+    config = BenchConfig(cc=str(killer))
+    suspect = build_kernel(C_OK, config, tmp_path / "c1")
+    assert not suspect.ok and "killed by signal 9" in suspect.fault  # a suspect, not yet anyone's error
+    # Known-good code fails the same way: the machine's.
     with pytest.raises(InfrastructureError, match="killed by signal 9"):
-        build_kernel(C_OK, BenchConfig(cc=str(killer)), tmp_path / "c1")
+        settle_fault(suspect, C_OK, config, tmp_path / "c1")
     res = build_kernel("this is not C\n", BenchConfig(), tmp_path / "c2")
-    assert not res.ok and "error" in res.error
+    assert not res.ok and "error" in res.error and not res.fault
+    assert settle_fault(res, C_OK, BenchConfig(), tmp_path / "c2") is res  # nothing to settle, nothing built
 
 
 # A global helper, as Exo emits for ``select``, called per element of a loop; with the

@@ -29,6 +29,7 @@ from schedsearch.core import (
 from schedsearch.errors import InfrastructureError, SearchError, ToolchainError
 from schedsearch.evaluate import evaluate_candidate, remeasure, run_once
 from schedsearch.evaluate.bench import bench_lock
+from schedsearch.evaluate.harness import INPUT_SETS
 
 N = 48  # not a power of two: catches index mix-ups that square powers of two hide
 
@@ -161,12 +162,13 @@ def test_very_slow_kernel_stops_early_as_timeout(ref: Candidate, cache: Path) ->
 
 
 def test_one_preempted_warm_up_call_does_not_decide_the_calls_per_sample(ref: Candidate, cache: Path) -> None:
-    # The third call (the second warm-up call) sleeps longer than the whole warm-up: it is
-    # the last warm-up call. Timed by it, a sample would be one call; the fastest warm-up
-    # call is the kernel's own time (~0.1 ms), and a sample is many calls.
+    # The second warm-up call (after one verification call per input set) sleeps longer
+    # than the whole warm-up: it is the last warm-up call. Timed by it, a sample would be
+    # one call; the fastest warm-up call is the kernel's own time (~0.1 ms), and a sample is
+    # many calls.
     cfg = BenchConfig(warmup_seconds=0.02, min_sample_seconds=0.005, samples=3, run_timeout=20.0)
     hiccup = sleepy_matmul("static int calls = 0;\n"
-                           "    if (++calls == 3) { struct timespec ts = {0, 60000000}; nanosleep(&ts, 0); }")
+                           f"    if (++calls == {INPUT_SETS + 2}) {{ struct timespec ts = {{0, 60000000}}; nanosleep(&ts, 0); }}")
     m = evaluate_candidate(SGEMM, ref, hiccup, cfg, cache)
     assert m.status is Status.OK, m.error
     assert m.timing.inner >= 5 and m.timing.median < 0.01
@@ -271,8 +273,12 @@ def test_every_dtype_round_trips(dtype: DType, cache: Path) -> None:
         assert np.all(np.abs(x) <= 1) and np.all(y0 != 0)
         np.testing.assert_allclose(y1, x.astype(np.float64) * s[0] + y0, rtol=2e-3, atol=2e-3)
     else:
-        assert np.all(np.abs(x.astype(np.int64)) <= 3)
-        np.testing.assert_array_equal(y1.astype(np.int64), x.astype(np.int64) * int(s[0]) + y0)
+        # Narrow types wrap in C's conversions; the harness keeps wide accumulators from it.
+        exact = x.astype(np.int64) * int(s[0]) + y0.astype(np.int64)
+        np.testing.assert_array_equal(y1, exact.astype(npt))
+        if dtype is DType.I32:  # no overflow, though inputs are wide and outputs start near the limits
+            np.testing.assert_array_equal(y1.astype(np.int64), exact)
+            assert np.abs(x.astype(np.int64)).max() > 64 and np.abs(y0.astype(np.int64)).max() > 2**30
     assert evaluate_candidate(w, c, c, FAST, cache).status is Status.OK
 
 
@@ -512,3 +518,23 @@ def test_a_paired_candidate_that_cannot_contend_gets_the_fewest_samples_and_its_
     # machine (it is not paused for a timing) and one sample is a 4x outlier: the next
     # three then agree. Either way it stops long before the 9 samples it may take.
     assert len(settled.timing.samples) <= 4
+
+
+def test_an_unscheduled_kernel_slower_than_the_run_timeout_is_timed_by_one_call(tmp_path: Path) -> None:
+    # one call of the unscheduled kernel takes 1.2 s, beyond the 1 s a candidate gets;
+    # its FLOP count allows it 8 s (4 calls at the slowest rate assumed): it is verified,
+    # then timed by that one call, not killed
+    slow_root = hand(
+        "#include <time.h>\n"
+        "  for (int i = 0; i < 48; i++) for (int j = 0; j < 48; j++) for (int k = 0; k < 48; k++)\n"
+        "    C[i * 48 + j] += A[i * 48 + k] * B[k * 48 + j];\n"
+        "  struct timespec t = {1, 200000000}; nanosleep(&t, 0);"
+    )
+    slow = dataclasses.replace(SGEMM, flops=200_000_000)
+    cfg = BenchConfig(run_timeout=1.0, samples=3)
+    m = evaluate_candidate(slow, slow_root, slow_root, cfg, tmp_path)
+    assert m.status is Status.OK, m.error
+    assert m.timing is not None and len(m.timing.samples) == 1 and m.seconds >= 1.2
+    # a candidate that slow gets the run timeout as it is
+    other = evaluate_candidate(slow, slow_root, candidate_from_c(slow_root.c_source + "\n"), cfg, tmp_path)
+    assert other.status is Status.TIMEOUT

@@ -25,8 +25,11 @@ import pytest
 
 from schedsearch.core import KERNEL_SYMBOL, BenchConfig, DType, ExpandOptions, Rewrite, RewriteKind, Workload
 from schedsearch.evaluate import KernelIO, run_once
-from schedsearch.evaluate.bench import parse_report
+from schedsearch.evaluate.bench import parse_report, reference_kernel, run_argv
+from schedsearch.evaluate.build import build_driver
 from schedsearch.evaluate.harness import driver_source
+from schedsearch.evaluate.pipeline import build_reference
+from schedsearch.evaluate.verification import atol_scale
 from schedsearch.targets import NEON
 from schedsearch.transforms import build_proc, kernel_c, load_workload, propose, root_candidate, try_apply
 
@@ -117,6 +120,18 @@ def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
     return res
 
 
+def host_answer_key(workload: Workload, where: Path) -> Path:
+    """The answer key a search would check the kernel against: the unscheduled proc, built
+    and run on this machine on every input set."""
+    driver = build_driver(workload.args, HOST, where / "cache")
+    built = build_reference(root_candidate(workload), HOST, where / "cache")
+    assert built.path is not None, built.error
+    key = where / "answer-key"
+    res = reference_kernel(driver, built.path, key, HOST)
+    assert res.returncode == 0, res.stderr
+    return key
+
+
 def cross_build(workload: Workload, c_source: str, where: Path) -> Path:
     """The kernel linked with the harness's driver into a static AArch64 executable."""
     (where / "driver.c").write_text(driver_source(workload.args, linked=True))
@@ -180,14 +195,16 @@ def test_a_neon_register_tile_runs_under_qemu_and_matches_the_reference(referenc
     assert np.abs(got - by_numpy).max() <= tol
     assert np.abs(got - inputs["C"]).max() > 0.1  # the kernel did its work
 
-    # The driver's own verification, as a search runs it, against the host's reference file.
-    (tmp_path / "ref").write_bytes(b"".join(ref.io.outputs[a.name] for a in workload.args if a.output))
-    argv = [QEMU, str(exe), "run", str(HOST.seed), str(tmp_path / "ref"), "-1", repr(TOLERANCE[dtype]), "0", "0", "1",
-            "30", "0", "0", "0", "0", "0", "linked"]  # ... samples, budget, no cutoff or contend, no settling,
-    # no gate, no yardstick
-    res = _run(argv, "qemu")
+    # The driver's own verification, as a search runs it (every input set, guard zones,
+    # inputs unchanged), against the host's answer key; one sample, no warm-up.
+    config = BenchConfig(seed=HOST.seed, rtol=TOLERANCE[dtype], warmup_seconds=0.0, min_sample_seconds=0.0,
+                         samples=1, settle=0.0, run_timeout=60.0)
+    argv = run_argv(exe, host_answer_key(workload, tmp_path), [Path("linked")], config, pin=False,
+                    scale=atol_scale(workload))
+    res = _run([QEMU, *argv], "qemu")
     verdict = parse_report(res.stdout, 1)[0].verdict
     assert verdict is not None and verdict.ok, res.stdout
+    assert "tolerance C elementwise" in res.stdout
 
 
 def test_a_missing_cross_tool_fails_naming_its_package(monkeypatch, tmp_path):

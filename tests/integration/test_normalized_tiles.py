@@ -119,6 +119,64 @@ def test_a_transposed_operand_is_copied_into_a_panel_the_tile_streams(tmp_path) 
     assert "mm512_loadu_ps(A_panel_vec" in candidate.proc_text
     script = schedule_script(expander.workload, Schedule((step,)))
     assert "bind_expr(" in script and "remove_loop(" in script
+    assert step.arg("panel_block") is None  # 5 rows of the panel: no block divides them
+
+
+def test_a_transposing_copy_is_done_in_square_blocks(tmp_path, monkeypatch) -> None:
+    from schedsearch.transforms.rules import layout
+
+    expander = Expander(load_workload(KERNELS, "matmul_aat", {"M": 40, "K": 16}), ExpandOptions(target="avx512"))
+    step = next(r for r in tiles(expander) if r.arg("panel") is not None)
+    assert step.arg("panel_block") == 8 and len(step.arg("panel_loops").split()) == 4
+    candidate = verified(expander, Schedule((step,)), tmp_path)
+    jo, ji, ko, ki = step.arg("panel_loops").split()
+    # 5 x 2 blocks of 8 x 8, each copied row by row of the source
+    assert f"for {jo} in seq(0, 5):\n    for {ko} in seq(0, 2):" in candidate.proc_text
+    assert f"A_panel[{ki} + 8 * {ko}, {ji} + 8 * {jo}] = A[{ji} + 8 * {jo}, {ki} + 8 * {ko}]" in candidate.proc_text
+    assert "divide_loop(" in schedule_script(expander.workload, Schedule((step,)))
+    # a step without blocks (a schedule file from before them) replays the copy row by row
+    monkeypatch.setattr(layout, "PANEL_BLOCKS", ())
+    old = next(r for r in tiles(expander) if r.arg("panel") is not None)
+    assert {k for k, _ in old.args}.isdisjoint({"panel_block", "panel_loops"})
+    monkeypatch.undo()
+    assert "A_panel[k, j] = A[j, k]" in verified(expander, Schedule((old,)), tmp_path).proc_text
+    half = Rewrite(step.kind, step.target, tuple((k, v) for k, v in step.args if k != "panel_loops"))
+    from schedsearch.errors import ReplayError
+
+    with pytest.raises(ReplayError, match="go together"):
+        expander.candidate(Schedule((half,)))
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_a_long_reduction_is_also_offered_in_blocks(isa, tmp_path) -> None:
+    matmul = KERNELS.parent / "matmul.py"
+    expander = Expander(load_workload(matmul, "sgemm", {"M": 12, "N": 64, "K": 1024}), ExpandOptions(target=isa))
+    found = tiles(expander)
+    blocked = [r for r in found if r.arg("red_block") is not None]
+    # every tile comes both ways: the whole reduction per tile, and blocks of 512 terms
+    assert blocked and len(blocked) * 2 == len(found)
+    step = blocked[0]
+    assert (step.arg("red_block"), step.arg("red_block_factor"), step.arg("red_block_levels")) == ("k #0", 512, 2)
+    candidate = verified(expander, Schedule((step,)), tmp_path)
+    ko, ki = step.arg("red_block_names").split()
+    # the blocks' loop is outermost: each block of k runs over the whole output
+    loops = [line.strip() for line in candidate.proc_text.splitlines() if line.strip().startswith("for ")]
+    assert loops[0] == f"for {ko} in seq(0, 2):"
+    assert "divide_loop(" in schedule_script(expander.workload, Schedule((step,)))
+    # and a tile's streamed panel is then small enough to pack
+    packs = [r for r in propose(expander.proc_for(Schedule((step,))), expander.options) if r.kind is RewriteKind.PACK]
+    assert any(r.arg("buffer") == "B" and f"512 * {ko}" in r.arg("window") for r in packs)
+    half = Rewrite(step.kind, step.target, tuple((k, v) for k, v in step.args if k != "red_block_levels"))
+    from schedsearch.errors import ReplayError
+
+    with pytest.raises(ReplayError, match="go together"):
+        expander.candidate(Schedule((half,)))
+
+
+def test_a_short_reduction_is_not_blocked() -> None:
+    matmul = KERNELS.parent / "matmul.py"
+    expander = Expander(load_workload(matmul, "sgemm", {"M": 12, "N": 64, "K": 512}), ExpandOptions(target="avx512"))
+    assert all(r.arg("red_block") is None for r in tiles(expander))
 
 
 def test_a_panel_needs_all_of_its_arguments() -> None:

@@ -1,24 +1,29 @@
 """Opening an older database upgrades it in place, after a backup: schema version 1
 (tests/data/db/schema_v1.db, a small simulated search written by the first schedsearch
 schema), version 3 (schema_v3.db: the same database as the version 3 schedsearch left it)
-and version 4 (schema_v4.db: that one opened by the version 4 schedsearch, which then ran a
-second search of two candidates, its root measured and one measurement reused from search 1)."""
+version 4 (schema_v4.db: that one opened by the version 4 schedsearch, which then ran a
+second search of two candidates, its root measured and one measurement reused from search 1)
+and version 5 (schema_v5.db: that one opened by the version 5 schedsearch, which recorded a
+third search, its root measured beside a yardstick, left ``running`` as a killed driver
+leaves it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from schedsearch.core import Measurement, Paired, ReuseScope, Status
+from schedsearch.core import LeaseOwner, LeaseState, Measurement, Paired, ReuseScope, SearchStatus, Status
 from schedsearch.store import SCHEMA_VERSION, SqlStore
 from schedsearch.testing.fakes import FakeExecutor, fake_root, fake_workload
 
 V1 = Path(__file__).resolve().parents[1] / "data" / "db" / "schema_v1.db"
 V3 = V1.with_name("schema_v3.db")
 V4 = V1.with_name("schema_v4.db")
+V5 = V1.with_name("schema_v5.db")
 
 
 def _version(path: Path) -> int:
@@ -73,7 +78,7 @@ def test_a_version_1_database_opens_upgraded_with_a_backup(old_db: Path) -> None
 
 
 def test_the_fixtures_themselves_are_never_changed() -> None:
-    assert (_version(V1), _version(V3), _version(V4)) == (1, 3, 4)
+    assert (_version(V1), _version(V3), _version(V4), _version(V5)) == (1, 3, 4, 5)
 
 
 def _indexes(path: Path) -> set[str]:
@@ -144,11 +149,41 @@ def test_a_version_4_database_opens_upgraded_with_a_backup(tmp_path: Path) -> No
         assert rec.paired == yardstick and store.get_candidate(rec.id).paired == yardstick
     finally:
         store.close()
-    assert _version(path) == SCHEMA_VERSION == 5
+    assert _version(path) == SCHEMA_VERSION
     with sqlite3.connect(path) as raw:  # old rows hold SQL NULL (measured alone), not JSON 'null'
         assert raw.execute("SELECT count(*) FROM candidates WHERE paired IS NULL").fetchone()[0] == 18
     backup = path.with_name("v4.db.v4.bak")
     assert _dump(backup) == before and _version(backup) == 4
+    fresh = tmp_path / "fresh.db"
+    SqlStore(f"sqlite:///{fresh}").close()
+    assert _columns(path) == _columns(fresh) and _indexes(path) == _indexes(fresh)
+
+
+def test_a_version_5_database_opens_upgraded_with_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / "v5.db"
+    shutil.copyfile(V5, path)
+    before = _dump(path)
+    store = SqlStore(f"sqlite:///{path}", create=False)
+    try:
+        searches = store.list_searches()
+        assert [(s.id, s.status) for s in searches] == [
+            (1, SearchStatus.COMPLETED), (2, SearchStatus.COMPLETED), (3, SearchStatus.RUNNING)]
+        assert [len(store.candidates(s.id)) for s in searches] == [16, 2, 1]
+        third = store.candidates(3)[0]
+        assert third.paired is not None and third.paired.fingerprint == store.candidates(1)[0].fingerprint
+        # No old search is leased: the one an older schedsearch left running can be resumed.
+        assert [store.lease(s.id) for s in searches] == [None, None, None]
+        owner = LeaseOwner.here()
+        grant = store.acquire_lease(3, owner)
+        assert grant.found is LeaseState.FREE and store.lease(3) == grant.lease
+        store.record_measurement(3, dataclasses.replace(
+            Measurement(third.fingerprint, Status.OK, third.timing), measured_at=2.0), None, None)
+        assert store.release_lease(3, owner) and store.lease(3) is None
+    finally:
+        store.close()
+    assert _version(path) == SCHEMA_VERSION == 6
+    backup = path.with_name("v5.db.v5.bak")
+    assert _dump(backup) == before and _version(backup) == 5
     fresh = tmp_path / "fresh.db"
     SqlStore(f"sqlite:///{fresh}").close()
     assert _columns(path) == _columns(fresh) and _indexes(path) == _indexes(fresh)

@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from sqlalchemy import make_url
 
-from schedsearch.core import Paired
+from schedsearch.core import LeaseOwner, LeaseState, Paired
 from schedsearch.errors import StoreError
 from schedsearch.store import SCHEMA_VERSION, SqlStore, open_store
 from tests.integration.test_store_concurrent_create import PROCESSES as RACERS
@@ -152,6 +152,12 @@ class TestPostgresStore(StoreContract):
         yield s
         s.close()
 
+    @pytest.fixture
+    def second(self, store: SqlStore, pg_url: str) -> Iterator[SqlStore]:
+        s = open_store(pg_url, create=False)
+        yield s
+        s.close()
+
 
 def test_reopen_keeps_everything(pg_url: str) -> None:
     store = open_store(pg_url)
@@ -177,6 +183,7 @@ def test_a_version_4_database_is_upgraded(pg_url: str) -> None:
     store.record_measurement(sid, make_measurement(root, 0.125), 7.5, 1.0)
     before = store.candidates(sid)
     store.close()
+    _drop_lease_columns(pg_url)
     _sql(pg_url, "ALTER TABLE candidates DROP COLUMN paired")
     _sql(pg_url, "UPDATE schema_info SET version = 4")
     again = open_store(pg_url, create=False)
@@ -189,6 +196,44 @@ def test_a_version_4_database_is_upgraded(pg_url: str) -> None:
     finally:
         again.close()
     assert _sql(pg_url, "SELECT version FROM schema_info") == [(SCHEMA_VERSION,)]
+
+
+_LEASE_COLUMNS = ("lease_token", "lease_host", "lease_pid", "lease_acquired_at", "lease_heartbeat_at", "lease_timeout")
+
+
+def _drop_lease_columns(pg_url: str) -> None:
+    """Take a current database's searches back to version 5 (no leases)."""
+    for column in _LEASE_COLUMNS:
+        _sql(pg_url, f"ALTER TABLE searches DROP COLUMN {column}")
+
+
+def _column_types(pg_url: str, table: str) -> dict[str, str]:
+    rows = _sql(pg_url, "SELECT column_name, data_type FROM information_schema.columns "
+                        f"WHERE table_name = '{table}'")
+    return dict(rows)
+
+
+def test_a_version_5_database_is_upgraded(pg_url: str) -> None:
+    """The 5 -> 6 step's ALTER TABLE on PostgreSQL: a current database taken back to
+    version 5 (the lease columns dropped) upgrades in place, keeps its rows, and its
+    searches, left running or not, are free to be taken."""
+    store = open_store(pg_url)
+    sid = store.create_search(make_workload(), make_config(), make_machine())
+    store.add_candidate(sid, make_candidate("root"))
+    before = (store.get_search(sid), store.candidates(sid))
+    fresh = _column_types(pg_url, "searches")
+    store.close()
+    _drop_lease_columns(pg_url)
+    _sql(pg_url, "UPDATE schema_info SET version = 5")
+    again = open_store(pg_url, create=False)
+    try:
+        assert (again.get_search(sid), again.candidates(sid)) == before and again.lease(sid) is None
+        grant = again.acquire_lease(sid, LeaseOwner.here())
+        assert grant.found is LeaseState.FREE and again.lease(sid) == grant.lease
+    finally:
+        again.close()
+    assert _sql(pg_url, "SELECT version FROM schema_info") == [(SCHEMA_VERSION,)]
+    assert _column_types(pg_url, "searches") == fresh  # the same types create_all gives
 
 
 def test_newer_schema_is_refused_unchanged(pg_url: str) -> None:

@@ -32,6 +32,12 @@ class TestSqliteStore(StoreContract):
         yield s
         s.close()
 
+    @pytest.fixture
+    def second(self, store: SqlStore, tmp_path: Path) -> Iterator[SqlStore]:
+        s = SqlStore(f"sqlite:///{tmp_path / 'contract.db'}", create=False)
+        yield s
+        s.close()
+
 
 def _fill(store: SqlStore | InMemoryStore) -> int:
     sid = store.create_search(make_workload(), make_config(), make_machine())

@@ -9,14 +9,16 @@ from exo.backend import LoopIR_compiler
 from exo.core.LoopIR import LoopIR
 
 from schedsearch.core import ExpandOptions, RewriteKind
-from schedsearch.transforms import build_proc, exo_codegen, exo_overheads, kernel_c, load_workload, propose, try_apply
+from schedsearch.transforms import build_proc, kernel_c, load_workload, propose, try_apply
+from schedsearch.transforms import exo_patches
+from schedsearch.transforms.exo_patches import codegen as exo_codegen, contexts as exo_contexts, ir_checks, overheads, windows as exo_windows
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
 def test_installed_in_exos_c_backend():
-    assert exo_overheads.install()
+    assert exo_patches.install() is exo_patches.State.INSTALLED
     assert exo_codegen.expected(LoopIR_compiler)
     compiler = LoopIR_compiler.Compiler
     assert compiler.window_struct_fields.__module__ == exo_codegen.__name__
@@ -36,7 +38,7 @@ def test_vector_kernels_c_is_the_same_with_exos_own_window_compilation(monkeypat
     """Register tiles of SGEMM (vector loads, FMAs, broadcasts and stores, every operand a
     window) for AVX-512 and AVX2: each C the same byte for byte with the windows compiled
     once per call and with Exo's own passes, which compile each one twice."""
-    exo_overheads.install()
+    exo_patches.install()
     compiler = LoopIR_compiler.Compiler
     own_comp_s, own_fields = compiler.comp_s.__wrapped__, compiler.window_struct_fields.__wrapped__
     compiled = []

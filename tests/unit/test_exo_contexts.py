@@ -8,7 +8,9 @@ from pathlib import Path
 from exo.rewrite import new_eff
 
 from schedsearch.core import ExpandOptions, RewriteKind
-from schedsearch.transforms import build_proc, exo_contexts, kernel_c, load_workload, propose, try_apply
+from schedsearch.transforms import build_proc, kernel_c, load_workload, propose, try_apply
+from schedsearch.transforms import exo_patches
+from schedsearch.transforms.exo_patches import codegen as exo_codegen, contexts as exo_contexts, ir_checks, overheads, windows as exo_windows
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

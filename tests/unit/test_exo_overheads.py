@@ -16,7 +16,9 @@ from exo.rewrite import analysis_simplify, new_analysis_core
 from exo.stdlib import scheduling
 
 from schedsearch.core import ExpandOptions, RewriteKind
-from schedsearch.transforms import build_proc, exo_overheads, kernel_c, load_workload, propose, try_apply
+from schedsearch.transforms import build_proc, kernel_c, load_workload, propose, try_apply
+from schedsearch.transforms import exo_patches
+from schedsearch.transforms.exo_patches import codegen as exo_codegen, contexts as exo_contexts, ir_checks, overheads, windows as exo_windows
 from schedsearch.transforms import calls as calls_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,11 +35,11 @@ def _c_of_each(proc, rewrites) -> list[str | None]:
 
 
 def test_installed_on_exo_1_0_0():
-    assert exo_overheads.install() is True
+    assert exo_patches.install() is exo_patches.State.INSTALLED
     assert pattern_match.inspect is not inspect
-    assert new_analysis_core._get_smt_solver.__module__ == exo_overheads.__name__
-    assert analysis_simplify.ChainMap is exo_overheads.ScopedValues
-    assert isinstance(new_analysis_core.SMTSolver().solver, exo_overheads.UnusedSolver)
+    assert new_analysis_core._get_smt_solver.__module__ == overheads.__name__
+    assert analysis_simplify.ChainMap is overheads.ScopedValues
+    assert isinstance(new_analysis_core.SMTSolver().solver, overheads.UnusedSolver)
 
 
 def test_the_effect_analysis_pysmt_solver_only_counts_its_levels():
@@ -58,7 +60,7 @@ def test_the_effect_analysis_pysmt_solver_only_counts_its_levels():
     finally:
         new_analysis_core._get_smt_solver = real
     with pytest.raises(IndexError):
-        exo_overheads.UnusedSolver().pop()
+        overheads.UnusedSolver().pop()
 
 
 def test_cursor_patterns_still_resolve_and_still_fail_clearly():
@@ -98,7 +100,7 @@ def test_scoped_values_answer_as_a_chain_map_does():
     """Random scopes entered and left, names bound, masked (None) and looked up: every
     lookup answers as ``collections.ChainMap`` used the same way."""
     rng = random.Random(7)
-    ours, chain = exo_overheads.ScopedValues(), collections.ChainMap()
+    ours, chain = overheads.ScopedValues(), collections.ChainMap()
     depth = 0
     for _ in range(5000):
         op = rng.random()
@@ -138,13 +140,13 @@ def test_a_register_tiled_nodes_children_are_the_same_with_checked_formulas(monk
     """The reorders, sinks and packs of a register tile - whose safety checks build the most
     formulas - with the analysis formulas' field checks dropped and with them restored: the
     same C, byte for byte, and the same legality."""
-    exo_overheads.install()
-    assert len(exo_overheads.TRUSTED) >= 80
+    exo_patches.install()
+    assert len(ir_checks.TRUSTED) >= 80
     # the formulas' types too, checked by Exo's own is_type_bound
-    assert sum(name == "_validate_type" for _, name, _ in exo_overheads.TRUSTED) >= 17
+    assert sum(name == "_validate_type" for _, name, _ in ir_checks.TRUSTED) >= 17
     tiled, rewrites = tiled_and_costly
     trusting = _c_of_each(tiled, rewrites)
-    for namespace, name, check in exo_overheads.TRUSTED:
+    for namespace, name, check in ir_checks.TRUSTED:
         monkeypatch.setitem(namespace, name, check)
     assert _c_of_each(tiled, rewrites) == trusting
     assert any(c is not None for c in trusting)
@@ -157,7 +159,7 @@ def test_analysis_formulas_still_convert_operators_and_copy_lists():
     from exo.core.LoopIR import T
     from exo.core.prelude import Sym, null_srcinfo
 
-    exo_overheads.install()
+    exo_patches.install()
     A, where = new_analysis_core.A, null_srcinfo()
     x, one = A.Var(Sym("x"), T.index, where), A.Const(1, T.int, where)
     first, second = A.BinOp("+", x, one, T.index, where), A.BinOp("+", one, x, T.index, where)
@@ -175,11 +177,11 @@ def test_ir_classes_answer_isinstance_as_abcmeta_does():
     given by ``install`` answers as ``ABCMeta``'s own ``__instancecheck__``."""
     from asdl_adt import adt
 
-    exo_overheads.install()
+    exo_patches.install()
     # Exo's classes (not the probe made by the virtual-subclass test, if it ran before)
-    classes = [c for c in exo_overheads._ir_classes(adt._AsdlAdtBase) if not c.__qualname__.startswith("probe.")]
+    classes = [c for c in ir_checks._ir_classes(adt._AsdlAdtBase) if not c.__qualname__.startswith("probe.")]
     assert len(classes) > 100
-    assert all(type(cls) is exo_overheads._PlainChecks for cls in classes[1:])
+    assert all(type(cls) is ir_checks._PlainChecks for cls in classes[1:])
 
     root = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 20, "N": 32, "K": 8}))
     tile = next(r for r in propose(root, ExpandOptions(target="avx512")) if r.kind is RewriteKind.REGISTER_TILE)
@@ -208,7 +210,7 @@ def test_field_checks_still_reject_what_exo_rejects():
     from exo.core.LoopIR import LoopIR, T
     from exo.core.prelude import null_srcinfo
 
-    exo_overheads.install()
+    exo_patches.install()
     where = null_srcinfo()
     one = LoopIR.Const(1, T.int, where)
     assert LoopIR.USub(one, T.int, where).arg is one  # a Const where an expr goes
@@ -231,7 +233,7 @@ def test_a_class_with_a_virtual_subclass_keeps_abcmeta():
     registered class is still an instance for ``isinstance``."""
     from asdl_adt import ADT
 
-    exo_overheads.install()
+    exo_patches.install()
     module = ADT("module probe { t = A(int x) | B(t y) }")
 
     class Outside:
@@ -239,7 +241,7 @@ def test_a_class_with_a_virtual_subclass_keeps_abcmeta():
 
     module.t.register(Outside)
     try:
-        assert exo_overheads._plain_ir_checks() is False
+        assert ir_checks.plain_ir_checks() is False
         assert type(module.t) is abc.ABCMeta
         assert isinstance(Outside(), module.t)
     finally:
@@ -257,7 +259,7 @@ def test_lift_to_cir_marks_every_node_as_exos_range_analysis_does():
     from exo.core.prelude import Sym, null_srcinfo
     from exo.rewrite.range_analysis import IndexRangeEnvironment
 
-    exo_overheads.install()
+    exo_patches.install()
     where = null_srcinfo()
     i, j, n = Sym("i"), Sym("j"), Sym("n")
     env = SimpleNamespace(env={i: (0, 5), j: (-2, 3)})  # n: a free size, not in the environment
@@ -298,7 +300,7 @@ def test_lift_to_cir_marks_every_node_as_exos_range_analysis_does():
             assert cir.is_non_neg == expected, str(node)
             marked.append(expected)
     assert True in marked and False in marked
-    assert LoopIR_compiler.lift_to_cir.__module__ == exo_overheads.__name__
+    assert LoopIR_compiler.lift_to_cir.__module__ == overheads.__name__
 
 
 def _wrapped(installed):
@@ -316,7 +318,7 @@ def test_simplify_makes_no_edit_for_an_index_it_rebuilds_equal(rewrite_pass: str
     it does not fold to a constant as unchanged."""
     from exo.rewrite import LoopIR_scheduling
 
-    exo_overheads.install()
+    exo_patches.install()
     root = build_proc(load_workload(EXAMPLES / "matmul.py", "sgemm", {"M": 20, "N": 32, "K": 8}))
     tile = next(r for r in propose(root, ExpandOptions(target="avx512")) if r.kind is RewriteKind.REGISTER_TILE)
     # simplified once already, as a rewrite's parent is: what is left to fold is the rewrite's
@@ -347,7 +349,7 @@ def test_constant_folding_still_deletes_a_loop_that_never_runs():
     unchanged-when-equal wrapper still gives it constant bounds it did not change."""
     from exo import proc
 
-    exo_overheads.install()
+    exo_patches.install()
 
     @proc
     def never(N: size, x: f32[N]):

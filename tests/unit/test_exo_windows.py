@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from exo.rewrite import new_eff
 
-from schedsearch.transforms import exo_overheads, exo_windows, kernel_c, try_apply
+from schedsearch.transforms import kernel_c, try_apply
+from schedsearch.transforms import exo_patches
+from schedsearch.transforms.exo_patches import codegen as exo_codegen, contexts as exo_contexts, ir_checks, overheads, windows as exo_windows
 
 
 class _Env:
@@ -50,7 +52,7 @@ def test_only_the_latest_answers_are_kept():
 
 
 def test_installed_in_exos_effect_analysis():
-    assert exo_overheads.install()
+    assert exo_patches.install() is exo_patches.State.INSTALLED
     assert exo_windows.expected(new_eff)
     assert new_eff.AEnv.translate_win.__module__ == exo_windows.__name__
 
@@ -64,7 +66,7 @@ def test_a_register_tiled_nodes_children_are_the_same_with_exos_own_translation(
     chains of ``let``s, with windows for the vector instructions - composing windows once and
     with Exo's own ``translate_win``: the same C byte for byte, the same refusals, and far
     fewer compositions worked out."""
-    exo_overheads.install()
+    exo_patches.install()
     tiled, rewrites = tiled_and_costly
     once = new_eff.AEnv.translate_win
     own = once.__wrapped__

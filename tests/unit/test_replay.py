@@ -180,16 +180,21 @@ def test_an_assertion_inside_exo_declines_the_rewrite_and_one_of_ours_is_a_bug(w
     with pytest.raises(ReplayError, match="does not apply"):
         replay(root, (simplify,))
 
-    # one of the stand-ins installed in Exo asserts as Exo's own code would
+    # a stand-in installed in Exo (exo_patches) that fails is a fault of ours, not Exo declining
     from types import SimpleNamespace
 
     from exo.backend import LoopIR_compiler
     from exo.core.LoopIR import LoopIR, T
     from exo.core.prelude import null_srcinfo
 
-    with pytest.raises(AssertionError) as stand_in:
+    from schedsearch.transforms import exo_patches
+
+    # with the patches off (SCHEDSEARCH_EXO_PATCHES=off) the assertion is Exo's own
+    patched = exo_patches.install() is exo_patches.State.INSTALLED
+    with pytest.raises(AssertionError) as again:
         LoopIR_compiler.lift_to_cir(LoopIR.Const(1.0, T.f32, null_srcinfo()), SimpleNamespace(env={}))
-    assert rejected_by_exo(stand_in.value)
+    assert LoopIR_compiler.lift_to_cir.__module__.startswith("schedsearch.transforms.exo_patches") is patched
+    assert rejected_by_exo(again.value) is not patched
 
     def ours(proc):
         raise AssertionError("a fault of our own")

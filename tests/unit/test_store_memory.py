@@ -17,6 +17,10 @@ class TestInMemoryStore(StoreContract):
         yield s
         s.close()
 
+    @pytest.fixture
+    def second(self, store: InMemoryStore) -> InMemoryStore:
+        return store.twin()
+
 
 @pytest.mark.parametrize("name", ["memory", ":memory:"])
 def test_open_store_memory_names(name: str) -> None:

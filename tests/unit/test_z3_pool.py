@@ -7,8 +7,10 @@ import z3
 from exo.rewrite import new_analysis_core
 
 from schedsearch.core import ExpandOptions
-from schedsearch.transforms import build_proc, exo_overheads, kernel_c, load_workload, propose, try_apply
-from schedsearch.transforms.z3_pool import SolverPool
+from schedsearch.transforms import build_proc, kernel_c, load_workload, propose, try_apply
+from schedsearch.transforms import exo_patches
+from schedsearch.transforms.exo_patches import codegen as exo_codegen, contexts as exo_contexts, ir_checks, overheads, windows as exo_windows
+from schedsearch.transforms.exo_patches.z3_pool import SolverPool
 from tests.conftest import EXAMPLES
 
 
@@ -41,7 +43,7 @@ def test_a_solver_with_a_base_assertion_or_beyond_the_size_is_not_kept():
 
 
 def _pool() -> SolverPool:
-    exo_overheads.install()
+    exo_patches.install()
     return new_analysis_core.z3lib.Solver.__self__
 
 

@@ -45,15 +45,21 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
     with another compiler or flags is refused (UntrustedConfigError) unless
     ``trust_db_config``; the stored ones are never run. The rows the run will build are
     rebuilt from their schedules here, before anything else runs (``session.inherited``). A
-    completed search needs more budget (SearchCompletedError otherwise).
+    completed search needs more budget (SearchCompletedError otherwise). A search another
+    live driver runs is refused (SearchBusyError), untouched; one whose driver stopped is
+    taken over (the session's ``notes`` say so).
     """
     from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
+    from schedsearch.search.lease import LeaseKeeper
     from schedsearch.transforms import root_candidate
     from schedsearch.trust import check_stored_source
 
     store = open_db(db, create=False)
+    lease = LeaseKeeper(store)
     try:
         search = store.get_search(search_id)
+        # First of all: a search another live driver runs is refused (SearchBusyError), untouched.
+        lease.hold(search_id)
         config = resumed_config(search, budget, max_candidates, workers, early_stop)
         if remeasure:
             config = dataclasses.replace(config, remeasure=True)
@@ -67,9 +73,11 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
         root = root_candidate(search.workload)
         inherited = rebuild_rows(store, search, root, config)
     except BaseException:
+        lease.release()
         store.close()
         raise
-    return SearchSession(search.workload, root, config, store, search_id=search_id, inherited=inherited)
+    return SearchSession(search.workload, root, config, store, search_id=search_id, lease=lease,
+                         inherited=inherited)
 
 
 def resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,

@@ -50,6 +50,7 @@ from schedsearch.numbers import DeclaredBest
 
 if TYPE_CHECKING:
     from schedsearch.search.inherited import Inherited
+    from schedsearch.search.lease import LeaseKeeper
     from schedsearch.warm_start import WarmStart
 
 
@@ -160,15 +161,28 @@ class SearchRun:
 
 
 class SearchSession:
-    """A search ready to run, holding its open store until closed (a context manager)."""
+    """A search ready to run, holding its open store until closed (a context manager), and
+    with ``lease`` its driver's hold on the search (a resumed search's is taken before the
+    session is handed out; a new search's when it is created), released at ``close``."""
 
     def __init__(self, workload: Workload, root: Candidate, config: SearchConfig, store: Store,
-                 search_id: int | None = None, inherited: Inherited | None = None) -> None:
+                 search_id: int | None = None, lease: LeaseKeeper | None = None,
+                 inherited: Inherited | None = None) -> None:
         self.workload, self.root, self.config, self.store = workload, root, config, store
         self.search_id = search_id
+        self.lease = lease
         # A resume: the stored rows rebuilt from their schedules (``search.inherited``).
         self.inherited = inherited
         self.warm: WarmStart | None = None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Lines to tell the user before the search runs: a search taken over from a driver
+        that stopped; Exo that will run without schedsearch's patches, and why."""
+        from schedsearch.transforms import exo_patches
+
+        found = (self.lease.note() if self.lease is not None else None, exo_patches.message())
+        return tuple(note for note in found if note)
 
     def warm_start(self) -> WarmStart | None:
         """For a new search (unless ``config.warm_start`` is off): replay the best schedules
@@ -186,8 +200,12 @@ class SearchSession:
         self.close()
 
     def close(self) -> None:
-        """Close the store."""
-        self.store.close()
+        """Release the search's lease and close the store."""
+        try:
+            if self.lease is not None:
+                self.lease.release()
+        finally:
+            self.store.close()
 
     def runner(self, address: str | None = None, stop: threading.Event | None = None) -> SearchRunner:
         """The executor (in-process for 0 workers, else Ray: a local cluster or ``address``)
@@ -251,7 +269,7 @@ class SearchRunner:
             outcome = run_search(session.workload, session.root, make_strategy(session.config), self.executor,
                                  session.store, session.config, on_event, search_id=session.search_id, stop=stop,
                                  cost_model=self.model, seeds=warm.seeds if warm is not None else (),
-                                 started=started, inherited=session.inherited)
+                                 started=started, lease=session.lease, inherited=session.inherited)
         session.search_id = outcome.search_id
         return finished(session.store, outcome.search_id, warm)
 
@@ -275,6 +293,7 @@ def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db:
     build cache.
     """
     from schedsearch.evaluate import check_memory, check_toolchain, default_cache_dir, private_cache_dir
+    from schedsearch.search.lease import LeaseKeeper
     from schedsearch.transforms import root_candidate
 
     refuse_transient_db(db, spelling)
@@ -289,7 +308,7 @@ def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db:
     except BaseException:
         store.close()
         raise
-    return SearchSession(workload, root, config, store)
+    return SearchSession(workload, root, config, store, lease=LeaseKeeper(store))
 
 
 @contextmanager

@@ -88,6 +88,8 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
     130 if interrupted)."""
     console = stderr_console()
     try:
+        for line in session.notes:  # a search taken over from a driver that stopped
+            console.print(line, highlight=False, markup=False)
         warm = session.warm_start()
         for line in warm.summary() if warm is not None else ():
             console.print(line, highlight=False, markup=False)

@@ -9,7 +9,8 @@ from schedsearch.evaluate.cache import private_cache_dir
 from schedsearch.evaluate.limits import check_memory, memory_needed
 from schedsearch.evaluate.local import LocalExecutor
 from schedsearch.evaluate.machine import check_toolchain, cpu_flags, default_cache_dir, machine_info
-from schedsearch.evaluate.pipeline import KernelIO, evaluate_candidate, remeasure, run_once
+from schedsearch.evaluate.once import KernelIO, run_once
+from schedsearch.evaluate.pipeline import evaluate_candidate, remeasure
 
 __all__ = [
     "KernelIO",

@@ -17,14 +17,29 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
-from schedsearch.core import BenchConfig, Timing
+from schedsearch.core import BenchConfig, Status, Timing, Workload
 from schedsearch.evaluate.process import ChildResult, run_child
 
 #: Share of ``run_timeout`` the driver may spend timing; the rest covers process start-up,
-#: input generation, loading the reference and the verification call.
+#: loading the reference and the verification calls.
 TIMING_BUDGET_SHARE = 0.5
+#: Characters of a child's message kept in a measurement's error.
+_STDERR_TAIL = 1500
+#: How many ``run_timeout``s the reference mode may take: per input set it calls the
+#: unscheduled proc on magnitudes (integer kernels: up to 8 times, while their inputs are
+#: narrowed) and then for its answer.
+REFERENCE_TIMEOUTS = 4
+
+
+class Failure(StrEnum):
+    """How a kernel failed its verification."""
+
+    WRONG = "wrong"  # an output element beyond its tolerance
+    CLOBBERED = "clobbered"  # bytes written in the guard zone before or after an argument
+    CHANGED = "changed"  # an argument it only reads was changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +48,61 @@ class Verdict:
 
     ok: bool
     max_error: float
-    arg: str = ""  # first mismatching output, when not ok
-    index: int = -1  # flat index of its first mismatching element
-    value: float = 0.0
-    expected: float = 0.0
+    arg: str = ""  # the argument at fault, when not ok
+    index: int = -1  # WRONG, CHANGED: flat index of its first bad element; CLOBBERED: bytes from it
+    value: float = 0.0  # WRONG: the kernel's value
+    expected: float = 0.0  # WRONG: the reference's
+    failure: Failure | None = None
+    tolerance: float = 0.0  # WRONG: the largest error allowed there
+    input_set: int = 0  # the input set it failed on
+    round: int = 0  # WRONG: which of its verification rounds (a parallel kernel has several)
+    before: bool = False  # CLOBBERED: in the zone before the argument (else after it)
+    worst: float = 0.0  # ok: the largest share of its tolerance any float element used
+
+    def message(self, workload: Workload) -> str:
+        """What went wrong, in one sentence naming the element or the bytes."""
+        on = f"input set {self.input_set + 1}"
+        if self.failure is Failure.CLOBBERED:
+            # index: how far from the argument the nearest changed byte is
+            if self.before:
+                where = "right before" if self.index <= 1 else f"{self.index} bytes before"
+                return f"the kernel wrote outside its arguments, {where} the start of {self.arg} ({on})"
+            where = "right after" if self.index == 0 else f"{self.index} bytes after"
+            return f"the kernel wrote outside its arguments, {where} the end of {self.arg} ({on})"
+        where = index_text(workload, self.arg, self.index)
+        if self.failure is Failure.CHANGED:
+            return f"the kernel changed {where}, an input it only reads ({on})"
+        again = f", its run {self.round + 1} on the same inputs: a data race?" if self.round else ""
+        return (f"{where} is {self.value:.9g}, expected {self.expected:.9g}: off by "
+                f"{abs(self.value - self.expected):.3g}, beyond its tolerance {self.tolerance:.3g} "
+                f"({on}{again}; max error {self.max_error:.3g})")
+
+
+def index_text(workload: Workload, arg: str, flat: int) -> str:
+    """``C[3, 17]`` for a flat index into argument ``arg``."""
+    shape = next((a.shape for a in workload.args if a.name == arg), ())
+    if not shape:
+        return arg
+    idx = []
+    for dim in reversed(shape):
+        idx.append(flat % dim)
+        flat //= dim
+    return f"{arg}[{', '.join(str(i) for i in reversed(idx))}]"
+
+
+def _verdict(parts: list[str]) -> Verdict:
+    """One ``verify <k> ok|wrong|clobbered|changed <max error> ...`` line."""
+    maxerr = float(parts[3])
+    if parts[2] == "ok":
+        return Verdict(True, maxerr, worst=float(parts[4]) if len(parts) > 4 else 0.0)
+    failure, arg = Failure(parts[2]), parts[4]
+    if failure is Failure.WRONG:
+        return Verdict(False, maxerr, arg, int(parts[5]), float(parts[6]), float(parts[7]), failure,
+                       tolerance=float(parts[8]), input_set=int(parts[9]), round=int(parts[10]))
+    if failure is Failure.CLOBBERED:
+        return Verdict(False, maxerr, arg, int(parts[6]), failure=failure, input_set=int(parts[7]),
+                       before=parts[5] == "before")
+    return Verdict(False, maxerr, arg, int(parts[5]), failure=failure, input_set=int(parts[6]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +128,8 @@ def parse_report(stdout: str, count: int) -> list[KernelReport]:
         i, tag = int(parts[1]), parts[0]
         if tag == "first":
             fields[i]["first"] = float(parts[2])
-        elif tag == "verify" and parts[2] == "ok":
-            fields[i]["verdict"] = Verdict(True, float(parts[3]))
-        elif tag == "verify" and parts[2] == "wrong":
-            fields[i]["verdict"] = Verdict(
-                False, float(parts[3]), parts[4], int(parts[5]), float(parts[6]), float(parts[7])
-            )
+        elif tag == "verify":
+            fields[i]["verdict"] = _verdict(parts)
         elif tag == "slow":
             fields[i]["slow"] = True
         elif tag == "spared":
@@ -119,12 +181,52 @@ def bench_cpu(pin: bool) -> int:
     return allowed[-1] if allowed else -1
 
 
+def run_argv(
+    driver: Path,
+    reference_file: Path,
+    kernels: Sequence[Path],
+    config: BenchConfig,
+    pin: bool,
+    scale: float,
+    rounds: int = 1,
+    timeout: float | None = None,
+    cutoff: float | None = None,
+    gated: bool = False,
+    contend: float | None = None,
+    pair: bool = False,
+) -> list[str]:
+    """The driver's ``run`` command line (``run_kernels`` says what the arguments do);
+    with ``driver`` a program linked with its kernel, run under an emulator, too."""
+    timeout = config.run_timeout if timeout is None else timeout
+    return [
+        str(driver),
+        "run",
+        str(reference_file),
+        str(bench_cpu(pin)),
+        repr(float(config.rtol)),
+        repr(float(scale)),
+        str(max(1, rounds)),
+        repr(float(config.warmup_seconds)),
+        repr(float(config.min_sample_seconds)),
+        str(max(1, config.samples)),
+        repr(timeout * TIMING_BUDGET_SHARE),
+        repr(float(cutoff or 0.0)),
+        repr(float(contend or 0.0)),
+        repr(float(config.settle)),
+        "1" if gated else "0",
+        "1" if pair and len(kernels) == 2 else "0",
+        *(str(k) for k in kernels),
+    ]
+
+
 def run_kernels(
     driver: Path,
     reference_file: Path,
     kernels: Sequence[Path],
     config: BenchConfig,
     pin: bool,
+    scale: float,
+    rounds: int = 1,
     timeout: float | None = None,
     cutoff: float | None = None,
     gate: Callable[[], AbstractContextManager[object]] | None = None,
@@ -133,6 +235,8 @@ def run_kernels(
 ) -> ChildResult:
     """Verify and time ``kernels`` in one driver process (interleaved rounds when several).
 
+    ``scale``: the float tolerance's scale (``verification.atol_scale``); ``rounds``: how
+    many times each input set is run and checked (``verification.verification_rounds``).
     ``cutoff``: a kernel whose verification call takes longer than this many seconds is
     timed by that one call (it cannot be among the fastest; timing it fully would cost
     ``samples`` more calls). ``contend`` (one kernel): a kernel whose warm call takes longer
@@ -141,30 +245,40 @@ def run_kernels(
     (two kernels): the second is a yardstick timed beside the first (``core.Paired``); the
     first alone is held to the budget, ``cutoff`` and ``contend``."""
     timeout = config.run_timeout if timeout is None else timeout
-    argv = [
-        str(driver),
-        "run",
-        str(config.seed),
-        str(reference_file),
-        str(bench_cpu(pin)),
-        repr(float(config.rtol)),
-        repr(float(config.warmup_seconds)),
-        repr(float(config.min_sample_seconds)),
-        str(max(1, config.samples)),
-        repr(timeout * TIMING_BUDGET_SHARE),
-        repr(float(cutoff or 0.0)),
-        repr(float(contend or 0.0)),
-        repr(float(config.settle)),
-        "1" if gate is not None else "0",
-        "1" if pair and len(kernels) == 2 else "0",
-        *(str(k) for k in kernels),
-    ]
+    argv = run_argv(driver, reference_file, kernels, config, pin, scale, rounds, timeout, cutoff,
+                    gate is not None, contend, pair)
     return run_child(argv, timeout=timeout, gate=gate)
+
+
+def reference_kernel(driver: Path, kernel: Path, reference_file: Path, config: BenchConfig) -> ChildResult:
+    """Write the answer key (every input set and the outputs ``kernel``, the unscheduled
+    proc, gives for it) to ``reference_file``."""
+    argv = [str(driver), "reference", str(config.seed), str(kernel), str(reference_file)]
+    return run_child(argv, timeout=config.run_timeout * REFERENCE_TIMEOUTS)
 
 
 def dump_kernel(
     driver: Path, kernel: Path, inputs_file: Path | str, outputs_file: Path, config: BenchConfig
 ) -> ChildResult:
-    """Call ``kernel`` once on the seeded inputs; write all inputs and then its outputs."""
+    """Call ``kernel`` once on the first input set (drawn with it); write all inputs and then
+    its outputs."""
     argv = [str(driver), "dump", str(config.seed), str(kernel), str(inputs_file), str(outputs_file)]
-    return run_child(argv, timeout=config.run_timeout)
+    return run_child(argv, timeout=config.run_timeout * REFERENCE_TIMEOUTS)
+
+
+def stderr_tail(text: str) -> str:
+    """The end of what a child printed, as much as a measurement's error keeps."""
+    return text.strip()[-_STDERR_TAIL:]
+
+
+def child_failure(res: ChildResult, what: str, timeout: float) -> tuple[Status, str] | None:
+    """Status and message when the child did not finish normally, else None."""
+    if res.timed_out:
+        return Status.TIMEOUT, f"{what} gave no result within {timeout:g} s and was killed"
+    if res.signal_name is not None:
+        msg = f"{what} was killed by {res.signal_name}"
+        return Status.RUN_ERROR, msg + (f": {stderr_tail(res.stderr)}" if res.stderr.strip() else "")
+    if res.returncode != 0:
+        msg = f"{what} exited with status {res.returncode}"
+        return Status.RUN_ERROR, msg + (f": {stderr_tail(res.stderr)}" if res.stderr.strip() else "")
+    return None

@@ -10,9 +10,11 @@ with identical content. Paths change whenever content changes, which also defeat
 ``dlopen``'s by-path caching. Each artifact's sha256 is recorded beside it and checked
 before it is used (``cache``): a planted or damaged file is rebuilt, never loaded.
 
-A compile that fails for a reason outside the candidate's code — a full disk, a killed
-compiler, a missing assembler or linker (``faults``) — raises ``InfrastructureError``
-instead of becoming the candidate's build error.
+A compile that may have failed for a reason outside the candidate's code — a full disk, a
+killed compiler, a missing assembler or linker, but also a crash of cc1 on this one input
+(``faults``) — comes back with its ``fault`` named; ``settle_fault`` decides whose it is by
+compiling the unscheduled proc afresh: ``InfrastructureError`` when that fails too, the
+candidate's build error otherwise. The driver is our own code: a fault building it raises.
 
 A kernel becomes a shared object (``-shared -fPIC``); ``-Wl,-Bsymbolic`` binds the kernel's
 calls to its own helper functions, so that several kernels loaded into one driver (finalists
@@ -105,6 +107,9 @@ class BuildResult:
     error: str = ""  # the tail of the compiler's message on failure
     seconds: float = 0.0  # time spent compiling (0 on a cache hit)
     cached: bool = False  # True when the artifact was already in the cache
+    # On failure, why it may be the machine's rather than the code's (``faults``): not yet
+    # anyone's build error until ``settle_fault`` has built known-good code.
+    fault: str = ""
 
     @property
     def ok(self) -> bool:
@@ -155,12 +160,10 @@ def _compile(
     extra: tuple[str, ...],
     libs: tuple[str, ...],
     timeout: float | None = None,
-) -> tuple[str, float]:
-    """Compile ``source`` into ``target`` atomically. Returns (error text or "", seconds).
-    ``timeout`` shortens ``config.build_timeout`` for this build.
-
-    Raises InfrastructureError when the failure is the machine's, not the source's.
-    """
+) -> tuple[str, float, str]:
+    """Compile ``source`` into ``target`` atomically. Returns (error text or "", seconds,
+    suspected machine fault or ""). ``timeout`` shortens ``config.build_timeout`` for this
+    build."""
     target.parent.mkdir(parents=True, exist_ok=True)
     _sweep_stale(target.parent.parent, max(STALE_BUILD_SECONDS, 2 * config.build_timeout))
     # A private folder per build, the source under a name fixed by the key and compiled from
@@ -185,16 +188,14 @@ def _compile(
             raise ToolchainError(f"The C compiler {config.cc!r} cannot be run ({e}).") from e
         seconds = time.perf_counter() - start
         if res.timed_out:
-            return f"compiler did not finish within {limit:g} s", seconds
+            return f"compiler did not finish within {limit:g} s", seconds, ""
         if res.returncode != 0:
-            fault = machine_fault(res.returncode, f"{res.stderr}\n{res.stdout}")
-            if fault:
-                raise InfrastructureError(f"the C compiler {config.cc!r} cannot build kernels on this machine: {fault}")
-            why = _tail(res.stderr or res.stdout) or f"compiler exited with status {res.returncode}"
-            return why, seconds
+            fault = machine_fault(res.returncode, f"{res.stderr}\n{res.stdout}") or ""
+            why = _tail(res.stderr or res.stdout) or fault or f"compiler exited with status {res.returncode}"
+            return why, seconds, fault
         os.replace(src, target.with_suffix(".c"))
         install(tmp_out, target)
-        return "", seconds
+        return "", seconds, ""
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -280,27 +281,53 @@ def prepare_builds(config: BenchConfig, cache_dir: Path, header: str | None) -> 
 
 
 def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False,
-                 timeout: float | None = None) -> BuildResult:
-    """Compile a candidate's C into a shared object, or return the cached one.
+                 timeout: float | None = None, fresh: bool = False) -> BuildResult:
+    """Compile a candidate's C into a shared object, or return the cached one (``fresh``:
+    compile it even so).
 
     Compiler errors and build timeouts come back as a failed BuildResult (never cached: a
-    later build tries again); only a compiler that cannot be started at all raises
+    later build tries again), a failure that may be the machine's with its ``fault`` named
+    (``settle_fault``); only a compiler that cannot be started at all raises
     ToolchainError. ``timeout`` shortens ``config.build_timeout`` for this build.
     """
     flags = kernel_flags(config, openmp) + _lines(config)
     extra = _SHARED_FLAGS
     key = artifact_key("kernel", c_source, config, flags + extra)
     path = _artifact_path(cache_dir, key, ".so")
-    if verified(path):
+    if not fresh and verified(path):
         return BuildResult(key, path, cached=True)
     if _PCH_TRIGGER in c_source:
         header = precompiled_immintrin(config, flags, cache_dir)
         if header is not None:
             extra += ("-include", str(header))
-    error, seconds = _compile(config, c_source, path, flags, extra, ("-lm",), timeout)
+    error, seconds, fault = _compile(config, c_source, path, flags, extra, ("-lm",), timeout)
     if error:
-        return BuildResult(key, None, error=error, seconds=seconds)
+        return BuildResult(key, None, error=error, seconds=seconds, fault=fault)
     return BuildResult(key, path, seconds=seconds)
+
+
+def settle_fault(result: BuildResult, known_good: str, config: BenchConfig, cache_dir: Path,
+                 openmp: bool = False) -> BuildResult:
+    """``result`` with a suspected machine fault (``BuildResult.fault``) settled.
+
+    The C ``known_good`` (the unscheduled proc's) is compiled afresh with the same compiler,
+    flags and ``openmp``: if that fails too, the machine cannot build kernels and
+    InfrastructureError is raised; if it builds, the failure was the candidate's own, and
+    ``result`` comes back as its build error, the compiler's message kept. A result without
+    a fault is returned as it is, at no cost.
+    """
+    if not result.fault:
+        return result
+    probe = build_kernel(known_good, config, cache_dir, openmp, fresh=True)
+    if not probe.ok:
+        raise machine_error(config, result.fault)
+    return BuildResult(result.key, None, f"{result.error}\n(the compiler fails on this candidate's C alone: "
+                       "the unscheduled proc builds)", result.seconds)
+
+
+def machine_error(config: BenchConfig, fault: str) -> InfrastructureError:
+    """The error that stops a search whose compiler cannot build kernels on this machine."""
+    return InfrastructureError(f"the C compiler {config.cc!r} cannot build kernels on this machine: {fault}")
 
 
 def _lines(config: BenchConfig) -> tuple[str, ...]:
@@ -350,7 +377,9 @@ def build_driver(args: tuple[ArgSpec, ...], config: BenchConfig, cache_dir: Path
     path = _artifact_path(cache_dir, key, ".exe")
     if verified(path):
         return path
-    error, _ = _compile(config, source, path, _DRIVER_FLAGS, (), ("-ldl", "-lm"))
+    error, _, fault = _compile(config, source, path, _DRIVER_FLAGS, (), ("-ldl", "-lm"))
+    if fault:
+        raise machine_error(config, fault)
     if error:
         raise ToolchainError(f"The C compiler {config.cc!r} cannot build the benchmark driver: {error}")
     return path

@@ -6,6 +6,15 @@ the toolchain is missing or the cache cannot be written would fail for *every* c
 recording those as build errors would blame all of them and finish a search that never
 ran. Such failures raise ``InfrastructureError`` instead, which stops the search (marked
 failed, resumable).
+
+The messages alone cannot tell the two apart: gcc reports an internal compiler error in
+cc1 (a crash on one input: "internal compiler error: Segmentation fault ... terminated
+program cc1") and cc1 killed for the memory one huge candidate takes in the same words as
+a compiler killed from outside. So ``machine_fault`` only names a *suspect*; the build
+settles it (``build.settle_fault``) by compiling known-good code - the unscheduled proc -
+afresh with the same compiler and flags: only a failure that recurs there is the machine's,
+otherwise it is the candidate's build error. That costs one compile, and only when a
+suspect appears.
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ _MACHINE_MESSAGES = (
 )
 
 def machine_fault(returncode: int | None, output: str) -> str | None:
-    """Why a finished compile failed for a reason outside the candidate, or None.
+    """Why a finished compile may have failed for a reason outside the candidate, or None
+    when its failure is plainly the candidate's (a compile error).
 
     ``returncode`` is the compiler's exit status (negative: killed by that signal; None:
     killed by our own timeout, which stays the candidate's). ``output`` is what it printed.

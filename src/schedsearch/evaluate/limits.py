@@ -6,12 +6,19 @@ import psutil
 
 from schedsearch.core import ArgSpec, Workload
 from schedsearch.errors import LimitError
+from schedsearch.evaluate.harness import GUARD_BYTES, INPUT_SETS
 
 
 def memory_needed(args: tuple[ArgSpec, ...]) -> int:
-    """Bytes the benchmark driver allocates for one workload: every argument twice (the
-    buffer and its initial contents) and the outputs once more (the reference results)."""
-    return sum(2 * a.nbytes + (a.nbytes if a.output else 0) for a in args)
+    """Bytes the benchmark driver holds for one workload (``harness``): every argument once,
+    between its guard zones, and for each input set every argument's contents, the outputs'
+    reference results and the float outputs' magnitudes (8 bytes an element)."""
+    def one_set(a: ArgSpec) -> int:
+        if not a.output:
+            return a.nbytes
+        return 2 * a.nbytes + (8 * max(1, a.elements) if a.dtype.is_float else 0)
+
+    return sum(a.nbytes + 2 * GUARD_BYTES + INPUT_SETS * one_set(a) for a in args)
 
 
 def check_memory(workload: Workload) -> None:

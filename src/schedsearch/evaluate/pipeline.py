@@ -3,9 +3,10 @@
 These are plain module-level functions over records so that they can run anywhere: in the
 search process, in a subprocess, or inside a Ray worker on another node.
 
-Reference outputs (the unscheduled proc run once on the seeded inputs) are cached on disk
-per (reference C, seed, compiler, flags, CPU, harness version): the unscheduled kernel can
-be hundreds of times slower than a good one and must not run once per candidate.
+The answer key (the unscheduled proc run on every seeded input set, ``harness``) is cached
+on disk per (reference C, seed, compiler, flags, CPU, harness version): the unscheduled
+kernel can be hundreds of times slower than a good one and must not run once per candidate.
+How strictly outputs are checked is ``verification``'s.
 """
 
 from __future__ import annotations
@@ -35,32 +36,31 @@ from schedsearch.core import (
 )
 from schedsearch.errors import InfrastructureError, SearchError
 from schedsearch.evaluate.bench import (
+    REFERENCE_TIMEOUTS,
     KernelReport,
     bench_lock,
-    dump_kernel,
+    child_failure,
     parse_report,
+    reference_kernel,
     run_kernels,
+    stderr_tail,
     timing_from_samples,
 )
-from schedsearch.evaluate.build import BuildResult, build_driver, build_kernel, prepare_builds
+from schedsearch.evaluate.build import (
+    BuildResult,
+    build_driver,
+    build_kernel,
+    machine_error,
+    prepare_builds,
+    settle_fault,
+)
 from schedsearch.evaluate.cache import install, private_cache_dir, verified
 from schedsearch.evaluate.interference import evidence_of, of_node
 from schedsearch.evaluate.machine import machine_info
 from schedsearch.evaluate.process import ChildResult
 from schedsearch.evaluate.quiet import quiet, working
+from schedsearch.evaluate.verification import atol_scale, verification_rounds
 from schedsearch.targets import reference_flags
-
-_STDERR_TAIL = 1500
-
-
-@dataclass(frozen=True, slots=True)
-class KernelIO:
-    """Raw bytes of one call: every argument before it and every output after it."""
-
-    inputs: dict[str, bytes]  # every argument's initial contents, by name
-    outputs: dict[str, bytes]  # every output argument after one call, by name
-    seconds: float  # duration of that call
-
 
 @contextlib.contextmanager
 def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
@@ -76,43 +76,41 @@ def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
         ) from e
 
 
-def _tail(text: str) -> str:
-    return text.strip()[-_STDERR_TAIL:]
+#: The slowest rate (FLOP/s) the unscheduled kernel is given time for: at large sizes one
+#: call of it takes longer than ``run_timeout``, which is meant for scheduled candidates.
+SLOWEST_REFERENCE_RATE = 1e8
+#: The driver gives up on a kernel whose one call takes over a quarter of its timeout.
+_CALLS_PER_TIMEOUT = 4
+#: An unscheduled kernel whose one call takes longer is timed by that call: its baseline
+#: needs no more precision than one call of a second gives, and each call more costs the
+#: search that much of its budget.
+ONE_CALL_SECONDS = 1.0
 
 
-def _child_failure(res: ChildResult, what: str, timeout: float) -> tuple[Status, str] | None:
-    """Status and message when the child did not finish normally, else None."""
-    if res.timed_out:
-        return Status.TIMEOUT, f"{what} gave no result within {timeout:g} s and was killed"
-    if res.signal_name is not None:
-        msg = f"{what} was killed by {res.signal_name}"
-        return Status.RUN_ERROR, msg + (f": {_tail(res.stderr)}" if res.stderr.strip() else "")
-    if res.returncode != 0:
-        msg = f"{what} exited with status {res.returncode}"
-        return Status.RUN_ERROR, msg + (f": {_tail(res.stderr)}" if res.stderr.strip() else "")
-    return None
-
-
-def _index_text(workload: Workload, arg: str, flat: int) -> str:
-    """``C[3, 17]`` for a flat index into argument ``arg``."""
-    shape = next((a.shape for a in workload.args if a.name == arg), ())
-    if not shape:
-        return arg
-    idx = []
-    for dim in reversed(shape):
-        idx.append(flat % dim)
-        flat //= dim
-    return f"{arg}[{', '.join(str(i) for i in reversed(idx))}]"
+def for_reference(workload: Workload, config: BenchConfig) -> BenchConfig:
+    """``config`` with the unscheduled kernel's run timeout: ``run_timeout``, or long enough
+    for calls at ``SLOWEST_REFERENCE_RATE``, whichever is longer."""
+    needed = _CALLS_PER_TIMEOUT * (workload.flops or 0) / SLOWEST_REFERENCE_RATE
+    return config if needed <= config.run_timeout else dataclasses.replace(config, run_timeout=needed)
 
 
 def _build_both(
     workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
 ) -> tuple[Path, BuildResult, BuildResult]:
     driver = build_driver(workload.args, config, cache_dir)
-    cand = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
+    cand = _built(candidate, reference, config, cache_dir)
     if candidate.fingerprint == reference.fingerprint and reference_config(config) == config:
         return driver, cand, cand
     return driver, cand, build_reference(reference, config, cache_dir)
+
+
+def _built(candidate: Candidate, reference: Candidate, config: BenchConfig, cache_dir: Path) -> BuildResult:
+    """``candidate`` built, a suspected machine fault settled by building ``reference``
+    afresh (``build.settle_fault``); a fault on the reference itself is the machine's."""
+    result = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
+    if result.fault and candidate.fingerprint == reference.fingerprint:
+        raise machine_error(config, result.fault)
+    return settle_fault(result, reference.c_source, config, cache_dir, openmp=candidate.uses_openmp)
 
 
 def reference_config(config: BenchConfig) -> BenchConfig:
@@ -122,14 +120,20 @@ def reference_config(config: BenchConfig) -> BenchConfig:
 
 
 def build_reference(reference: Candidate, config: BenchConfig, cache_dir: Path) -> BuildResult:
-    """Build the unscheduled proc whose outputs are the answer key (strict float arithmetic)."""
-    return build_kernel(reference.c_source, reference_config(config), cache_dir, openmp=reference.uses_openmp)
+    """Build the unscheduled proc whose outputs are the answer key (strict float arithmetic).
+    It is the known-good code: a suspected machine fault building it is the machine's."""
+    result = build_kernel(reference.c_source, reference_config(config), cache_dir, openmp=reference.uses_openmp)
+    if result.fault:
+        raise machine_error(config, result.fault)
+    return result
 
 
-def _reference_file(
+def answer_key(
     driver: Path, ref_build: BuildResult, args: Sequence[ArgSpec], config: BenchConfig, cache_dir: Path
 ) -> tuple[Path | None, tuple[Status, str] | None]:
-    """Cached reference outputs (computing them if missing); call with the bench lock held."""
+    """The answer key for ``args``: the path of the file the driver's ``run`` checks
+    kernels against (``harness``), computed with ``ref_build`` (the unscheduled proc) if
+    the cache has none, or why it could not be. Call with the bench lock held."""
     assert ref_build.path is not None
     # The argument list decides which buffers are outputs and how the inputs are drawn.
     signature = sha256_text(json.dumps([a.to_json() for a in args], sort_keys=True))[:16]
@@ -139,8 +143,8 @@ def _reference_file(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}")
     try:
-        res = dump_kernel(driver, ref_build.path, os.devnull, tmp, config)
-        failure = _child_failure(res, "the reference kernel", config.run_timeout)
+        res = reference_kernel(driver, ref_build.path, tmp, config)
+        failure = child_failure(res, "the reference kernel", config.run_timeout * REFERENCE_TIMEOUTS)
         if failure is not None:
             return None, failure
         install(tmp, path)
@@ -169,16 +173,14 @@ def _measurement_from_report(
     }
     if r.verdict is not None and not r.verdict.ok:
         v = r.verdict
-        where = _index_text(workload, v.arg, v.index)
-        msg = f"{where} is {v.value:.9g}, expected {v.expected:.9g} (max error {v.max_error:.3g}, rtol {config.rtol:g})"
-        return Measurement(status=Status.WRONG_RESULT, error=msg, max_error=v.max_error, **base)
+        return Measurement(status=Status.WRONG_RESULT, error=v.message(workload), max_error=v.max_error, **base)
     if r.slow:
         msg = f"one call takes {r.first:.3g} s, too slow to time within run_timeout={config.run_timeout:g} s"
         return Measurement(status=Status.TIMEOUT, error=msg, **base)
     if r.verdict is None or not r.samples:
-        failure = _child_failure(res, "the benchmark", config.run_timeout) or (
+        failure = child_failure(res, "the benchmark", config.run_timeout) or (
             Status.RUN_ERROR,
-            f"the benchmark stopped without a result: {_tail(res.stderr or res.stdout)}",
+            f"the benchmark stopped without a result: {stderr_tail(res.stderr or res.stdout)}",
         )
         return Measurement(status=failure[0], error=failure[1], **base)
     timing = timing_from_samples(r.samples, r.inner)
@@ -289,7 +291,7 @@ def build_candidate(
             raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
         yard = None
         if yardstick is not None and yardstick.fingerprint != candidate.fingerprint:
-            yard = build_kernel(yardstick.c_source, config, Path(cache_dir), openmp=yardstick.uses_openmp)
+            yard = _built(yardstick, reference, config, Path(cache_dir))
             if not yard.ok or yardstick.uses_openmp != candidate.uses_openmp:
                 yard = None  # a yardstick is only worth its time run the same way as the candidate
         return Built(candidate.fingerprint, driver, cand, ref, yard, yardstick.fingerprint if yard else "")
@@ -316,11 +318,15 @@ def _run(
     machine = machine_info(config)
     cand, ref = built.kernel, built.reference
     assert cand.path is not None
+    is_root = candidate.fingerprint == reference.fingerprint
+    if is_root:
+        config = for_reference(workload, config)
+        cutoff = max(cutoff or 0.0, ONE_CALL_SECONDS)
     with bench_lock(cache_dir):
         started = time.perf_counter()
-        ref_file, failure = _reference_file(built.driver, ref, workload.args, config, cache_dir)
+        ref_file, failure = answer_key(built.driver, ref, workload.args, for_reference(workload, config), cache_dir)
         if failure is not None:
-            if candidate.fingerprint == reference.fingerprint:
+            if is_root:
                 return Measurement(
                     candidate.fingerprint,
                     failure[0],
@@ -333,8 +339,9 @@ def _run(
         assert ref_file is not None
         kernels = [cand.path] + ([built.yardstick.path] if built.yardstick and built.yardstick.path else [])
         gate = _Gate(config, cache_dir, required=quiet)
-        res = run_kernels(built.driver, ref_file, kernels, config, pin=not candidate.uses_openmp, cutoff=cutoff,
-                          contend=contend, gate=gate, pair=len(kernels) == 2)
+        res = run_kernels(built.driver, ref_file, kernels, config, pin=not candidate.uses_openmp,
+                          scale=atol_scale(workload), rounds=verification_rounds(candidate.uses_openmp),
+                          cutoff=cutoff, contend=contend, gate=gate, pair=len(kernels) == 2)
     m = _measurement_from_report(workload, candidate, 0, res, len(kernels), config, cand.seconds, machine)
     if m.status is Status.OK:
         m = dataclasses.replace(m, quiet=gate.quiet)
@@ -382,7 +389,7 @@ def _remeasure(
     ref = build_reference(reference, config, cache_dir)
     if not ref.ok:
         raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
-    builds = [build_kernel(c.c_source, config, cache_dir, openmp=c.uses_openmp) for c in candidates]
+    builds = [_built(c, reference, config, cache_dir) for c in candidates]
     results: list[Measurement | None] = [
         None
         if b.ok
@@ -393,14 +400,16 @@ def _remeasure(
     if not live:
         return [m for m in results if m is not None]
     pin = not any(candidates[i].uses_openmp for i in live)
-    timeout = config.run_timeout * len(live)
+    timeout = sum(for_reference(workload, config).run_timeout if c.fingerprint == reference.fingerprint
+                  else config.run_timeout for c in (candidates[i] for i in live))
     with bench_lock(cache_dir):
-        ref_file, failure = _reference_file(driver, ref, workload.args, config, cache_dir)
+        ref_file, failure = answer_key(driver, ref, workload.args, for_reference(workload, config), cache_dir)
         if failure is not None:
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
         paths = [builds[i].path for i in live]
-        res = run_kernels(driver, ref_file, [p for p in paths if p is not None], config, pin=pin, timeout=timeout,
+        res = run_kernels(driver, ref_file, [p for p in paths if p is not None], config, pin=pin,
+                          scale=atol_scale(workload), rounds=verification_rounds(not pin), timeout=timeout,
                           gate=_quiet_gate(config, cache_dir))
     if res.returncode != 0:
         return [
@@ -412,46 +421,3 @@ def _remeasure(
             workload, candidates[i], slot, res, len(live), config, builds[i].seconds, machine
         )
     return [m for m in results if m is not None]
-
-
-def run_once(workload: Workload, candidate: Candidate, config: BenchConfig, cache_dir: Path) -> KernelIO:
-    """Build ``candidate`` and call it once on the seeded inputs; return the raw buffers.
-
-    For checks against an independent implementation (numpy) and for debugging. Raises
-    SearchError if the candidate does not build or run.
-    """
-    cache_dir = private_cache_dir(Path(cache_dir))
-    driver = build_driver(workload.args, config, cache_dir)
-    b = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
-    if not b.ok or b.path is None:
-        raise SearchError(f"The candidate does not compile: {b.error}")
-    tmp = cache_dir / "tmp" / f"io-{os.getpid()}-{secrets.token_hex(6)}"
-    tmp.mkdir(parents=True, exist_ok=True)
-    try:
-        res = dump_kernel(driver, b.path, tmp / "in", tmp / "out", config)
-        failure = _child_failure(res, "the kernel", config.run_timeout)
-        if failure is not None:
-            raise SearchError(failure[1])
-        raw_in, raw_out = (tmp / "in").read_bytes(), (tmp / "out").read_bytes()
-    finally:
-        for f in tmp.iterdir():
-            f.unlink()
-        tmp.rmdir()
-    inputs: dict[str, bytes] = {}
-    outputs: dict[str, bytes] = {}
-    off_in = off_out = 0
-    for a in workload.args:
-        size = max(1, a.elements) * _itemsize(a.dtype.numpy_name)
-        inputs[a.name] = raw_in[off_in : off_in + size]
-        off_in += size
-        if a.output:
-            outputs[a.name] = raw_out[off_out : off_out + size]
-            off_out += size
-    seconds = parse_report(res.stdout, 1)[0].first or 0.0
-    return KernelIO(inputs, outputs, seconds)
-
-
-def _itemsize(numpy_name: str) -> int:
-    return {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "uint16": 2, "int16": 2, "int32": 4}[
-        numpy_name
-    ]

@@ -61,6 +61,7 @@ from schedsearch.errors import SchedsearchError, SearchError
 from schedsearch.search.finalists import FINALIST_GRACE_SECONDS, finish
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.inherited import Inherited
+from schedsearch.search.lease import LeaseKeeper
 from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
 from schedsearch.search.outcome import SearchOutcome
 from schedsearch.search.pipeline import (
@@ -105,6 +106,7 @@ def run_search(
     cost_model: CostModel | None = None,
     seeds: Sequence[Candidate] = (),
     started: float | None = None,
+    lease: LeaseKeeper | None = None,
     inherited: Inherited | None = None,
 ) -> SearchOutcome:
     """Run (or, with ``search_id``, resume) a search and return how it ended.
@@ -141,13 +143,17 @@ def run_search(
     run holds is built: a row not rebuilt there is never measured again, nor re-measured among
     the finalists; the tampered ones are marked ``tampered`` and never used. None: no row of an
     earlier run is built.
+
+    ``lease``: the driver's hold on the search (the caller releases it). A new search is
+    created leased to it; a resumed one is taken (``SearchBusyError``, the search left as it
+    is, when another live driver runs it; nothing when ``lease`` holds it already).
     """
     if config.cost_model is CostModelMode.OFF:
         cost_model = None
     head_start = clock() - started if started is not None else 0.0
     run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock,
                cost_model, seeds, head_start, inherited or Inherited())
-    return run.execute(search_id)
+    return run.execute(search_id, lease)
 
 
 class _Run:
@@ -193,11 +199,14 @@ class _Run:
 
     # ------------------------------------------------------------------ driver
 
-    def execute(self, search_id: int | None) -> SearchOutcome:
+    def execute(self, search_id: int | None, lease: LeaseKeeper | None = None) -> SearchOutcome:
         ledger, pipeline = self.ledger, self.pipeline
         if search_id is None:
-            ledger.sid = self.store.create_search(self.workload, self.config, self.executor.machine())
+            create = lease.create if lease is not None else self.store.create_search
+            ledger.sid = create(self.workload, self.config, self.executor.machine())
         else:
+            if lease is not None:  # before anything is written: a busy search is left untouched
+                lease.hold(search_id)
             ledger.sid = search_id
         try:
             try:

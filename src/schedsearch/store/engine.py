@@ -24,7 +24,13 @@ from schedsearch.errors import StoreError
 from schedsearch.store import schema
 
 #: How long a connection waits for another one's lock before giving up (milliseconds).
-BUSY_TIMEOUT_MS = 10_000
+#: Writes begin IMMEDIATE, so every writer queues here rather than failing at once. A write
+#: transaction holds the lock for about a millisecond (at most ~15 ms with 60 KB of C); with
+#: 16 processes writing results flat out on one file (2-core Zen 5) the longest wait was
+#: 2.0 s - SQLite's busy handler is not fair: a writer can lose a few dozen times in a row.
+#: Thirty seconds is 15 times that; it is also what a search waits on a lock that is really
+#: stuck before it stops (marked failed, resumable).
+BUSY_TIMEOUT_MS = 30_000
 #: How often a file that changes while it is checked is looked at again.
 _PROBE_ATTEMPTS = 4
 

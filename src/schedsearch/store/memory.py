@@ -1,20 +1,28 @@
 """InMemoryStore: the dictionary twin of SqlStore, for fast tests and throwaway runs.
 
 It follows the same contract (``schedsearch.testing.store_contract``) as the SQL store,
-including its errors, orderings and first-writer-wins rules; nothing survives ``close``.
+including its errors, orderings, first-writer-wins rules and leases; nothing survives
+``close``. ``twin()`` gives a second handle on the same data, as a second process opening
+the same database would have one: for tests of two drivers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Collection
 from typing import Any, Self
 
 from schedsearch.core import (
+    LEASE_TIMEOUT_SECONDS,
     Candidate,
     CandidateRecord,
     Counters,
+    Lease,
+    LeaseGrant,
+    LeaseOwner,
+    LeaseState,
     MachineInfo,
     Measurement,
     PastSchedule,
@@ -27,11 +35,12 @@ from schedsearch.core import (
     TrainingSample,
     Workload,
 )
-from schedsearch.store import rules
+from schedsearch.store import leases, rules
 
 
 class InMemoryStore:
-    """A ``core.Store`` held in dictionaries. Single-threaded, like the search driver."""
+    """A ``core.Store`` held in dictionaries. Single-threaded, like the search driver, but
+    for leases: a heartbeat thread may renew one while the driver writes."""
 
     where = "the in-memory store"
 
@@ -41,6 +50,18 @@ class InMemoryStore:
         self._candidates: dict[int, CandidateRecord] = {}
         self._by_search: dict[int, list[int]] = {}  # insertion order
         self._by_fingerprint: dict[tuple[int, str], int] = {}
+        self._leases: dict[int, Lease] = {}
+        self._lease_lock = threading.Lock()  # a lease is judged and changed as one step
+        self._held: dict[int, str] = {}  # this handle's own: search id -> token of the lease it took
+
+    def twin(self) -> InMemoryStore:
+        """A second handle on the same data with leases of its own (as a second process
+        would open the same database). Closing either one forgets the data of both."""
+        other = InMemoryStore()
+        for name in ("_workloads", "_searches", "_candidates", "_by_search", "_by_fingerprint", "_leases",
+                     "_lease_lock"):
+            setattr(other, name, getattr(self, name))
+        return other
 
     def __repr__(self) -> str:
         return f"InMemoryStore({len(self._searches)} searches, {len(self._candidates)} candidates)"
@@ -53,8 +74,11 @@ class InMemoryStore:
 
     # ------------------------------------------------------------------ writing
 
-    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo) -> int:
-        """Record a new running search of ``workload`` and return its id."""
+    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo,
+                      lease: LeaseOwner | None = None, lease_timeout: float = LEASE_TIMEOUT_SECONDS) -> int:
+        """Record a new running search of ``workload`` and return its id; with ``lease`` the
+        search is born leased to that owner."""
+        timeout = leases.check_timeout(lease_timeout)
         stored = self._workloads.setdefault(workload.key, workload)
         search_id = len(self._searches) + 1
         self._searches[search_id] = SearchRecord(
@@ -67,11 +91,15 @@ class InMemoryStore:
             counters=Counters(),
         )
         self._by_search[search_id] = []
+        if lease is not None:
+            now = time.time()
+            self._leases[search_id] = Lease(search_id, lease, now, now, timeout)
+            self._held[search_id] = lease.token
         return search_id
 
     def add_candidate(self, search_id: int, candidate: Candidate, predicted: float | None = None) -> CandidateRecord:
         """Record ``candidate`` as pending; an existing (search, fingerprint) is returned as is."""
-        self._search(search_id)
+        self._writable(search_id)
         existing = self._by_fingerprint.get((search_id, candidate.fingerprint))
         if existing is not None:
             return self._candidates[existing]
@@ -103,7 +131,7 @@ class InMemoryStore:
         self, search_id: int, measurement: Measurement, gflops: float | None, speedup: float | None
     ) -> CandidateRecord:
         """Fill the candidate's measurement (matched by fingerprint) and return it."""
-        self._search(search_id)
+        self._writable(search_id)
         cid = self._by_fingerprint.get((search_id, measurement.fingerprint))
         if cid is None:
             raise rules.no_fingerprint(self.where, search_id, measurement.fingerprint)
@@ -129,18 +157,64 @@ class InMemoryStore:
     def mark_expanded(self, search_id: int, candidate_id: int) -> None:
         """Remember that the candidate's children have been generated."""
         record = self._candidate_of(search_id, candidate_id)
+        self._writable(search_id)
         self._candidates[candidate_id] = dataclasses.replace(record, expanded=True)
 
     def update_search(self, search_id: int, **fields: Any) -> SearchRecord:
         """Set any of the fields listed in ``rules.SEARCH_FIELDS``; return the updated search."""
         values = rules.check_search_fields(fields)
+        self._writable(search_id)
         record = dataclasses.replace(self._search(search_id), **values)
         self._searches[search_id] = record
         return record
 
+    def acquire_lease(self, search_id: int, owner: LeaseOwner, timeout: float = LEASE_TIMEOUT_SECONDS) -> LeaseGrant:
+        """Take the search's lease for ``owner``: ``SearchBusyError`` when another live
+        driver holds it."""
+        timeout = leases.check_timeout(timeout)
+        self._search(search_id)
+        with self._lease_lock:
+            now = time.time()
+            current = self._leases.get(search_id)
+            found = leases.judge(current, owner, now)
+            if found is LeaseState.LIVE:
+                assert current is not None
+                raise leases.busy(self.where, current, now)
+            acquired = current.acquired_at if found is LeaseState.MINE and current is not None else now
+            lease = self._leases[search_id] = Lease(search_id, owner, acquired, now, timeout)
+        self._held[search_id] = owner.token
+        return LeaseGrant(lease, found, current if found in (LeaseState.STALE, LeaseState.GONE) else None)
+
+    def renew_lease(self, search_id: int, owner: LeaseOwner) -> Lease:
+        """A heartbeat of ``owner``'s lease: ``LeaseLostError`` when it holds it no more."""
+        self._search(search_id)
+        with self._lease_lock:
+            current = self._leases.get(search_id)
+            if current is None or current.owner.token != owner.token:
+                raise leases.lost(self.where, search_id, current)
+            lease = self._leases[search_id] = dataclasses.replace(current, heartbeat_at=time.time())
+        return lease
+
+    def release_lease(self, search_id: int, owner: LeaseOwner) -> bool:
+        """Free the search's lease if ``owner`` holds it; whether it did."""
+        with self._lease_lock:
+            current = self._leases.get(search_id)
+            mine = current is not None and current.owner.token == owner.token
+            if mine:
+                del self._leases[search_id]
+        if self._held.get(search_id) == owner.token:
+            del self._held[search_id]
+        return mine
+
+    def lease(self, search_id: int) -> Lease | None:
+        """The search's lease, or None when it is free."""
+        self._search(search_id)
+        return self._leases.get(search_id)
+
     def close(self) -> None:
         """Forget everything."""
-        for table in (self._workloads, self._searches, self._candidates, self._by_search, self._by_fingerprint):
+        for table in (self._workloads, self._searches, self._candidates, self._by_search, self._by_fingerprint,
+                      self._leases, self._held):
             table.clear()
 
     # ------------------------------------------------------------------ reading
@@ -271,6 +345,17 @@ class InMemoryStore:
             return self._searches[search_id]
         except KeyError:
             raise rules.no_search(self.where, search_id) from None
+
+    def _writable(self, search_id: int) -> SearchRecord:
+        """The search, for a write: ``LeaseLostError`` when this handle took its lease and
+        another owner holds it now (or nobody does)."""
+        search = self._search(search_id)
+        held = self._held.get(search_id)
+        if held is not None:
+            current = self._leases.get(search_id)
+            if current is None or current.owner.token != held:
+                raise leases.lost(self.where, search_id, current)
+        return search
 
     def _candidate_of(self, search_id: int, candidate_id: int) -> CandidateRecord:
         self._search(search_id)

@@ -90,6 +90,15 @@ class SearchRow(Base):
     elapsed_seconds: Mapped[float]
     model_accuracy: Mapped[Any | None]  # ModelAccuracy.to_json() (schema version 2)
     failure: Mapped[str] = mapped_column(Text, default="", server_default="")  # schema version 3
+    # Schema version 6: the driver that runs the search (``core.Lease``); all NULL when free.
+    # Columns rather than a table of their own: taking a lease is then one conditional UPDATE
+    # of the search's row, atomic on every backend.
+    lease_token: Mapped[str | None] = mapped_column(String(64))
+    lease_host: Mapped[str | None]
+    lease_pid: Mapped[int | None] = mapped_column(BigInteger)
+    lease_acquired_at: Mapped[float | None]
+    lease_heartbeat_at: Mapped[float | None]
+    lease_timeout: Mapped[float | None]
 
 
 class CandidateRow(Base):

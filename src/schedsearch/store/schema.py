@@ -28,6 +28,9 @@ revision machinery; a step that rebuilds tables would be the time to bring Alemb
   the same run (``core.Paired`` as JSON: its fingerprint, its timing as measured and its
   time on the search's one scale); when set, the row's own timing is on that scale. Older
   rows get NULL: measured alone.
+- 5 -> 6: searches get the ``lease_*`` columns: which driver (host, pid, random token) runs
+  the search, since when, its last heartbeat and its timeout (``core.Lease``). Older rows
+  get NULL: free, so a search an older schedsearch left ``running`` can be resumed.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from schedsearch.errors import StoreError
 from schedsearch.store.models import Base, SchemaInfoRow
 
 #: Version of the tables this build reads and writes.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _v1_to_v2(conn: Connection) -> None:
@@ -80,8 +83,24 @@ def _v4_to_v5(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE candidates ADD COLUMN paired JSON"))
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    # VARCHAR, TEXT, BIGINT and DOUBLE PRECISION: type names SQLite and PostgreSQL both accept,
+    # the ones ``create_all`` gives these columns on PostgreSQL.
+    for statement in (
+        "ALTER TABLE searches ADD COLUMN lease_token VARCHAR(64)",
+        "ALTER TABLE searches ADD COLUMN lease_host TEXT",
+        "ALTER TABLE searches ADD COLUMN lease_pid BIGINT",
+        "ALTER TABLE searches ADD COLUMN lease_acquired_at DOUBLE PRECISION",
+        "ALTER TABLE searches ADD COLUMN lease_heartbeat_at DOUBLE PRECISION",
+        "ALTER TABLE searches ADD COLUMN lease_timeout DOUBLE PRECISION",
+    ):
+        conn.execute(text(statement))
+
+
 #: ``MIGRATIONS[v]`` upgrades a database of version ``v`` to ``v + 1``.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
+}
 
 #: Execution option read by the SQLite "begin" listener: how to BEGIN (e.g. "IMMEDIATE").
 SQLITE_BEGIN_OPTION = "schedsearch_sqlite_begin"
@@ -237,8 +256,11 @@ def backup_sqlite(path: Path, version: int) -> Path:
 
 def upgrade(engine: Engine, where: str) -> int | None:
     """Bring an older database to ``SCHEMA_VERSION`` in one transaction; the old version, or
-    None when it was current. Raises StoreError (nothing changed) when a step fails."""
-    with engine.begin() as conn:
+    None when it was current. Raises StoreError (nothing changed) when a step fails.
+
+    Openers of one old database queue on the write lock (SQLite: ``BEGIN IMMEDIATE``) and
+    read the version once they hold it: the first upgrades, the others find nothing to do."""
+    with engine.connect() as conn, conn.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"}).begin():
         state = read_state(conn)
         if state.version is None or state.version >= SCHEMA_VERSION:
             return None

@@ -1,7 +1,13 @@
 """SqlStore: the results store on SQLAlchemy, SQLite (WAL) by default, any SQLAlchemy URL.
 
-The search driver is the only writer and commits once per call, so a notebook or a second
-``schedsearch`` process can read the database while a search is running.
+Every call is one transaction. Reads begin deferred: in WAL mode they never wait for a
+writer, so a notebook or ``schedsearch show`` reads while searches run. Writes begin
+``IMMEDIATE`` on SQLite: a write transaction that began deferred reads first and then asks to
+write, and when another process committed in between SQLite cannot upgrade its snapshot and
+answers "database is locked" at once, busy timeout or not; one that takes the write lock at
+its start waits out the busy timeout instead. So any number of searches can share one file.
+On PostgreSQL a write reads the search's row ``FOR UPDATE``, which orders it with the
+search's lease changes.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from schedsearch.core import (
+    LEASE_TIMEOUT_SECONDS,
     Candidate,
     CandidateRecord,
     Counters,
+    LeaseOwner,
     MachineInfo,
     Measurement,
     PastSchedule,
@@ -33,7 +41,7 @@ from schedsearch.core import (
     Workload,
 )
 from schedsearch.errors import StoreError
-from schedsearch.store import convert, engine, rules
+from schedsearch.store import convert, engine, leases, rules, schema, sql_leases
 from schedsearch.store.models import CandidateRow, SearchRow, WorkloadRow
 
 _DIALECT_INSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
@@ -41,7 +49,7 @@ _DIALECT_INSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 _IN_CHUNK = 500
 
 
-class SqlStore:
+class SqlStore(sql_leases.LeaseMethods):
     """A ``core.Store`` in a SQL database.
 
     ``url`` is any SQLAlchemy URL (``sqlite:///schedsearch.db``,
@@ -58,6 +66,10 @@ class SqlStore:
         self.where = engine.describe(parsed)
         self._engine = engine.open_engine(parsed, create=create, read_only=read_only)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        # The same pool, with the option the SQLite "begin" listener reads (other dialects ignore it).
+        writer = self._engine.execution_options(**{schema.SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+        self._write_sessions = sessionmaker(writer, expire_on_commit=False)
+        self._held: dict[int, str] = {}  # search id -> token of the lease this store took on it
         dialect_insert = _DIALECT_INSERTS.get(self._engine.dialect.name)
         # Built once, values bound per call, so SQLAlchemy compiles it a single time.
         self._insert_candidate = (
@@ -78,10 +90,10 @@ class SqlStore:
         self.close()
 
     @contextmanager
-    def _session(self) -> Iterator[Session]:
+    def _session(self, *, write: bool = False) -> Iterator[Session]:
         # One transaction per call: the driver commits each result as it is recorded.
         try:
-            with self._sessions() as session, session.begin():
+            with (self._write_sessions if write else self._sessions)() as session, session.begin():
                 yield session
         except OperationalError as exc:
             # Locked past the busy timeout, disk full, server gone: infrastructure, not data.
@@ -95,15 +107,24 @@ class SqlStore:
 
     # ------------------------------------------------------------------ writing
 
-    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo) -> int:
-        """Record a new running search of ``workload`` and return its id."""
-        with self._session() as s:
+    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo,
+                      lease: LeaseOwner | None = None, lease_timeout: float = LEASE_TIMEOUT_SECONDS) -> int:
+        """Record a new running search of ``workload`` and return its id; with ``lease`` the
+        search is born leased to that owner."""
+        timeout = leases.check_timeout(lease_timeout)
+        with self._session(write=True) as s:
             workload_id = s.scalar(select(WorkloadRow.id).where(WorkloadRow.key == workload.key))
             if workload_id is None:
                 row = convert.workload_row(workload)
-                s.add(row)
-                s.flush()
-                workload_id = row.id
+                try:
+                    with s.begin_nested():
+                        s.add(row)
+                        s.flush()
+                    workload_id = row.id
+                except IntegrityError:
+                    # PostgreSQL: another search of this workload recorded it since the lookup
+                    # (SQLite's IMMEDIATE writes cannot interleave so); the first one stays.
+                    workload_id = s.scalar(select(WorkloadRow.id).where(WorkloadRow.key == workload.key))
             search = SearchRow(
                 workload_id=workload_id,
                 config=config.to_json(),
@@ -116,14 +137,21 @@ class SqlStore:
                 counters=Counters().to_json(),
                 elapsed_seconds=0.0,
             )
+            if lease is not None:
+                now = time.time()
+                for name, value in sql_leases.columns(lease, now, now, timeout).items():
+                    setattr(search, name, value)
             s.add(search)
             s.flush()
-            return search.id
+            search_id = search.id
+        if lease is not None:
+            self._held[search_id] = lease.token
+        return search_id
 
     def add_candidate(self, search_id: int, candidate: Candidate, predicted: float | None = None) -> CandidateRecord:
         """Record ``candidate`` as pending; an existing (search, fingerprint) is returned as is."""
-        with self._session() as s:
-            self._search_row(s, search_id)
+        with self._session(write=True) as s:
+            self._writable(s, search_id)
             existing = self._by_fingerprint(s, search_id, candidate.fingerprint)
             if existing is not None:
                 return convert.candidate_record(existing)
@@ -172,8 +200,8 @@ class SqlStore:
         self, search_id: int, measurement: Measurement, gflops: float | None, speedup: float | None
     ) -> CandidateRecord:
         """Fill the candidate's measurement (matched by fingerprint) and return it."""
-        with self._session() as s:
-            self._search_row(s, search_id)
+        with self._session(write=True) as s:
+            self._writable(s, search_id)
             row = self._by_fingerprint(s, search_id, measurement.fingerprint)
             if row is None:
                 raise rules.no_fingerprint(self.where, search_id, measurement.fingerprint)
@@ -196,8 +224,8 @@ class SqlStore:
 
     def mark_expanded(self, search_id: int, candidate_id: int) -> None:
         """Remember that the candidate's children have been generated."""
-        with self._session() as s:
-            self._search_row(s, search_id)
+        with self._session(write=True) as s:
+            self._writable(s, search_id)
             row = s.get(CandidateRow, candidate_id)
             if row is None:
                 raise rules.no_candidate(self.where, candidate_id)
@@ -208,8 +236,8 @@ class SqlStore:
     def update_search(self, search_id: int, **fields: Any) -> SearchRecord:
         """Set any of the fields listed in ``rules.SEARCH_FIELDS``; return the updated search."""
         values = convert.search_columns(rules.check_search_fields(fields))
-        with self._session() as s:
-            self._search_row(s, search_id)
+        with self._session(write=True) as s:
+            self._writable(s, search_id)
             if values:
                 s.execute(update(SearchRow).where(SearchRow.id == search_id).values(values))
             return self._search_record(s, search_id)
@@ -431,8 +459,9 @@ class SqlStore:
 
     # ------------------------------------------------------------------ helpers
 
-    def _search_row(self, s: Session, search_id: int) -> SearchRow:
-        row = s.get(SearchRow, search_id)
+    def _search_row(self, s: Session, search_id: int, *, lock: bool = False) -> SearchRow:
+        # FOR UPDATE on PostgreSQL (SQLite's compiler leaves it out: IMMEDIATE already locks).
+        row = s.get(SearchRow, search_id, with_for_update=lock)
         if row is None:
             raise rules.no_search(self.where, search_id)
         return row

@@ -13,7 +13,8 @@ fixture that yields a fresh, empty store::
 The builders (``make_workload``, ``make_candidate``, ``make_measurement``, in
 ``schedsearch.testing.builders`` and importable from here) make plain core records without
 Exo, for these tests and any other test that needs stored data. The reuse and warm-start
-queries have their part of the contract in ``store_contract_reuse``.
+queries have their part of the contract in ``store_contract_reuse``, leases theirs in
+``store_contract_lease``.
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ from schedsearch.testing.builders import (
     make_timing,
     make_workload,
 )
+from schedsearch.testing.store_contract_lease import LeaseContract
 from schedsearch.testing.store_contract_reuse import ReuseContract
 
 __all__ = [
+    "LeaseContract",
     "ReuseContract",
     "StoreContract",
     "make_candidate",
@@ -81,8 +84,9 @@ def _tree(store: Any) -> tuple[int, dict[str, CandidateRecord]]:
     return sid, recs
 
 
-class StoreContract(ReuseContract):
-    """Behaviour every store must have. Subclasses provide a ``store`` fixture."""
+class StoreContract(ReuseContract, LeaseContract):
+    """Behaviour every store must have. Subclasses provide a ``store`` fixture and a
+    ``second`` one (another handle on the same database: see ``LeaseContract``)."""
 
     @pytest.fixture
     def store(self) -> Any:  # pragma: no cover - always overridden

@@ -3,14 +3,11 @@
 Load a workload file into a ``Workload`` record, enumerate plausible schedule rewrites at a
 proc, replay schedules on a fresh proc (in any process: procs are rebuilt from the
 workload's source text), generate C and fingerprint it, and export schedules as scripts.
+Importing it changes nothing in Exo: an ``Expander`` installs ``exo_patches`` in the
+process it expands in.
 """
 
-from schedsearch.transforms import exo_overheads
-
-# before any Exo call of this process: see exo_overheads for what it saves
-exo_overheads.install()
-
-from schedsearch.transforms.codegen import (  # noqa: E402 - after the install above
+from schedsearch.transforms.codegen import (
     fingerprint,
     kernel_c,
     loop_nest_text,

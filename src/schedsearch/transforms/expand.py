@@ -30,6 +30,7 @@ from schedsearch.core import (
     sha256_text,
 )
 from schedsearch.errors import ReplayError
+from schedsearch.transforms import exo_patches
 from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
 from schedsearch.transforms.features import CacheSizes, candidate_features, feature_vector, machine_caches, noted
@@ -139,6 +140,7 @@ class Expander:
     def __init__(
         self, workload: Workload, options: ExpandOptions = ExpandOptions(), caches: CacheSizes | None = None
     ) -> None:
+        exo_patches.install()  # this process expands: Exo's overheads go (``exo_patches``)
         self.workload = workload
         self.options = options
         # The caches of the node that expands: features compare working sets with them.

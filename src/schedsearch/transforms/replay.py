@@ -12,7 +12,7 @@ from exo.frontend.pyparser import ParseError
 
 from schedsearch.core import Rewrite, Schedule, Workload
 from schedsearch.errors import ReplayError
-from schedsearch.transforms import exo_overheads
+from schedsearch.transforms import exo_patches
 from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.calls import run_all
 from schedsearch.transforms.rules import ArgError, describe, lower
@@ -39,27 +39,31 @@ PATTERN_ERRORS = (ParseError,)
 #: proposal of ours a bug, from a schedule read from a file or a database a malformed step.
 MALFORMED = (ValueError, KeyError, IndexError, TypeError)
 _EXO_DIR = Path(exo.__file__).resolve().parent
-#: Exo's code that runs from this package: the stand-ins ``exo_overheads`` installs in Exo.
-_STAND_INS = Path(exo_overheads.__file__).resolve()
+#: Code of ours that runs inside Exo: the stand-ins ``exo_patches`` installs.
+_PATCHES_DIR = Path(exo_patches.__file__).resolve().parent
 
 
 def rejected_by_exo(exc: BaseException) -> bool:
     """Whether ``exc`` is Exo declining a rewrite: one of EXO_ERRORS, or an assertion that
-    failed inside Exo's own code (or in a stand-in ``exo_overheads`` put there). Exo 1.0.0
-    asserts where an analysis meets a case it does not handle; on the multi-channel conv1d,
-    ``stage_mem``'s bounds check fails one (``AWin.__add__``) in some runs and not in others.
-    An assertion of ours propagates."""
+    failed inside Exo's own code. Exo 1.0.0 asserts where an analysis meets a case it does
+    not handle; on the multi-channel conv1d, ``stage_mem``'s bounds check fails one
+    (``AWin.__add__``) in some runs and not in others. An assertion of ours propagates, and
+    so does any exception raised in the code of an Exo patch (``exo_patches``): a bug there
+    must surface, not prune legal rewrites."""
+    where = _innermost_file(exc)
+    if where is not None and where.is_relative_to(_PATCHES_DIR):
+        return False
     if isinstance(exc, EXO_ERRORS):
         return True
-    if not isinstance(exc, AssertionError):
-        return False
+    return isinstance(exc, AssertionError) and where is not None and where.is_relative_to(_EXO_DIR)
+
+
+def _innermost_file(exc: BaseException) -> Path | None:
+    """The file of the frame that raised ``exc``."""
     tb, last = exc.__traceback__, None
     while tb is not None:
         tb, last = tb.tb_next, tb
-    if last is None:
-        return False
-    where = Path(last.tb_frame.f_code.co_filename).resolve()
-    return where.is_relative_to(_EXO_DIR) or where == _STAND_INS
+    return None if last is None else Path(last.tb_frame.f_code.co_filename).resolve()
 
 
 def apply_rewrite(proc, rewrite: Rewrite):

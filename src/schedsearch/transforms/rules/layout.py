@@ -10,7 +10,10 @@ product's O(operand x rows) and the search may schedule it further like any othe
 
 In Exo: bind the operand to a scalar, expand it over ``b`` and the reduction loops, lift
 the buffer out of the nest, split the copy off out of every loop of the nest and drop the
-rows loop around the copy (Exo checks the copy does not depend on it).
+rows loop around the copy (Exo checks the copy does not depend on it). A two-dimensional
+copy is a transpose: reading its source along rows writes the panel along columns, so one
+of the two strides a whole row per element. It is done in square blocks (``block``), small
+enough that a block's rows of both buffers stay in L1 while it is copied.
 """
 
 from __future__ import annotations
@@ -22,13 +25,17 @@ from math import prod
 
 from exo.API_cursors import BinaryOpCursor, ReadCursor, ReduceCursor
 
-from schedsearch.transforms.calls import After, ExoCall, Loop, Stmt
+from schedsearch.transforms.calls import After, ExoCall, Loop, Nest, Stmt
 from schedsearch.transforms.rules.base import ProcView
 from schedsearch.transforms.rules.tile_nests import reduction_chain, tile_nests
 from schedsearch.transforms.walk import affine
 
 #: Largest panel, in elements (the copy lives on the heap).
 MAX_PANEL_ELEMENTS = 1 << 22
+
+#: Side of the square blocks a two-dimensional copy is done in, largest first: the first
+#: that divides both of its loops is taken.
+PANEL_BLOCKS = (8, 4)
 
 
 class Side(StrEnum):
@@ -42,12 +49,20 @@ class Side(StrEnum):
 class Panel:
     """Operand ``side`` of the product under the innermost reduction loop ``loop`` copied
     into ``name``, whose dimensions are ``dims`` (loop variable, extent), outermost first:
-    the reduction loops, then the column loop."""
+    the reduction loops, then the column loop. A two-dimensional copy with ``block`` set is
+    done in ``block`` x ``block`` squares over loops named ``loops`` (the columns' outer and
+    inner loop, then the reduction's)."""
 
     loop: str
     side: Side
     name: str
     dims: tuple[tuple[str, int], ...]
+    block: int | None = None
+    loops: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.block is not None and (len(self.dims) != 2 or len(self.loops) != 4 or self.block < 2):
+            raise ValueError("a panel copied in blocks has two dims, a block of at least 2 and four loop names")
 
     def encode_dims(self) -> str:
         """``"k 48 j 64"``: the dims as a step argument."""
@@ -66,12 +81,21 @@ class Panel:
         calls = [ExoCall("bind_expr", (Stmt(self.loop, (0, "rhs", self.side.value)), self.name))]
         # each expand_dim adds the outermost dimension: the column loop's goes first
         calls += [ExoCall("expand_dim", (self.name, extent, var)) for var, extent in reversed(self.dims)]
-        return calls + [
+        calls += [
             ExoCall("lift_alloc", (self.name,), (("n_lifts", levels),)),
             ExoCall("fission", (After(f"{self.name} = _"),), (("n_lifts", levels),)),
             # the copy's nest comes first, so ``loop`` now names its innermost loop
             ExoCall("remove_loop", (Loop(self.loop, up=len(self.dims)),)),
         ]
+        if self.block is not None:
+            bo, bi, ko, ki = self.loops
+            perfect = (("perfect", True),)
+            calls += [
+                ExoCall("divide_loop", (Loop(self.loop, up=1), self.block, (bo, bi)), perfect),
+                ExoCall("divide_loop", (self.loop, self.block, (ko, ki)), perfect),
+                ExoCall("reorder_loops", (Nest(f"{bi} {ko}"),)),
+            ]
+        return calls
 
 
 def _streams_along(read, a: str, b: str, allowed: set[str]) -> bool:
@@ -111,5 +135,15 @@ def panel_candidates(view: ProcView) -> Iterator[Panel]:
         allowed = outer | {b.name} | {k.name for k in chain}
         for side, read in ((Side.LHS, rhs.lhs()), (Side.RHS, rhs.rhs())):
             if isinstance(read, ReadCursor) and _streams_along(read, a.name, b.name, allowed):
-                (name,) = view.fresh(f"{read.name()}_panel")
-                yield Panel(chain[-1].pattern, side, name, dims)
+                name, *loops = view.fresh(f"{read.name()}_panel", *(f"{var}p{part}" for var in (b.name, chain[-1].name)
+                                                                    for part in ("o", "i")))
+                block = _block(dims)
+                yield Panel(chain[-1].pattern, side, name, dims, block, tuple(loops) if block else ())
+
+
+def _block(dims: tuple[tuple[str, int], ...]) -> int | None:
+    """The block a copy over ``dims`` is done in: the largest of ``PANEL_BLOCKS`` that
+    divides both loops of a two-dimensional copy (and leaves more than one block), else None."""
+    if len(dims) != 2:
+        return None
+    return next((f for f in PANEL_BLOCKS if all(n % f == 0 and n > f for _, n in dims)), None)

@@ -5,22 +5,26 @@ composite (a register tile) applies to it.
 composite does not match as they stand, the few normalizing steps that bring them into
 its form (the init and epilogue statements split off, then one pair of loops swapped or
 one operand copied into a panel, ``layout.Panel``), with the proc those steps make.
+``blockings`` adds one more for a nest the composite matches: a reduction too long for
+the panel a tile streams to stay in L2 is cut into blocks, the blocks' loop outermost.
 Exo decides every step's legality, here as everywhere.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from exo.API_cursors import ForCursor, ReduceCursor
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
-from schedsearch.transforms.calls import ExoCall, Nest, Stmt, run_all
+from schedsearch.transforms.calls import ExoCall, Loop, Nest, Stmt, run_all
 from schedsearch.transforms.rules.args import StepArgs, count
 from schedsearch.transforms.rules.base import ProcView, Rule
 from schedsearch.transforms.rules.layout import Panel, panel_candidates
 from schedsearch.transforms.rules.loops import pair_target
+from schedsearch.transforms.rules.tile_nests import reduction_chain, tile_nests
 from schedsearch.transforms.walk import statements
 
 #: Nests larger than this many statements are not normalized: they are scheduled already.
@@ -28,6 +32,28 @@ MAX_NEST_STATEMENTS = 8
 #: Loop swaps and packs are tried only on procs of at most this many statements (an
 #: unscheduled kernel has a handful; a register tile's tens): Exo's checks cost with the size.
 MAX_PREP_STATEMENTS = 24
+#: A reduction loop longer than this is also offered in blocks of a divisor of its trip
+#: between the two: the panel a tile streams per block (block x its columns) then stays in
+#: L2, and is worth packing (``buffers.MAX_PACK_ELEMENTS``).
+MAX_REDUCTION_BLOCK = 512
+MIN_REDUCTION_BLOCK = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """The reduction loop ``loop`` divided by ``factor`` into ``outer`` and ``inner``, then
+    ``outer`` moved out over its ``levels`` enclosing loops: each block of the reduction
+    runs over the whole nest before the next (Exo checks the reorder keeps the sums)."""
+
+    loop: str
+    factor: int
+    outer: str
+    inner: str
+    levels: int
+
+    def calls(self) -> list[ExoCall]:
+        divide = ExoCall("divide_loop", (self.loop, self.factor, (self.outer, self.inner)), (("perfect", True),))
+        return [divide] + [ExoCall("reorder_loops", (Loop(self.outer, up=1),))] * self.levels
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +73,7 @@ class Prep:
     lifts: int | None = None
     swap: str | None = None
     panel: Panel | None = None
+    blocking: Blocking | None = None
 
     def fields(self) -> dict[str, object]:
         """These steps as a composite's step arguments (``VectorTileArgs``), None when absent."""
@@ -55,15 +82,29 @@ class Prep:
             "fission_before": self.fission_before, "fission_after": self.fission_after, "lifts": self.lifts,
             "swap": self.swap, "panel": panel and panel.loop, "panel_side": panel and panel.side,
             "panel_name": panel and panel.name, "panel_dims": panel and panel.encode_dims(),
+            "panel_block": panel and panel.block, "panel_loops": panel and panel.block and " ".join(panel.loops),
+            **blocking_fields(self.blocking),
         }
 
     @staticmethod
     def of(args) -> Prep:
-        """The steps named by a composite's arguments (the inverse of ``fields``)."""
+        """The steps named by a composite's arguments (the inverse of ``fields``); ValueError
+        when the panel's arguments do not describe one."""
         panel = None
         if args.panel is not None:
-            panel = Panel(args.panel, args.panel_side, args.panel_name, Panel.decode_dims(args.panel_dims))
-        return Prep(args.fission_before, args.fission_after, args.lifts, args.swap, panel)
+            if (args.panel_block is None) != (args.panel_loops is None):
+                raise ValueError("panel_block and panel_loops go together")
+            loops = tuple(args.panel_loops.split()) if args.panel_loops else ()
+            panel = Panel(args.panel, args.panel_side, args.panel_name, Panel.decode_dims(args.panel_dims),
+                          args.panel_block, loops)
+        blocking = None
+        given = [args.red_block, args.red_block_factor, args.red_block_names, args.red_block_levels]
+        if any(v is not None for v in given):
+            if any(v is None for v in given) or len(args.red_block_names.split()) != 2:
+                raise ValueError("red_block, red_block_factor, red_block_names (two names) and red_block_levels go together")
+            outer, inner = args.red_block_names.split()
+            blocking = Blocking(args.red_block, args.red_block_factor, outer, inner, args.red_block_levels)
+        return Prep(args.fission_before, args.fission_after, args.lifts, args.swap, panel, blocking)
 
     def calls(self) -> list[ExoCall]:
         """The Exo calls of these steps, in order."""
@@ -77,7 +118,17 @@ class Prep:
             calls.append(ExoCall("reorder_loops", (Nest(self.swap),)))
         if self.panel:
             calls += self.panel.calls()
+        if self.blocking:
+            calls += self.blocking.calls()
         return calls
+
+
+def blocking_fields(blocking: Blocking | None) -> dict[str, object]:
+    """A blocking as a composite's step arguments (all None without one)."""
+    if blocking is None:
+        return {"red_block": None, "red_block_factor": None, "red_block_names": None, "red_block_levels": None}
+    return {"red_block": blocking.loop, "red_block_factor": blocking.factor,
+            "red_block_names": f"{blocking.outer} {blocking.inner}", "red_block_levels": blocking.levels}
 
 
 def _reduces(loop) -> bool:
@@ -191,3 +242,36 @@ def preparations(view: ProcView, matches) -> Iterator[tuple[Prep, ProcView, froz
             after = ProcView.of(proc)
             if new := matches(after) - found - before:
                 yield swapped, after, new
+
+
+def reduction_block(trip: int) -> int | None:
+    """The block a reduction of ``trip`` terms is cut into: the largest divisor of ``trip``
+    between ``MIN_REDUCTION_BLOCK`` and ``MAX_REDUCTION_BLOCK``; None for a reduction short
+    enough already, or one no such block divides."""
+    if trip <= MAX_REDUCTION_BLOCK:
+        return None
+    return next((f for f in range(MAX_REDUCTION_BLOCK, MIN_REDUCTION_BLOCK - 1, -1) if trip % f == 0), None)
+
+
+def blockings(prep: Prep, view: ProcView, keys: frozenset, matches) -> Iterator[tuple[Prep, ProcView, frozenset]]:
+    """For each nest of ``keys`` (rows, columns patterns) that ``matches(view)`` found after
+    ``prep``, with one reduction loop longer than ``MAX_REDUCTION_BLOCK``: ``prep`` and that
+    loop blocked (``Blocking``), the view it makes and the nest's key there."""
+    if not keys or sum(1 for _ in statements(view.proc)) > MAX_PREP_STATEMENTS:
+        return
+    for a, b in tile_nests(view):
+        chain = reduction_chain(view, b)
+        if (a.pattern, b.pattern) not in keys or not chain or len(chain) != 1:
+            continue
+        k = chain[0]
+        factor = reduction_block(k.trip)
+        if factor is None:
+            continue
+        outer, inner = view.fresh(f"{k.name}o", f"{k.name}i")
+        blocking = Blocking(k.pattern, factor, outer, inner, levels=k.depth - a.depth)
+        proc = _apply(view.proc, blocking.calls())
+        if proc is None:
+            continue
+        after = ProcView.of(proc)
+        if (a.pattern, b.pattern) in matches(after):
+            yield dataclasses.replace(prep, blocking=blocking), after, frozenset({(a.pattern, b.pattern)})

@@ -36,7 +36,7 @@ from schedsearch.transforms.calls import ExoCall
 from schedsearch.transforms.rules.args import ArgError, StepArgs, count, loop, naming, sized
 from schedsearch.transforms.rules.base import ProcView, Rule
 from schedsearch.transforms.rules.layout import Panel, Side
-from schedsearch.transforms.rules.normalize import Prep, preparations
+from schedsearch.transforms.rules.normalize import Prep, blockings, preparations
 from schedsearch.transforms.rules.tile_lowering import (
     ROLES, column_split, masked_home, patterns, scalar_tile, tile_targets, vector_tile,
 )
@@ -89,6 +89,14 @@ class VectorTileArgs(StepArgs):
     panel_side: Side | None = None
     panel_name: str | None = naming(default=None)
     panel_dims: str | None = sized(default=None)
+    # a two-dimensional panel copied in squares of ``panel_block`` (older files: row by row)
+    panel_block: int | None = count(minimum=2, default=None)
+    panel_loops: str | None = naming(default=None)
+    # then the reduction loop ``red_block`` cut into blocks (``normalize.Blocking``)
+    red_block: str | None = loop(default=None)
+    red_block_factor: int | None = count(minimum=2, default=None)
+    red_block_names: str | None = naming(default=None)
+    red_block_levels: int | None = count(default=None)
     # The column loop's trip count when ``cols`` does not divide it: the rest of the columns
     # get a narrower kernel (named by the 18 ``col_names``) and a plain nest below one vector.
     ctrip: int | None = count(default=None, sized=True)
@@ -114,13 +122,14 @@ class VectorTileArgs(StepArgs):
         if self.reds is not None and len(self.reds.split()) % 2:
             raise ArgError("reds must be loop patterns such as 'c #0 r #0'")
         packing = (self.panel, self.panel_side, self.panel_name, self.panel_dims)
-        if any(v is not None for v in packing):
-            if any(v is None for v in packing):
-                raise ArgError("panel, panel_side, panel_name and panel_dims go together")
-            try:
-                Panel.decode_dims(self.panel_dims)
-            except ValueError as exc:
-                raise ArgError(str(exc)) from None
+        if any(v is not None for v in packing) and any(v is None for v in packing):
+            raise ArgError("panel, panel_side, panel_name and panel_dims go together")
+        if self.panel is None and (self.panel_block is not None or self.panel_loops is not None):
+            raise ArgError("panel_block and panel_loops need a panel")
+        try:
+            Prep.of(self)
+        except ValueError as exc:
+            raise ArgError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +215,13 @@ class RegisterTile(Rule):
                 out += self._scalar(view, a, b)
         if t.is_vector:
             # nests a few normalizing steps away: the steps and the tile, as one step
-            for prep, normal, new in preparations(view, lambda v: _vector_nests(v, t)):
+            def matches(v: ProcView) -> frozenset[tuple[str, str]]:
+                return _vector_nests(v, t)
+
+            prepared = list(preparations(view, matches))
+            # then long reductions of every nest a tile matches, as it stands or prepared, in blocks
+            prepared += [b for p in [(Prep(), view, matches(view)), *prepared] for b in blockings(*p, matches)]
+            for prep, normal, new in prepared:
                 for a, b in tile_nests(normal):
                     nest = vector_nest(normal, a, b)
                     home = _home(t, nest)
