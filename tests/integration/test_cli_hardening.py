@@ -194,6 +194,27 @@ def test_a_tampered_database_source_is_never_executed(tmp_path: Path) -> None:
     one_line_error(run_cli("export", "1", "--format", "py", "--db", str(db)), 2, "not an identifier")
 
 
+def test_a_forged_loop_of_parents_is_refused_not_followed(tmp_path: Path) -> None:
+    kern = tmp_path / "kern.py"
+    kern.write_text(KERNEL)
+    db = tmp_path / "shared.db"
+    make_db(db, kern)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # the root names its own child as its parent
+        conn.execute("UPDATE candidates SET parent_id = 2 WHERE id = 1")
+    before = sha(db)
+    one_line_error(run_cli("show", "1", "--db", str(db), timeout=60), 2, "broken line of parents")
+    for args in (["tree", "1"], ["list"]):  # views that do not follow the line of parents still work
+        assert run_cli(*args, "--db", str(db), timeout=60).returncode == 0, args
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # ... or a parent that is not there
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("UPDATE candidates SET parent_id = 999 WHERE id = 1")
+    one_line_error(run_cli("show", "1", "--db", str(db), timeout=60), 2, "999")
+    assert sha(db) != before  # (the second forgery) - and no command wrote to the file:
+    after = sha(db)
+    run_cli("show", "1", "--db", str(db), timeout=60)
+    assert sha(db) == after
+
+
 # --------------------------------------------------------------------------- damaged databases
 
 

@@ -164,6 +164,14 @@ def no_fingerprint(where: str, search_id: int, fingerprint: str) -> StoreError:
     )
 
 
+def broken_lineage(where: str, candidate_id: int, parent_id: int) -> StoreError:
+    """A parent chain that names a missing row or loops back: rows written outside schedsearch."""
+    return StoreError(
+        f"candidate {candidate_id} in {where} has a broken line of parents (at parent {parent_id}: missing, "
+        "or a loop); the database was changed outside schedsearch - use a copy you trust"
+    )
+
+
 def missing_parent(where: str, search_id: int, fingerprint: str, parent: str) -> StoreError:
     return StoreError(
         f"candidate {fingerprint[:16]} names parent {parent[:16]}, which search {search_id} in {where} "

@@ -316,9 +316,14 @@ class SqlStore(sql_leases.LeaseMethods):
             row = s.get(CandidateRow, candidate_id)
             if row is None:
                 raise rules.no_candidate(self.where, candidate_id)
-            chain = [row]
-            while chain[-1].parent_id is not None:
-                chain.append(s.get_one(CandidateRow, chain[-1].parent_id))
+            chain, seen = [row], {row.id}
+            while (parent_id := chain[-1].parent_id) is not None:
+                parent = s.get(CandidateRow, parent_id)
+                # A forged parent_id must not hang a read command or raise an internal error.
+                if parent is None or parent.id in seen:
+                    raise rules.broken_lineage(self.where, candidate_id, parent_id)
+                chain.append(parent)
+                seen.add(parent.id)
             return [convert.candidate_record(r) for r in reversed(chain)]
 
     def progress(self, search_id: int) -> list[ProgressPoint]:
