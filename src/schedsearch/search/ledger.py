@@ -85,6 +85,9 @@ class Ledger:
         self.prior_elapsed = 0.0
         # Seconds the run's caller spent before this clock started (``budget_spent``).
         self.head_start = max(0.0, head_start)
+        # Seconds this run waited for the unscheduled kernel's first evaluation, which the
+        # budget does not count (``budget_spent``).
+        self.unbilled = 0.0
         self.sid: int | None = None
         self.counters = Counters()
         self.fp_of: dict[int, str] = {}  # candidate id -> fingerprint, to rebuild parents
@@ -111,8 +114,11 @@ class Ledger:
         this run's ``head_start`` - the command's own start (loading the workload, starting
         the workers, the model's history) before the search's clock started. A user's
         ``--budget 30`` is the 30 s the command takes, not 30 s after a private Ray cluster
-        took 2-5 s to start."""
-        return self.elapsed() + self.head_start
+        took 2-5 s to start. Not counted: ``unbilled``, the wait for the unscheduled kernel's
+        first evaluation (its answer key and its baseline), which grows with the problem's
+        size, not with the search (a naive SGEMM 2048 takes minutes), and which a peer that
+        never runs the unscheduled kernel does not pay."""
+        return self.elapsed() + self.head_start - self.unbilled
 
     def emit(self, kind: EventKind, record: CandidateRecord | None = None, message: str = "",
              top: tuple[CandidateRecord, ...] | None = None) -> None:

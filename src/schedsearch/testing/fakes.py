@@ -272,7 +272,8 @@ class FakeExecutor:
     first ones in the tree's order (``Expansion.leading``, as a real one's register tiles).
     With ``drift``, the machine's speed changes: the n-th evaluation's times are the tree's
     times multiplied by ``drift(n)``, and so are those of the yardstick it is timed beside
-    (``Job.yardstick``; ``yardsticks`` records which, per candidate).
+    (``Job.yardstick``; ``yardsticks`` records which, per candidate). ``root_seconds``: an
+    evaluation job of the root takes that long instead of ``eval_seconds``.
     """
 
     def __init__(
@@ -290,8 +291,10 @@ class FakeExecutor:
         stream_leads: int = 0,
         drift: Callable[[int], float] | None = None,
         report_seconds: bool = False,
+        root_seconds: float | None = None,
     ) -> None:
         self.tree = tree or FakeTree()
+        self.root_seconds = root_seconds
         self.report_seconds = report_seconds
         self.stream_shards = max(1, stream_shards)
         self.stream_leads = max(0, stream_leads)
@@ -457,6 +460,9 @@ class FakeExecutor:
     def _duration(self, job: Job) -> float:
         if job.kind is JobKind.EXPAND and job.stream:
             return self.expand_seconds / self.stream_shards
+        if job.kind is JobKind.EVALUATE and self.root_seconds is not None and any(
+                c.parent is None for c in job.candidates):
+            return self.root_seconds
         return {JobKind.EXPAND: self.expand_seconds, JobKind.EVALUATE: self.eval_seconds}.get(
             job.kind, self.remeasure_seconds)
 
