@@ -2,7 +2,7 @@
 # Set up everything schedsearch needs on a fresh machine: a C compiler (apt-get when
 # missing), an AArch64 cross compiler and qemu-user for the NEON tests (apt-get when
 # missing), a Python 3.11/3.12 virtual environment in .venv, and the package with its test
-# extras. Safe to run again: it only installs what is missing.
+# and documentation extras (dev, docs). Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +48,6 @@ fi
 stamp=.venv/.schedsearch-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  .venv/bin/python -m pip install -q -e ".[dev,docs]"
   touch "$stamp"
 fi
