@@ -34,7 +34,7 @@ SHOWN_CHARS = 80
 def resume_search(search_id: int, *, budget: float | None = None, max_candidates: int | None = None,
                   workers: int | None = None, db: str | None = None, trust_db_source: bool = False,
                   remeasure: bool = False, early_stop: int | None = None, cc: str | None = None,
-                  cflags: str | None = None, trust_db_config: bool = False,
+                  cflags: str | None = None, trust_db_config: bool = False, auto_stop: bool | None = None,
                   spelling: Spelling = CLI) -> SearchSession:
     """Continue a search from the store: same workload (stored source), same settings
     (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
@@ -60,7 +60,7 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
         search = store.get_search(search_id)
         # First of all: a search another live driver runs is refused (SearchBusyError), untouched.
         lease.hold(search_id)
-        config = resumed_config(search, budget, max_candidates, workers, early_stop)
+        config = resumed_config(search, budget, max_candidates, workers, early_stop, auto_stop)
         if remeasure:
             config = dataclasses.replace(config, remeasure=True)
         if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
@@ -81,9 +81,11 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
 
 
 def resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
-                   workers: int | None, early_stop: int | None = None) -> SearchConfig:
+                   workers: int | None, early_stop: int | None = None,
+                   auto_stop: bool | None = None) -> SearchConfig:
     """The stored config with budgets extended (budgets count the search's total), and
-    ``workers`` and ``early_stop`` replaced when given."""
+    ``workers``, ``early_stop`` and ``auto_stop`` replaced when given (``auto_stop=False``
+    also drops a stored ``early_stop``: the search runs to its budget)."""
     old = search.config
     max_seconds = old.max_seconds
     if budget is not None:
@@ -93,7 +95,9 @@ def resumed_config(search: SearchRecord, budget: float | None, max_candidates: i
         limit = search.counters.measured + max_candidates
     return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
                                workers=old.workers if workers is None else workers,
-                               early_stop=old.early_stop if early_stop is None else early_stop)
+                               early_stop=(None if auto_stop is False else old.early_stop) if early_stop is None
+                               else early_stop,
+                               auto_stop=old.auto_stop if auto_stop is None else auto_stop)
 
 
 def resumed_bench(search: SearchRecord, cc: str | None, cflags: str | None, trust_db_config: bool = False,

@@ -97,6 +97,7 @@ class SearchSettings:
     budget: float | None = None
     max_candidates: int | None = None
     early_stop: int | None = None  # end once this many candidates in a row brought no new best
+    auto_stop: bool = True  # without early_stop: the default stopping rule (``schedsearch.stopping``)
     workers: int | None = None
     max_depth: int = 12
     strategy: str = StrategyKind.BEST_FIRST.value
@@ -127,6 +128,7 @@ class SearchSettings:
             max_seconds=self.budget if self.budget is not None else DEFAULT_BUDGET,
             max_candidates=self.max_candidates,
             early_stop=self.early_stop,
+            auto_stop=self.auto_stop,
             max_depth=self.max_depth,
             workers=DEFAULT_WORKERS if self.workers is None else self.workers,
             cost_model=CostModelMode(self.cost_model),

@@ -50,7 +50,7 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 remeasure: bool = False, warm_start: bool = True, float_mode: str = "strict",
                 timing: str = "auto", defer_costly: bool = True, yardstick: bool = True,
                 confirm_best: bool = True, compiler_notes: bool = True, early_stop: int | None = None,
-                events: TextIO | None = None) -> None:
+                no_early_stop: bool = False, events: TextIO | None = None) -> None:
     """Load the workload, check the compiler, open the store, search, report (and append
     every event to ``events`` as JSON lines when given)."""
     settings = SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
@@ -58,15 +58,16 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                               cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
                               float_mode=float_mode, timing=timing, defer_costly=defer_costly,
                               yardstick=yardstick, confirm_best=confirm_best, compiler_notes=compiler_notes,
-                              early_stop=early_stop)
+                              early_stop=early_stop, auto_stop=not no_early_stop)
     with start_search(WorkloadFile.of(file, proc, sizes), settings, db=db) as session:
         _drive(session, db, address, as_json, events)
 
 
 def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
                    address: str | None, db: str | None, as_json: bool, trust_db_source: bool = False,
-                   remeasure: bool = False, early_stop: int | None = None, events: TextIO | None = None,
-                   cc: str | None = None, cflags: str | None = None, trust_db_config: bool = False) -> None:
+                   remeasure: bool = False, early_stop: int | None = None, no_early_stop: bool = False,
+                   events: TextIO | None = None, cc: str | None = None, cflags: str | None = None,
+                   trust_db_config: bool = False) -> None:
     """Continue a search from the store: same workload (stored source), same settings
     (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
     replaces the stored one), built with ``cc`` and ``cflags`` (``run``'s defaults when None).
@@ -78,7 +79,8 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
     """
     with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
                        trust_db_source=trust_db_source, remeasure=remeasure, early_stop=early_stop, cc=cc,
-                       cflags=cflags, trust_db_config=trust_db_config) as session:
+                       cflags=cflags, trust_db_config=trust_db_config,
+                       auto_stop=False if no_early_stop else None) as session:
         _drive(session, db, address, as_json, events)
 
 
@@ -275,6 +277,7 @@ def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None,
                        "timed_beside": c.timed_beside},
         "time_spent": {k: round(v, 3) for k, v in c.spent.to_json().items()},
         "early_stop": search.config.early_stop,
+        "auto_stop": search.config.auto_stop,
         "cost_model": cost_model_json(search),
         "ended": ending(search).value,
         "baseline": {"seconds": search.baseline_seconds, "gflops": gflops(w, search.baseline_seconds)},

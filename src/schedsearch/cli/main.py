@@ -80,8 +80,11 @@ def search_options(fn: Any) -> Any:
         click.option("--early-stop", type=click.IntRange(min=1), default=None, metavar="N",
                      help="End the search (finalists re-measured as usual) once N candidates in a row brought no "
                           "new best beyond the timing noise: a near-tie that takes the lead by less than the "
-                          "spread of the two times does not count [run default: off, the whole budget is used; "
+                          "spread of the two times does not count [run default: the stretch without such a "
+                          "gain must be twice the search before it (and at least 100 candidates and 60 s); "
                           "resume: as the search was started]."),
+        click.option("--no-early-stop", is_flag=True,
+                     help="Search until the budget is spent, however long ago the last gain came."),
         click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
                      help="Ray workers (0: no Ray, everything in this process) [default: 2]."),
         click.option("--address", default=None, metavar="ADDR",

@@ -351,7 +351,9 @@ class _Run:
         if expand_root:
             self.pipeline.expand_first([ledger.root_record])
         result = self.pipeline.wait_for(job)
-        ledger.unbilled += ledger.clock() - waited_from
+        waited = ledger.clock() - waited_from
+        ledger.unbilled += waited
+        ledger.spend(baseline_wait=waited)
         ledger.spend(measurements=result.measurements)
         m = result.measurements[0] if result.measurements else None
         if m is None:
