@@ -45,7 +45,7 @@ from pathlib import Path
 
 from schedsearch.core import FeatureVector, Timing, TrainingSample
 from schedsearch.model import LearnedCostModel
-from schedsearch.transforms.features import work_estimate
+from schedsearch.model.features import work_estimate
 from schedsearch.search.ranking import repeatability, spearman
 
 TOP = 10

@@ -50,7 +50,7 @@ from schedsearch.model import LearnedCostModel
 from schedsearch.search.ranking import spearman
 from schedsearch.store import open_store
 from schedsearch.transforms import Expander
-from schedsearch.transforms.features import candidate_features, feature_vector, work_estimate
+from schedsearch.model.features import candidate_features, feature_vector, work_estimate
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 
 from schedsearch.model import LearnedCostModel
 from schedsearch.store import open_store
-from schedsearch.transforms.features import FEATURE_NAMES, FEATURE_VERSION
+from schedsearch.model.features import FEATURE_NAMES, FEATURE_VERSION
 from tests.conftest import EXAMPLES, run_cli
 
 

@@ -13,7 +13,7 @@ from schedsearch.core import BenchConfig, ExpandOptions, RewriteKind
 from schedsearch.evaluate.build import build_kernel, kernel_notes
 from schedsearch.evaluate.expansions import noting
 from schedsearch.transforms import Expander, load_workload, root_candidate
-from schedsearch.transforms.features import work_estimate
+from schedsearch.model.features import work_estimate
 
 MATMUL = Path(__file__).resolve().parents[2] / "examples" / "matmul.py"
 
@@ -101,7 +101,7 @@ def test_an_expansion_goes_on_without_the_notes_of_a_slow_build(tmp_path: Path, 
     import time
 
     from schedsearch.evaluate import build
-    from schedsearch.transforms.features import FEATURE_NAMES
+    from schedsearch.model.features import FEATURE_NAMES
 
     monkeypatch.setattr(build, "NOTES_WAIT_SECONDS", 0.5)
     slow = _slow_gcc(tmp_path, 30)
@@ -122,7 +122,7 @@ def test_compiler_notes_through_the_cli(tmp_path: Path) -> None:
     import json
 
     from schedsearch.store import open_store
-    from schedsearch.transforms.features import FEATURE_NAMES
+    from schedsearch.model.features import FEATURE_NAMES
     from tests.conftest import run_cli
 
     notes_at = FEATURE_NAMES.index("compiler_notes")

@@ -28,6 +28,10 @@ ISOLATED = ("search", "transforms", "evaluate", "store", "explore", "model")
 # modules every package may use: records, errors, the instruction-set tables (all data), and
 # the one reading of a search's numbers (its declared best, noise) that every view shares
 SHARED = ("core", "errors", "targets", "numbers")
+# modules of a package that every package may use too: the features a candidate carries,
+# computed where it is made (transforms) and learned from by the model; standard library
+# and the records only (``test_shared_modules_use_only_the_records``)
+SHARED_MODULES = ("schedsearch.model.features", "schedsearch.model.c_text")
 # the fronts: each calls the use cases in app (the composition root), which knows every
 # package but them
 FRONTS = ("cli", "api", "progress")
@@ -84,7 +88,26 @@ def test_packages_do_not_import_each_other(path: Path) -> None:
     for name in imports(path):
         if name.startswith("schedsearch."):
             sub = name.split(".")[1]
-            assert sub in (*SHARED, pkg), f"{rel} imports {name}"
+            assert sub in (*SHARED, pkg) or name in SHARED_MODULES, f"{rel} imports {name}"
+
+
+@pytest.mark.parametrize("module", SHARED_MODULES)
+def test_shared_modules_use_only_the_records(module: str) -> None:
+    path = SRC.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    for name in imports(path):
+        ok = name.split(".")[0] in sys.stdlib_module_names or name == "__future__"
+        ok = ok or name.split(".")[1] in SHARED or name in SHARED_MODULES
+        assert ok, f"{module} imports {name}"
+
+
+def test_the_features_load_no_model() -> None:
+    """Processes that make candidates compute their features without loading LightGBM."""
+    import subprocess
+
+    code = ("import sys, schedsearch.model.features; "
+            "print([m for m in ('lightgbm', 'numpy', 'schedsearch.model.gbm') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
 
 
 def _schedsearch_modules(path: Path) -> set[str]:

@@ -9,7 +9,7 @@ import pytest
 
 from schedsearch.core import Rewrite, RewriteKind, Schedule
 from schedsearch.testing.fakes import fake_workload
-from schedsearch.transforms.features import (
+from schedsearch.model.features import (
     FEATURE_NAMES,
     FEATURE_VERSION,
     CacheSizes,

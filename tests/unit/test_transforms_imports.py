@@ -1,6 +1,6 @@
-"""transforms/ imports only the standard library, exo, and schedsearch.core / .errors (and
-in exo_patches, pysmt and asdl_adt: the solver layer and IR classes of Exo whose overheads
-it removes)."""
+"""transforms/ imports only the standard library, exo, and schedsearch.core / .errors /
+.targets / .model.features (the features every candidate carries; and in exo_patches,
+pysmt and asdl_adt: the solver layer and IR classes of Exo whose overheads it removes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "schedsearch" / "transforms"
-ALLOWED_SCHEDSEARCH = {"schedsearch.core", "schedsearch.errors", "schedsearch.targets"}
+ALLOWED_SCHEDSEARCH = {"schedsearch.core", "schedsearch.errors", "schedsearch.targets", "schedsearch.model.features"}
 OWN = "schedsearch.transforms"
 
 

@@ -152,7 +152,7 @@ def make_cost_model(config: SearchConfig, store: Store, executor: Executor) -> C
     if config.cost_model is CostModelMode.OFF:
         return None
     from schedsearch.model import LearnedCostModel
-    from schedsearch.transforms.features import FEATURE_VERSION, work_estimate
+    from schedsearch.model.features import FEATURE_VERSION, work_estimate
 
     history = store.training_samples(executor.machine().fingerprint, FEATURE_VERSION)
     # Exo (and z3, which is not safe beside a second Python thread) runs in the executor's

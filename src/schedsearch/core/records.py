@@ -155,7 +155,7 @@ class Schedule(JsonRecord):
 
 @dataclass(frozen=True, slots=True)
 class FeatureVector(JsonRecord):
-    """A candidate's features for the cost model (``transforms.features`` names them).
+    """A candidate's features for the cost model (``model.features`` names them).
 
     ``version`` names the feature set: vectors of different versions are not comparable.
     """
