@@ -54,7 +54,7 @@ def test_a_private_cluster_describes_the_machine_its_workers_see(ray_executor) -
     # wait for a worker process to start); the answer must be the one a worker gives.
     import ray
 
-    from schedsearch.evaluate.ray_backend import _machine_task
+    from schedsearch.evaluate.ray_worker import _machine_task
 
     from tests.integration.conftest import FAST_BENCH
 

@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "schedsearch"
 # third-party top-level module -> where it may be imported (paths relative to src/schedsearch)
 ROOMS = {
     "exo": ("transforms/",),
-    "ray": ("evaluate/ray_backend.py",),
+    "ray": ("evaluate/ray_",),  # ray_backend, ray_executor, ray_worker, ray_cluster
     "sqlalchemy": ("store/",),
     "rich": ("cli/",),
     "click": ("cli/",),
