@@ -224,7 +224,7 @@ class _Run:
                 status = SearchStatus.INTERRUPTED
             pipeline.keep_expanded()
             pipeline.cancel()
-            return finish(ledger, status, self.executor, self.config, stop=self.stop, job_ids=self.job_ids,
+            return finish(ledger, status, self.executor, pipeline.budget, stop=self.stop, job_ids=self.job_ids,
                           cancel=pipeline.cancel, poll_seconds=POLL_SECONDS)
         except KeyboardInterrupt:
             pipeline.cancel()

@@ -114,7 +114,7 @@ from schedsearch.core import (
     Store,
     Workload,
 )
-from schedsearch.search.finalists import finalist_reserve
+from schedsearch.search.budget import Budget
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.ledger import Ledger
 from schedsearch.search.pace import Pace, comes_in_too_late
@@ -183,6 +183,7 @@ class Pipeline:
         self.workload, self.root, self.strategy = workload, root, strategy
         self.executor, self.store, self.config = executor, store, config
         self.ledger, self.guide, self.stop, self.job_ids = ledger, guide, stop, job_ids
+        self.budget = Budget(config, ledger)
         self.seen: set[str] = set()
         self.reuse_scope: ReuseScope | None = None  # built on first use: it leaves this search out
         self.round_numbers = itertools.count(1)
@@ -308,14 +309,6 @@ class Pipeline:
 
     # ------------------------------------------------------------------ the pipeline
 
-    def _finalist_reserve(self) -> float:
-        """Seconds to keep for re-measuring the finalists (``finalists.finalist_reserve``)."""
-        return finalist_reserve(self.config, self.ledger.top, self.ledger.root_record)
-
-    def _time_spent(self) -> bool:
-        c = self.config
-        return c.max_seconds is not None and self.ledger.budget_spent() >= c.max_seconds - self._finalist_reserve()
-
     def _stopped_improving(self) -> bool:
         """Whether ``config.early_stop`` candidates in a row brought no new best
         (``Counters.since_best``). A new best still being confirmed is waited for: it may
@@ -325,10 +318,7 @@ class Pipeline:
 
     def _candidates_left(self) -> int | None:
         """Evaluations the candidate budget still allows beyond those in flight."""
-        if self.config.max_candidates is None:
-            return None
-        flying = len(self.current.measuring) if self.current is not None else 0
-        return self.config.max_candidates - self.ledger.counters.measured - flying
+        return self.budget.candidates_left(len(self.current.measuring) if self.current is not None else 0)
 
     def run(self) -> SearchStatus:
         """Run rounds until a budget is spent or nothing is left to expand or measure
@@ -353,7 +343,7 @@ class Pipeline:
         while True:
             self._check_stop()
             left = self._candidates_left()
-            if self._time_spent() or (left is not None and left <= 0 and not (self.current and self.current.measuring)):
+            if self.budget.spent_out() or (left is not None and left <= 0 and not (self.current and self.current.measuring)):
                 return SearchStatus.COMPLETED
             if self._stopped_improving():
                 return SearchStatus.COMPLETED
@@ -517,11 +507,10 @@ class Pipeline:
         measured within the time budget, at this search's pace (``search.pace``): then
         the children queued are measured instead, and no round is started until none is left.
         Said once in the live view."""
-        c = self.config
-        if c.max_seconds is None:
+        left = self.budget.seconds_left()
+        if left is None:
             return False
         seconds = self.pace.round_seconds([self._second_part(p) for p in parents], self.workers)
-        left = c.max_seconds - self._finalist_reserve() - self.ledger.budget_spent()
         measure_first = self.in_flight_cap * self.pace.seconds_per_measurement()
         if seconds is None or not comes_in_too_late(seconds, left, measure_first):
             return False
@@ -619,11 +608,7 @@ class Pipeline:
         left = self._candidates_left()
         if left is not None and queued >= left:
             return True
-        c = self.config
-        if c.max_seconds is None or self.ledger.counters.measured < 1:
-            return False
-        seconds_left = c.max_seconds - self._finalist_reserve() - self.ledger.budget_spent()
-        return queued * self.ledger.elapsed() / self.ledger.counters.measured >= seconds_left
+        return self.budget.outlasts(queued)
 
     def _take_in(self, rnd: Round) -> Round:
         """Take the round's shards that came in since the last call: their new children are
@@ -874,13 +859,13 @@ class Pipeline:
         """
         if self.guide is None:
             return [*queued, *fresh], {}, frozenset()
-        c = self.config
-        elapsed, evaluated = self.ledger.elapsed(), self.ledger.counters.measured
+        budget = self.budget
         ordering = self.guide.order(
             [*queued, *fresh],
-            seconds_left=c.max_seconds - self.ledger.budget_spent() if c.max_seconds is not None else None,
-            seconds_per_candidate=elapsed / evaluated if evaluated else None,
-            candidates_left=c.max_candidates - evaluated if c.max_candidates is not None else None,
+            seconds_left=budget.seconds_left_whole(),
+            seconds_per_candidate=budget.seconds_per_candidate(),
+            # Not less those in flight: the pruning has always counted the measured alone.
+            candidates_left=budget.candidates_left(),
             stored={c.fingerprint for c in queued},
         )
         for child in ordering.skipped:
