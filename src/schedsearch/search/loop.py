@@ -25,10 +25,11 @@ evaluated right after the baseline, before anything is expanded (``_seed``). Reu
 measurements do not count against ``max_candidates``, which counts what this search
 measures (``Counters.measured``).
 
-The pieces: ``pipeline`` runs the rounds, ``rounds`` holds a round's record and what one
-round alone decides (which child is next, the gate of likely winners), ``ledger`` the
-run's books (every store write of a measurement, every event), ``finalists`` the end;
-this module opens and closes a run around them.
+The pieces: ``pipeline`` runs the rounds (with ``asking``, ``parts``, ``intake``,
+``measuring`` and ``confirm``), ``rounds`` holds a round's record and what one round alone
+decides (which child is next, the gate of likely winners), ``budget`` what is spent and
+left, ``ledger`` the run's books (every store write of a measurement, every event),
+``finalists`` the end; this module opens and closes a run around them.
 """
 
 from __future__ import annotations
@@ -65,14 +66,8 @@ from schedsearch.search.inherited import Inherited
 from schedsearch.search.lease import LeaseKeeper
 from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
 from schedsearch.search.outcome import SearchOutcome
-from schedsearch.search.pipeline import (
-    CONTEND_FACTOR,
-    CUTOFF_FACTOR,
-    CUTOFF_FLOOR_SECONDS,
-    POLL_SECONDS,
-    Pipeline,
-    Stopped,
-)
+from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS
+from schedsearch.search.pipeline import POLL_SECONDS, Pipeline, Stopped
 from schedsearch.search.ranking import ALIKE
 from schedsearch.search.rounds import EARLY_ASK_SHARE, STREAM_GATE
 
