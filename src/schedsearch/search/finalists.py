@@ -5,10 +5,9 @@ ancestors of the fastest that the search measured near it, and the root are re-m
 side by side in one job (``JobKind.REMEASURE``); the winner, its time and its speedup come
 from those numbers. Of the contenders that side by side cannot be told from the fastest
 (``best_first.tied`` with ``TIE_SHARE``), the one with the fewest steps wins: the steps it
-lacks bought nothing measurable. Why: on Zen 4 the SGEMM 512 searches' six-step bests ran
-at the speed of the register tile each had found first, within 0.1-2%, side by side; the
-steps after it had been measured faster only by the moment they were timed at, and a
-schedule carrying five steps that do nothing is neither readable nor as likely to replay.
+lacks bought nothing measurable. Why: steps measured faster only by the moment they were
+timed at make a schedule that is neither readable nor as likely to replay (the measurements
+are in ``benchmarks/RESULTS.md``, "The search loop's heuristics").
 
 The time budget is wall time and includes the finalists: the search stops early enough
 for the re-measurement (``finalist_reserve``, estimated from the contenders' own run
@@ -222,10 +221,9 @@ def drift_note(searched: Sequence[CandidateRecord], timed: Sequence[CandidateRec
     them) say about the search's own (``searched``: the finalists as the search measured
     them): which one won when that changed, and - when it is ``DRIFT_NOTE`` or more - how
     far a finalist's time relative to the winner moved. Why: the search measures each
-    candidate once, at its own moment, and a shared machine's speed drifts between moments
-    (on a 2-vCPU KVM guest, AMD EPYC Zen 3, the same SGEMM 512 kernel measured 3.9-8.5 ms in
-    18 searches of one afternoon); candidates the search found closer than that were ordered
-    by when they were measured as much as by what they are."""
+    candidate once, at its own moment, and a shared machine's speed drifts between moments;
+    candidates the search found closer than that were ordered by when they were measured as
+    much as by what they are."""
     before = {r.id: r.seconds for r in searched if r.seconds}
     pairs = [(r.id, r.seconds, before[r.id]) for r in timed if r.id in before and r.seconds]
     if len(pairs) < 2:
