@@ -84,7 +84,7 @@ def test_run_and_show_say_where_the_time_went(searched: tuple[Path, dict]) -> No
     assert spent["expanding"] + spent["building"] + spent["measuring"] <= out["elapsed_seconds"] * 1.5
     shown = run_cli("show", str(out["search_id"]), "--db", str(db), "--json")
     assert json.loads(shown.stdout)["time_spent"] == spent  # as stored
-    text = run_cli("show", str(out["search_id"]), "--db", str(db)).stderr
+    text = run_cli("show", str(out["search_id"]), "--db", str(db)).stdout
     assert re.search(r"time spent\s+workers expanding \d+\.\d s and building \d+\.\d s", text)
     assert re.search(r"elapsed\s+\d+\.\d s \(after \d+\.\d s starting", text)
 
@@ -97,8 +97,8 @@ def test_list_show_tree(searched: tuple[Path, dict]) -> None:
     assert any(s["search_id"] == out["search_id"] and s["status"] == "completed" for s in listed)
     assert set(listed[0]) >= {"search_id", "proc", "sizes", "status", "best_speedup"}
     shown = run_cli("show", sid, "--db", str(db))
-    assert shown.returncode == 0 and "top" in shown.stderr
-    assert "strict float, auto timing" in shown.stderr  # how it was measured: the default
+    assert shown.returncode == 0 and "top" in shown.stdout
+    assert "strict float, auto timing" in shown.stdout  # how it was measured: the default
     nodes = json.loads(run_cli("tree", sid, "--db", str(db), "--json").stdout)
     assert len(nodes) >= 15  # the root plus at least 14 evaluated
     for n in nodes:
@@ -193,16 +193,16 @@ def test_every_view_names_the_same_best_with_the_same_numbers(searched: tuple[Pa
 
     # the text of every command: the same candidate, time and speedup, and which kind they are
     cid, seconds, speedup = expected[0], fmt_seconds(expected[1]), f"{expected[2]:.3g}x"
-    table = run_cli("list", "--db", str(db)).stderr
+    table = run_cli("list", "--db", str(db)).stdout
     assert re.search(rf"#{cid}\s.*{re.escape(seconds)}.*{re.escape(speedup)}.*re-measured", table), table
-    text = run_cli("show", str(sid), "--db", str(db)).stderr
+    text = run_cli("show", str(sid), "--db", str(db)).stdout
     assert f"candidate {cid}, {seconds}" in text and f"{speedup} faster (finalists re-measured side by side" in text
     assert re.search(rf"\*\s+│\s+{cid}\s", text), text  # the table marks the best's row
     assert f"* the best: candidate {cid}, {seconds}, {speedup} when the finalists were re-measured" in text
     assert "step " in text  # the schedule lists each step's numbers
-    text = run_cli("best", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--db", str(db)).stderr
+    text = run_cli("best", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--db", str(db)).stdout
     assert f"* best: search {sid}, candidate {cid}, {seconds}" in text and "re-measured side by side" in text
-    text = run_cli("tree", str(sid), "--db", str(db)).stderr
+    text = run_cli("tree", str(sid), "--db", str(db)).stdout
     assert f"best: #{cid}, {seconds} {speedup} (finalists re-measured side by side" in text
     assert re.search(rf"\*#{cid} ok .*x   best: ", text), text
 
@@ -330,7 +330,7 @@ def test_shared_timing_is_recorded_and_shown(tmp_path: Path) -> None:
     assert 1 <= counts["timed_beside"] <= counts["evaluated"]
     assert f"{counts['timed_beside']} of {counts['evaluated']} timed beside builds and expansions" in r.stderr
     shown = run_cli("show", str(json.loads(r.stdout)["search_id"]), "--db", str(db))
-    assert "shared timing" in shown.stderr and "quiet timing" not in shown.stderr
+    assert "shared timing" in shown.stdout and "quiet timing" not in shown.stdout
 
 
 @pytest.mark.slow
@@ -349,7 +349,7 @@ def test_a_search_with_early_stop_ends_when_it_stops_improving(tmp_path: Path) -
     assert out["best"]["remeasured"] is True
     shown = run_cli("show", str(out["search_id"]), "--db", str(db))
     assert shown.returncode == 0, shown.stderr
-    assert "stopped improving (no new best in the last" in shown.stdout + shown.stderr
+    assert "stopped improving (no new best in the last" in shown.stdout
     # Resumed with more candidates and a shorter patience: it counts again from its best.
     r = run_cli("resume", str(out["search_id"]), "--max-candidates", "40", "--early-stop", "2", "--db", str(db),
                 "--json", cwd=tmp_path)

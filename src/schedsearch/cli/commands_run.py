@@ -25,14 +25,12 @@ from schedsearch.cli.numbers_view import (
     STEPS_LEGEND, best_text, elapsed_text, has_step_numbers, search_spent_text, status_text, step_lines,
 )
 from schedsearch.cli.render import ProgressView, describe, fmt_seconds
-from schedsearch.cli.wiring import STOPPING, command_started, db_label, print_json, stderr_console
+from schedsearch.cli.wiring import STOPPING, command_started, db_label, print_json, stderr_console, stdout_console
 from schedsearch.core import CandidateRecord, SearchEvent, SearchRecord, SearchStatus, Workload
 from schedsearch.errors import ClusterError, InfrastructureError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, ending
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from schedsearch.app import SearchRun
     from schedsearch.warm_start import WarmStart
 
@@ -79,8 +77,8 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
 
 def _drive(session: SearchSession, db: str | None, address: str | None, as_json: bool,
            events: TextIO | None = None) -> None:
-    """Run the session with a live view on stderr (and an event log), then report (and exit
-    130 if interrupted)."""
+    """Run the session with a live view on stderr (and an event log), then report on stdout
+    (and exit 130 if interrupted)."""
     console = stderr_console()
     try:
         for line in session.notes:  # a search taken over from a driver that stopped
@@ -115,7 +113,7 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
                 run = runner.run(observe, stop=stop, started=command_started())
             # Reported before the workers are released: shutting a private Ray cluster down
             # takes seconds (3 s on a 2-core Zen 3), and everything reported is in the store.
-            _report(run, db, as_json, console)
+            _report(run, db, as_json)
     except (InfrastructureError, StoreError, ClusterError) as e:
         # The machine, not a candidate, stopped the search: say how to continue it.
         if e.search_id is None:
@@ -126,8 +124,10 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
         sys.exit(EXIT_INTERRUPTED)
 
 
-def _report(run: SearchRun, db: str | None, as_json: bool, console: Console) -> None:
-    """The search's JSON (``--json``, on stdout) and its summary (on stderr)."""
+def _report(run: SearchRun, db: str | None, as_json: bool) -> None:
+    """The search's summary on stdout, the command's result; with ``--json`` the JSON
+    document is on stdout and the summary on stderr, for the person watching."""
+    console = stderr_console() if as_json else stdout_console()
     if as_json:
         print_json(run_json(run.search, run.declared, db, run.warm))
     for line in report_lines(run.search, run.declared, list(run.lineage), db):

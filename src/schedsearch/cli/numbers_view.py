@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -33,17 +33,17 @@ STEPS_LEGEND = ("each step: the search-time median after it (± half the interqu
                 "smaller than the combined spread of the two times")
 
 
-def print_table(console: Console, table: Table) -> None:
-    """A table at the terminal's width, or whole in a log or a pipe (where rich would squeeze
-    it into 80 columns and cut the numbers)."""
+def print_whole(console: Console, renderable: RenderableType) -> None:
+    """A table, tree or grid at the terminal's width, or whole in a log, a pipe or a file,
+    where rich would otherwise squeeze it into 80 columns and cut the numbers and steps."""
     if console.is_terminal:
-        console.print(table)
+        console.print(renderable)
         return
-    wide = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    wide = Measurement.get(console, console.options.update_width(10_000), renderable).maximum
     width = console.width
     console.width = max(width, wide)  # print(width=...) cannot go beyond the console's own width
     try:
-        console.print(table)
+        console.print(renderable)
     finally:
         console.width = width
 

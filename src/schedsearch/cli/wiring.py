@@ -47,6 +47,7 @@ __all__ = [
     "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "INPUT_ERRORS", "bench_config", "command_started", "db_label",
     "expand_options", "fail", "handle_errors", "json_stdout", "make_cost_model", "make_executor",
     "mark_command_start", "open_db", "parse_sizes", "print_json", "refuse_transient_db", "stderr_console",
+    "stdout_console",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -193,7 +194,18 @@ def print_json(data: Any) -> None:
         view = view[os.write(_json_fd, view):]
 
 
+def stdout_console() -> Console:
+    """Where a command's result goes: tables, reports, trees, a search's summary.
+
+    Bound to ``sys.stdout`` as it is when printing (a test's capture included). On a pipe or
+    a file rich writes no colour or style codes (unless FORCE_COLOR asks for them) and
+    ``numbers_view.print_whole`` renders tables and trees at their full width."""
+    # soft_wrap: a long line stays one line in a pipe, for grep and the like.
+    return Console(highlight=False, soft_wrap=True)
+
+
 def stderr_console() -> Console:
-    """Where progress, tables and messages go (stdout stays for --json and exports)."""
+    """Where progress, the live view, warnings and notes go: never the result a user may
+    pipe (``stdout_console``), nor a ``--json`` document."""
     # soft_wrap: log lines stay whole when stderr is a file or a CI log, not cut at 80 columns.
     return Console(stderr=True, highlight=False, soft_wrap=True)
