@@ -147,8 +147,8 @@ def ending(search: SearchRecord) -> Ending:
     if config.early_stop is not None and search.counters.since_best >= config.early_stop:
         return Ending.STOPPED_IMPROVING
     # The loop stops searching early enough to re-measure the finalists inside the budget,
-    # which counts the seconds each run took to start as well (``TimeSpent.starting``).
-    used = search.elapsed_seconds + search.counters.spent.starting
+    # which counts the search's own clock (the seconds each run took to start are not).
+    used = search.elapsed_seconds
     if config.max_seconds is not None and used >= (1 - FINALIST_RESERVE_SHARE) * config.max_seconds:
         return Ending.BUDGET
     return Ending.EXHAUSTED

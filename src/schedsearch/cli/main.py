@@ -54,9 +54,10 @@ def search_options(fn: Any) -> Any:
         # Bounded above: an infinite budget would not survive JSON storage (and a month is plenty).
         click.option("--budget", type=click.FloatRange(min=0, min_open=True, max=MAX_BUDGET), default=None,
                      metavar="SECONDS", callback=_a_number,
-                     help="Wall-time budget in seconds, counted from the moment the command starts (starting "
-                          "the workers included), at most 30 days [run default: 120; resume: as many more "
-                          "seconds]."),
+                     help="Wall-time budget of the search in seconds, counted once the workers are ready (the "
+                          "seconds before - loading the workload, checking the compiler, starting Ray - are shown "
+                          "as 'starting' and reported apart), at most 30 days [run default: 120; resume: as many "
+                          "more seconds]."),
         click.option("--max-candidates", type=click.IntRange(min=1), default=None, metavar="N",
                      help="Stop after measuring N candidates (measurements reused from earlier searches do not "
                           "count)."),
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     previous = ({signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
                 if threading.current_thread() is threading.main_thread() else {})
     args = sys.argv[1:] if argv is None else list(argv)
-    mark_command_start(from_process=argv is None)  # a search's time budget counts from here
+    mark_command_start(from_process=argv is None)  # a search's "starting" seconds count from here
     try:
         # The console script's process ends with the command: what it writes while it exits
         # (Ray's threads) must not follow the JSON document on stdout.

@@ -117,7 +117,8 @@ def baseline_text(search: SearchRecord, root: CandidateRecord | None) -> str:
 
 def elapsed_text(search: SearchRecord) -> str:
     """The search's elapsed time, and the seconds its runs took to start before its clock
-    did, which its time budget counted too (``TimeSpent.starting``)."""
+    did (``TimeSpent.starting``: the workload, the compiler check, the workers), which its
+    time budget does not count."""
     starting = search.counters.spent.starting
     start = f" (after {starting:.1f} s starting: the workload, the workers)" if starting >= 0.05 else ""
     return f"{search.elapsed_seconds:.1f} s{start}"

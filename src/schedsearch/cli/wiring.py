@@ -81,7 +81,7 @@ def mark_command_start(from_process: bool) -> None:
 
 def command_started() -> float:
     """When this command began (``mark_command_start``; now when it was not marked): a
-    search's time budget counts from then."""
+    search's ``starting`` seconds count from then."""
     return time.monotonic() if _command_started is None else _command_started
 
 
