@@ -363,10 +363,12 @@ def test_a_search_with_early_stop_ends_when_it_stops_improving(tmp_path: Path) -
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.serial
-def test_the_time_budget_is_the_commands_wall_time_the_workers_start_included(tmp_path: Path) -> None:
-    """``--budget 20`` with a private Ray cluster: the command ends about 20 s after it was
-    started - the cluster's start (seconds) counted, kept as ``time_spent.starting`` -
-    plus the cluster's shutdown after the report. The search's own clock starts later."""
+def test_the_time_budget_counts_from_the_workers_start_which_is_reported_apart(tmp_path: Path) -> None:
+    """``--budget 20`` with a private Ray cluster: the search's own clock, which the budget
+    counts, starts once the workers are ready; the seconds before (the workload, the
+    compiler check, the cluster's start) are said step by step on stderr while they pass and
+    kept as ``time_spent.starting``. The command takes the budget, the start and the
+    cluster's shutdown after the report."""
     budget = 20.0
     started = time.monotonic()
     r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", "M=128,N=128,K=128",
@@ -376,9 +378,12 @@ def test_the_time_budget_is_the_commands_wall_time_the_workers_start_included(tm
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     starting = out["time_spent"]["starting"]
-    assert starting >= 0.5, "a private Ray cluster takes seconds to start, and they count"
-    assert out["elapsed_seconds"] + starting <= budget + FINALIST_GRACE_SECONDS
+    assert starting >= 0.5, "a private Ray cluster takes seconds to start, and they are kept"
+    assert budget * 0.8 <= out["elapsed_seconds"] <= budget + FINALIST_GRACE_SECONDS  # the whole budget searched
     assert out["status"] == "completed" and out["ended"] == "budget_reached"
     # Shutting the cluster down after the report takes a second or two.
-    assert wall <= budget + 8.0, f"the command took {wall:.1f} s for a {budget:.0f}-second budget"
-    assert f"after {starting:.1f} s starting" in r.stderr
+    assert wall <= budget + starting + 8.0, f"the command took {wall:.1f} s for a {budget:.0f}-second budget"
+    assert f"after {starting:.1f} s starting" in r.stderr  # the summary (on stderr with --json)
+    steps = [line for line in r.stderr.splitlines() if line.startswith("[start ")]
+    assert any("checking the C compiler" in line for line in steps), r.stderr
+    assert any("starting a private Ray cluster for 2 workers" in line for line in steps), r.stderr

@@ -29,7 +29,7 @@ def _session(order: list[str], monkeypatch: pytest.MonkeyPatch) -> SearchSession
     config = SearchConfig(max_seconds=None, max_candidates=12, seed=0, warm_start=False)
     session = SearchSession(fake_workload(), fake_root(tree.moves), config, InMemoryStore())
     monkeypatch.setattr(session, "runner",
-                        lambda address=None, stop=None: SearchRunner(session, _Released(tree, order), None))
+                        lambda address=None, stop=None, say=None: SearchRunner(session, _Released(tree, order), None))
     return session
 
 
@@ -98,7 +98,7 @@ def test_a_stop_while_the_workers_start_ends_the_run_before_a_search_is_recorded
     order: list[str] = []
     session = _session(order, monkeypatch)
 
-    def runner(address=None, stop=None):
+    def runner(address=None, stop=None, say=None):
         stop.set()  # as a Ctrl-C while the cluster started would
         return SearchRunner(session, _Released(FakeTree(moves=6, branching=4, seed=3), order), None)
 
@@ -107,3 +107,33 @@ def test_a_stop_while_the_workers_start_ends_the_run_before_a_search_is_recorded
         commands_run._drive(session, None, None, as_json=False)
     assert order == ["workers released"]
     assert session.search_id is None and session.store.list_searches() == []
+
+
+def test_the_start_is_told_step_by_step_in_a_log_and_as_one_moving_line_on_a_terminal() -> None:
+    import io
+    import time
+
+    from rich.console import Console
+
+    from schedsearch.cli.render import StartingView
+
+    log = io.StringIO()
+    with StartingView(Console(file=log, force_terminal=False, color_system=None), time.monotonic() - 2.0) as view:
+        view("checking the C compiler (gcc)")
+        view("starting a private Ray cluster for 2 workers")
+    lines = log.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["checking the C compiler (gcc)",
+                                                         "starting a private Ray cluster for 2 workers"]
+    assert all(line.startswith("[start   2.") for line in lines), lines  # seconds since the command began
+
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=100)
+    view = StartingView(terminal, time.monotonic())
+    with view:
+        view("loading the workload with Exo")
+        view.close()  # before the search's own live view: rich allows one at a time
+        from rich.live import Live
+
+        with Live(console=terminal):
+            pass
+    assert "loading the workload with Exo" in screen.getvalue()

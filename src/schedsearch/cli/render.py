@@ -109,6 +109,55 @@ def schedule_lines(record: CandidateRecord) -> list[str]:
     return [f"{i + 1:2d}. {describe(s)}" for i, s in enumerate(record.schedule.steps)]
 
 
+class StartingView:
+    """What a search command does before its search's clock starts, on stderr: a spinner
+    line on a terminal (``starting  checking the C compiler (gcc)  3.1 s``), one line per
+    step in a log (``[start   3.1s] checking the C compiler (gcc)``), the seconds counted
+    from the command's start (``started``, on ``time.monotonic``'s scale).
+
+    Called with each step as it begins; ``close`` (or leaving the ``with`` block) removes
+    the spinner before the search's own view takes the terminal. The seconds themselves are
+    reported with the search (``TimeSpent.starting``).
+    """
+
+    def __init__(self, console: Console, started: float) -> None:
+        self.console = console
+        self.started = started
+        self._what = "starting ..."
+        self._live: Live | None = None
+
+    def __enter__(self) -> StartingView:
+        if self.console.is_terminal:
+            # refreshed by rich's own thread: the spinner and clock move while a step blocks
+            # (a private Ray cluster starting, Exo loading)
+            self._live = Live(self._line("starting ..."), console=self.console, transient=True,
+                              refresh_per_second=4, get_renderable=self._current)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the spinner (nothing in a log); safe to call again."""
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.__exit__(None, None, None)
+
+    def __call__(self, what: str) -> None:
+        self._what = what
+        if self._live is None:
+            self.console.print(f"[start {time.monotonic() - self.started:5.1f}s] {what}", highlight=False,
+                               markup=False)
+
+    def _current(self) -> Text:
+        return self._line(self._what)
+
+    def _line(self, what: str) -> Text:
+        return Text.assemble(("starting ", "bold magenta"), what, "  ",
+                             (f"{time.monotonic() - self.started:.1f} s", "dim"))
+
+
 class ProgressView:
     """Renders SearchEvents on stderr: a live panel on a terminal, plain lines in logs.
 
@@ -180,7 +229,7 @@ class ProgressView:
         """``[#####.....] 42% ETA 1m10s`` of the time (or candidate) budget."""
         done: float | None = None
         eta = ""
-        if self.budget:  # the budget counts the command's start too (``SearchEvent.budget_used``)
+        if self.budget:  # the search's clock, from the workers' start (``SearchEvent.budget_used``)
             done = min(1.0, e.budget_used / self.budget)
             eta = f"ETA {fmt_duration(max(0.0, self.budget - e.budget_used))}"
         elif self.max_candidates:
