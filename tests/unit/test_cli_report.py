@@ -137,3 +137,18 @@ def test_the_start_is_told_step_by_step_in_a_log_and_as_one_moving_line_on_a_ter
         with Live(console=terminal):
             pass
     assert "loading the workload with Exo" in screen.getvalue()
+
+
+def test_a_process_age_is_never_more_than_the_process_has_lived() -> None:
+    """The command's start is the process's (``mark_command_start``): an age read a second
+    too old - psutil's, on a boot time in whole seconds - was reported as "starting"."""
+    import subprocess
+    import sys
+    import time
+
+    before = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", "from schedsearch.cli.wiring import process_age; print(process_age())"],
+                         capture_output=True, text=True, check=True).stdout
+    lived = time.monotonic() - before
+    age = float(out)
+    assert 0.0 <= age <= lived + 0.03, (age, lived)  # one clock tick of slack
