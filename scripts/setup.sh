@@ -51,3 +51,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[dev]"
   touch "$stamp"
 fi
+
+# One-time work a first search would otherwise do while the user waits, and every search
+# where bytecode is never written (PYTHONDONTWRITEBYTECODE, read-only installs): byte-compile
+# the project (an editable install, which pip does not compile) and anything in the
+# environment pip left uncompiled; compileall skips what is up to date. Exo's first import
+# writes yapf's grammar cache (~/.cache/YAPF), once.
+.venv/bin/python -m compileall -q -j 0 src .venv/lib/python3*/site-packages >/dev/null || true
+.venv/bin/python -c 'import exo' >/dev/null 2>&1 || true
