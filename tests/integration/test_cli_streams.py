@@ -58,13 +58,15 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def only_on_stdout(r: subprocess.CompletedProcess[str], *needles: str) -> None:
-    """Each needle is in the result (stdout) and not on stderr; no escape codes anywhere."""
+    """Each needle is in the result (stdout) and not on stderr; no escape codes anywhere,
+    no trailing blanks on stdout."""
     assert r.returncode == 0, r.stderr
     for n in needles:
         assert n in r.stdout, (n, r.stdout)
         assert n not in r.stderr, (n, r.stderr)
     assert not ANSI.search(r.stdout), r.stdout
     assert not ANSI.search(r.stderr), r.stderr
+    assert all(line == line.rstrip() for line in r.stdout.splitlines()), r.stdout  # no padding to the widest row
 
 
 @pytest.mark.slow

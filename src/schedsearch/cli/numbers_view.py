@@ -43,9 +43,14 @@ def print_whole(console: Console, renderable: RenderableType) -> None:
     width = console.width
     console.width = max(width, wide)  # print(width=...) cannot go beyond the console's own width
     try:
-        console.print(renderable)
+        with console.capture() as captured:
+            console.print(renderable)
     finally:
         console.width = width
+    # A grid pads every row to its widest cell: no trailing blanks in a file or a pipe.
+    text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
+    console.file.write(text)
+    console.file.flush()
 
 
 def fmt_spread(spread: float | None) -> str:
