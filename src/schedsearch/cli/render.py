@@ -110,13 +110,13 @@ def schedule_lines(record: CandidateRecord) -> list[str]:
 
 
 class StartingView:
-    """What a search command does before its search's clock starts, on stderr: a spinner
-    line on a terminal (``starting  checking the C compiler (gcc)  3.1 s``), one line per
+    """What a search command does before its search's clock starts, on stderr: one line on
+    a terminal whose step and clock keep moving (``starting checking the C compiler (gcc)  3.1 s``), one line per
     step in a log (``[start   3.1s] checking the C compiler (gcc)``), the seconds counted
     from the command's start (``started``, on ``time.monotonic``'s scale).
 
     Called with each step as it begins; ``close`` (or leaving the ``with`` block) removes
-    the spinner before the search's own view takes the terminal. The seconds themselves are
+    that line before the search's own view takes the terminal. The seconds themselves are
     reported with the search (``TimeSpent.starting``).
     """
 
@@ -128,7 +128,7 @@ class StartingView:
 
     def __enter__(self) -> StartingView:
         if self.console.is_terminal:
-            # refreshed by rich's own thread: the spinner and clock move while a step blocks
+            # refreshed by rich's own thread: the clock moves while a step blocks
             # (a private Ray cluster starting, Exo loading)
             self._live = Live(self._line("starting ..."), console=self.console, transient=True,
                               refresh_per_second=4, get_renderable=self._current)
@@ -139,7 +139,7 @@ class StartingView:
         self.close()
 
     def close(self) -> None:
-        """Remove the spinner (nothing in a log); safe to call again."""
+        """Remove the moving line (nothing to do in a log); safe to call again."""
         if self._live is not None:
             live, self._live = self._live, None
             live.__exit__(None, None, None)
