@@ -76,7 +76,9 @@ def test_run_puts_its_summary_on_stdout_and_its_progress_on_stderr(searched: dic
     assert re.search(r"^completed: candidate limit reached", r.stdout.lstrip(), re.M), r.stdout
     # the log lines of a search outside a terminal: started, the baseline, finished
     assert re.search(r"^\[\s*\d+\.\ds\] started ", r.stderr, re.M), r.stderr
-    assert re.search(r"^\[start\s+\d+\.\ds\] checking the C compiler", r.stderr, re.M), r.stderr  # the start's steps
+    # where the start's seconds went, once the workers were ready
+    assert re.search(r"^\[start\s+\d+\.\ds\] ready: Python and imports .*; checking the C compiler \(gcc\) \d",
+                     r.stderr, re.M), r.stderr
     assert "finished" in r.stderr and not re.search(r"^\[(start|\s*\d)", r.stdout, re.M), r.stdout
 
 

@@ -109,7 +109,7 @@ def test_a_stop_while_the_workers_start_ends_the_run_before_a_search_is_recorded
     assert session.search_id is None and session.store.list_searches() == []
 
 
-def test_the_start_is_told_step_by_step_in_a_log_and_as_one_moving_line_on_a_terminal() -> None:
+def test_the_start_says_where_its_seconds_went_once_ready_and_nothing_when_it_fails() -> None:
     import io
     import time
 
@@ -118,25 +118,33 @@ def test_the_start_is_told_step_by_step_in_a_log_and_as_one_moving_line_on_a_ter
     from schedsearch.cli.render import StartingView
 
     log = io.StringIO()
-    with StartingView(Console(file=log, force_terminal=False, color_system=None), time.monotonic() - 2.0) as view:
+    now = time.monotonic()
+    with StartingView(Console(file=log, force_terminal=False, color_system=None), now - 2.0) as view:
         view("checking the C compiler (gcc)")
         view("starting a private Ray cluster for 2 workers")
-    lines = log.getvalue().splitlines()
-    assert [line.split("] ", 1)[1] for line in lines] == ["checking the C compiler (gcc)",
-                                                         "starting a private Ray cluster for 2 workers"]
-    assert all(line.startswith("[start   2.") for line in lines), lines  # seconds since the command began
+        view._steps = [("checking the C compiler (gcc)", now - 1.5), ("starting a private Ray cluster", now - 1.0)]
+        assert view.breakdown(now) == ("[start   2.0s] ready: Python and imports 0.5 s; checking the C compiler "
+                                       "(gcc) 0.5 s; starting a private Ray cluster 1.0 s")
+        assert log.getvalue() == ""  # nothing while it starts, in a log
+        view.ready()
+    assert log.getvalue().startswith("[start   2.") and log.getvalue().count("\n") == 1
+
+    failed = io.StringIO()
+    with pytest.raises(RuntimeError), StartingView(Console(file=failed, force_terminal=False), now) as view:
+        view("checking the C compiler (gcc)")
+        raise RuntimeError("no compiler")  # the command's error line is all stderr will hold
+    assert failed.getvalue() == ""
 
     screen = io.StringIO()
-    terminal = Console(file=screen, force_terminal=True, width=100)
-    view = StartingView(terminal, time.monotonic())
-    with view:
+    terminal = Console(file=screen, force_terminal=True, width=200)
+    with StartingView(terminal, time.monotonic()) as view:
         view("loading the workload with Exo")
-        view.close()  # before the search's own live view: rich allows one at a time
+        view.ready()
         from rich.live import Live
 
-        with Live(console=terminal):
+        with Live(console=terminal):  # the search's view: rich allows one live display at a time
             pass
-    assert "loading the workload with Exo" in screen.getvalue()
+    assert "ready: Python and imports" in screen.getvalue() and "loading the workload with Exo" in screen.getvalue()
 
 
 def test_a_process_age_is_never_more_than_the_process_has_lived() -> None:

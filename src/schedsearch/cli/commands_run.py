@@ -105,7 +105,7 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
             if stop.is_set():
                 raise KeyboardInterrupt
             if starting is not None:
-                starting.close()  # the search's own view takes the terminal
+                starting.ready()  # where the start's seconds went; the search's own view takes over
             with ProgressView(console, session.config.max_seconds, session.workload.label,
                               session.config.max_candidates, early_stop=session.config.early_stop) as view:
                 log = EventLog(events) if events is not None else None

@@ -110,50 +110,61 @@ def schedule_lines(record: CandidateRecord) -> list[str]:
 
 
 class StartingView:
-    """What a search command does before its search's clock starts, on stderr: one line on
-    a terminal whose step and clock keep moving (``starting checking the C compiler (gcc)  3.1 s``), one line per
-    step in a log (``[start   3.1s] checking the C compiler (gcc)``), the seconds counted
-    from the command's start (``started``, on ``time.monotonic``'s scale).
+    """What a search command does before its search's clock starts, on stderr.
 
-    Called with each step as it begins; ``close`` (or leaving the ``with`` block) removes
-    that line before the search's own view takes the terminal. The seconds themselves are
-    reported with the search (``TimeSpent.starting``).
+    On a terminal, one line whose step and clock keep moving while the step runs
+    (``starting checking the C compiler (gcc)  3.1 s``). Once the workers are ready
+    (``ready``), one line says where the seconds went, in a log too::
+
+        [start  6.5s] ready: Python and imports 0.6 s; loading the workload with Exo 0.1 s; ...
+
+    A start that fails adds nothing: the command's error stays its one line on stderr.
+    Seconds count from the command's start (``started``, on ``time.monotonic``'s scale);
+    the search records their total as ``TimeSpent.starting``.
     """
 
     def __init__(self, console: Console, started: float) -> None:
         self.console = console
         self.started = started
-        self._what = "starting ..."
+        self._steps: list[tuple[str, float]] = []  # (what, when it began)
         self._live: Live | None = None
 
     def __enter__(self) -> StartingView:
         if self.console.is_terminal:
             # refreshed by rich's own thread: the clock moves while a step blocks
             # (a private Ray cluster starting, Exo loading)
-            self._live = Live(self._line("starting ..."), console=self.console, transient=True,
-                              refresh_per_second=4, get_renderable=self._current)
+            self._live = Live(self._current(), console=self.console, transient=True, refresh_per_second=4,
+                              get_renderable=self._current)
             self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._remove()
 
-    def close(self) -> None:
-        """Remove the moving line (nothing to do in a log); safe to call again."""
+    def __call__(self, what: str) -> None:
+        self._steps.append((what, time.monotonic()))
+
+    def ready(self) -> None:
+        """The workers are ready: replace the moving line with where the seconds went."""
+        self._remove()
+        if self._steps:
+            self.console.print(self.breakdown(time.monotonic()), highlight=False, markup=False, soft_wrap=True)
+            self._steps = []
+
+    def breakdown(self, now: float) -> str:
+        """``[start  6.5s] ready: Python and imports 0.6 s; <step> <seconds>; ...``."""
+        begins = [when for _, when in self._steps] + [now]
+        parts = [f"Python and imports {max(0.0, begins[0] - self.started):.1f} s"]
+        parts += [f"{what} {begins[i + 1] - when:.1f} s" for i, (what, when) in enumerate(self._steps)]
+        return f"[start {now - self.started:5.1f}s] ready: " + "; ".join(parts)
+
+    def _remove(self) -> None:
         if self._live is not None:
             live, self._live = self._live, None
             live.__exit__(None, None, None)
 
-    def __call__(self, what: str) -> None:
-        self._what = what
-        if self._live is None:
-            self.console.print(f"[start {time.monotonic() - self.started:5.1f}s] {what}", highlight=False,
-                               markup=False)
-
     def _current(self) -> Text:
-        return self._line(self._what)
-
-    def _line(self, what: str) -> Text:
+        what = self._steps[-1][0] if self._steps else "..."
         return Text.assemble(("starting ", "bold magenta"), what, "  ",
                              (f"{time.monotonic() - self.started:.1f} s", "dim"))
 
