@@ -386,4 +386,4 @@ def test_the_time_budget_counts_from_the_workers_start_which_is_reported_apart(t
     assert f"after {starting:.1f} s starting" in r.stderr  # the summary (on stderr with --json)
     ready = next(line for line in r.stderr.splitlines() if line.startswith("[start "))
     assert "ready: Python and imports" in ready and "checking the C compiler" in ready, ready
-    assert re.search(r"starting a private Ray cluster for 2 workers \d+\.\d s", ready), ready
+    assert re.search(r"; a private Ray cluster for 2 workers \d+\.\d s", ready), ready

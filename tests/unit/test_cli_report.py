@@ -121,10 +121,10 @@ def test_the_start_says_where_its_seconds_went_once_ready_and_nothing_when_it_fa
     now = time.monotonic()
     with StartingView(Console(file=log, force_terminal=False, color_system=None), now - 2.0) as view:
         view("checking the C compiler (gcc)")
-        view("starting a private Ray cluster for 2 workers")
-        view._steps = [("checking the C compiler (gcc)", now - 1.5), ("starting a private Ray cluster", now - 1.0)]
+        view("a private Ray cluster for 2 workers")
+        view._steps = [("checking the C compiler (gcc)", now - 1.5), ("a private Ray cluster", now - 1.0)]
         assert view.breakdown(now) == ("[start   2.0s] ready: Python and imports 0.5 s; checking the C compiler "
-                                       "(gcc) 0.5 s; starting a private Ray cluster 1.0 s")
+                                       "(gcc) 0.5 s; a private Ray cluster 1.0 s")
         assert log.getvalue() == ""  # nothing while it starts, in a log
         view.ready()
     assert log.getvalue().startswith("[start   2.") and log.getvalue().count("\n") == 1

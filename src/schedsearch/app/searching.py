@@ -226,7 +226,7 @@ class SearchSession:
         if config.workers == 0 and address is None:
             say("preparing the in-process executor (no Ray)")
         elif address is None:
-            say(f"starting a private Ray cluster for {config.workers} worker{'s' if config.workers != 1 else ''}")
+            say(f"a private Ray cluster for {config.workers} worker{'s' if config.workers != 1 else ''}")
         else:
             say(f"connecting to the Ray cluster at {address}")
         executor = make_executor(config.workers, address, config.bench, config.expand, stop=stop)

@@ -113,7 +113,7 @@ class StartingView:
     """What a search command does before its search's clock starts, on stderr.
 
     On a terminal, one line whose step and clock keep moving while the step runs
-    (``starting checking the C compiler (gcc)  3.1 s``). Once the workers are ready
+    (``starting: checking the C compiler (gcc)  3.1 s``). Once the workers are ready
     (``ready``), one line says where the seconds went, in a log too::
 
         [start  6.5s] ready: Python and imports 0.6 s; loading the workload with Exo 0.1 s; ...
@@ -165,7 +165,7 @@ class StartingView:
 
     def _current(self) -> Text:
         what = self._steps[-1][0] if self._steps else "..."
-        return Text.assemble(("starting ", "bold magenta"), what, "  ",
+        return Text.assemble(("starting: ", "bold magenta"), what, "  ",
                              (f"{time.monotonic() - self.started:.1f} s", "dim"))
 
 
