@@ -198,8 +198,7 @@ class SearchSession:
         if self.search_id is None and self.config.warm_start and self.warm is None:
             from schedsearch.warm_start import warm_start
 
-            say("warm start: replaying the best schedules of earlier searches")
-            self.warm = warm_start(self.store, self.workload, self.root, self.config.expand)
+            self.warm = warm_start(self.store, self.workload, self.root, self.config.expand, say=say)
         return self.warm
 
     def __enter__(self) -> SearchSession:
