@@ -57,10 +57,10 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"work": work, "kern": kern, "db": db, "run": r}
 
 
-def only_on_stdout(r: subprocess.CompletedProcess[str], *needles: str) -> None:
+def only_on_stdout(r: subprocess.CompletedProcess[str], *needles: str, codes: tuple[int, ...] = (0,)) -> None:
     """Each needle is in the result (stdout) and not on stderr; no escape codes anywhere,
-    no trailing blanks on stdout."""
-    assert r.returncode == 0, r.stderr
+    no trailing blanks on stdout; the exit code one of ``codes``."""
+    assert r.returncode in codes, r.stderr
     for n in needles:
         assert n in r.stdout, (n, r.stdout)
         assert n not in r.stderr, (n, r.stderr)
@@ -143,9 +143,11 @@ def test_export_and_regress_results_on_stdout_notes_on_stderr(searched: dict) ->
                     cache=cache)
     assert written.returncode == 0 and written.stdout == "" and "wrote" in written.stderr
 
+    # A 64x64 kernel's speedup is near 1x and noisy on a busy machine: pass or FAIL, the
+    # verdict table is the result either way.
     r = piped("regress", str(work / "best.json"), cwd=work, cache=cache)
-    only_on_stdout(r, "schedsearch regress", "recorded")  # the table's title and a column
-    assert re.search(r"best\.json.*│ pass", r.stdout), r.stdout
+    only_on_stdout(r, "schedsearch regress", "recorded", codes=(0, 1))  # the table's title and a column
+    assert re.search(r"best\.json.*│ (pass|FAIL)", r.stdout), r.stdout
     # the per-file progress is on stderr; the verdict table (pass or FAIL rows) on stdout
     assert re.search(r"^\[1/1\] (pass|FAIL|skip) ", r.stderr, re.M), r.stderr
     assert not re.search(r"^\[1/1\]", r.stdout, re.M)
