@@ -41,7 +41,7 @@ from schedsearch.core import (
     Workload,
     sha256_text,
 )
-from schedsearch.errors import StoreError
+from schedsearch.errors import NotFoundError, StoreError
 from schedsearch.testing.builders import (
     make_candidate,
     make_config,
@@ -312,8 +312,10 @@ class StoreContract(ReuseContract, LeaseContract):
             timing = dataclasses.replace(whole.timing, samples=()) if whole.timing is not None else None
             assert light == dataclasses.replace(whole, c_source="", proc_text="", features=None, timing=timing)
         assert outline[1].timing is not None and outline[1].timing.median == 0.5 and outline[1].gflops == 12.5
-        with pytest.raises(StoreError):
+        with pytest.raises(NotFoundError, match="no search 999"):
             store.candidates(999, code=False)
+        with pytest.raises(NotFoundError, match="no candidate 999"):
+            store.get_candidate(999)
 
     def test_mark_expanded_and_frontier(self, store: Any) -> None:
         sid, recs = _tree(store)
