@@ -18,7 +18,7 @@ from schedsearch.dashboard import fmt
 from schedsearch.numbers import step
 
 #: Nodes one tree view shows at most.
-TREE_BUDGET = 800
+TREE_BUDGET = 500
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,18 +279,15 @@ class SqlStore(sql_leases.LeaseMethods):
     def candidates(self, search_id: int, *, code: bool = True) -> list[CandidateRecord]:
         """Every candidate of the search in insertion order (the whole tree); ``code=False``
         reads none of the heavy columns (see ``core.Store.candidates``)."""
-        if code:
-            return self._candidates(search_id, select(CandidateRow).order_by(CandidateRow.id))
         # A tree of thousands of candidates is mostly their C and proc text: a page that draws
         # the tree reads only the columns of its numbers (rows keep the attribute names).
-        stmt = (
-            select(*_OUTLINE_COLUMNS)
-            .where(CandidateRow.search_id == search_id)
-            .order_by(CandidateRow.id)
-        )
+        stmt = select(CandidateRow) if code else select(*_OUTLINE_COLUMNS)
+        stmt = stmt.where(CandidateRow.search_id == search_id).order_by(CandidateRow.id)
+        schedules = convert.ScheduleReader()
         with self._session() as s:
             self._search_row(s, search_id)
-            return [convert.candidate_record(row) for row in s.execute(stmt)]
+            rows = s.scalars(stmt) if code else s.execute(stmt)
+            return [convert.candidate_record(row, schedules) for row in rows]
 
     def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
         """The k fastest ``ok`` candidates of the search (ties: older first)."""
