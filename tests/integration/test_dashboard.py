@@ -25,7 +25,7 @@ from tests.conftest import run_cli
 from tests.integration.dashboard_data import HOSTILE, RAW_MARKUP, SearchedDb, big_db, searched_db
 
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # starlette prefers httpx2 to httpx
+    warnings.simplefilter("ignore")  # starlette 1.x warns that it prefers httpx2 to httpx
     from starlette.testclient import TestClient
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -1,0 +1,106 @@
+"""The dashboard in a real browser: ``schedsearch dashboard`` as a subprocess, Debian's
+chromium driven by Playwright, clicking from the list to a search to a candidate."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.dashboard_data import SearchedDb, searched_db
+
+CHROMIUM = Path(os.environ.get("SCHEDSEARCH_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+INSTALL = ("install Debian's chromium (apt-get install chromium, or run scripts/setup.sh) and Playwright "
+           "(pip install -e '.[dev]'); Playwright's own browser download is not used")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, SearchedDb]]:
+    """``schedsearch dashboard`` on a free port over a freshly searched database."""
+    data = searched_db(tmp_path / "results.db")
+    proc = subprocess.Popen([sys.executable, "-m", "schedsearch", "dashboard", "--db", str(data.path), "--port", "0"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # it says where it listens once it is ready
+        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert found, (line, proc.poll())
+        yield found.group(0), data
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+@pytest.mark.slow
+def test_click_from_the_list_to_a_candidate(server: tuple[str, SearchedDb], tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.fail(f"no browser at {CHROMIUM}: {INSTALL}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail(f"Playwright is not installed: {INSTALL}")
+    url, data = server
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+            page.goto(url)
+            rows = page.locator("#searches tbody tr")
+            assert rows.count() == 4
+            assert page.locator("#searches").inner_text().count("fake_gemm[N=64]") == 2
+            # the hostile path is text on the page, and nothing ran
+            assert "<script>alert(1)</script>" in page.locator(f'tr[data-search="{data.hostile}"]').inner_text()
+
+            page.click(f'#searches a[href="/searches/{data.searches[0]}"]')
+            page.wait_for_url(f"**/searches/{data.searches[0]}")
+            dots = page.locator("#plot svg circle.dot")
+            assert dots.count() > 10
+            assert page.locator("#plot svg path.best-line").count() == 1
+            assert page.locator("ul.tree .node.on-path").count() > 1
+            assert page.locator("#plot svg").bounding_box()["width"] > 300  # laid out, not empty
+            page.screenshot(path=str(tmp_path / "search.png"), full_page=True)
+
+            best = page.locator("ul.tree .node.best a").first
+            best_id = best.inner_text().lstrip("#")
+            best.click()
+            page.wait_for_url(f"**/candidates/{best_id}")
+            assert page.locator("h1").inner_text().startswith(f"Candidate {best_id}")
+            assert page.locator("pre.diff .add").count() >= 1
+            assert "schedsearch_kernel" in page.locator("pre.code").last.inner_text()
+
+            # a plotted point opens its candidate
+            page.go_back()
+            dot = page.locator("#plot svg circle.dot").first
+            cid = dot.get_attribute("data-candidate")
+            dot.click(force=True)
+            page.wait_for_url(f"**/candidates/{cid}")
+
+            page.goto(url + f"candidates/{data.hostile_child}")
+            assert "<script>alert(3)</script>" in page.locator("pre.code").last.inner_text()
+            page.goto(url + f"compare?a={data.searches[0]}&b={data.searches[1]}")
+            assert page.locator("#plot svg path.best-line").count() == 2
+            page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+            assert not dialogs, dialogs  # no alert() from the database ever ran
+        finally:
+            browser.close()
+    assert (tmp_path / "search.png").stat().st_size > 10_000
+    assert not errors, errors
