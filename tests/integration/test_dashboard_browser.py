@@ -49,7 +49,7 @@ def test_click_from_the_list_to_a_candidate(server: tuple[str, SearchedDb], tmp_
     if not CHROMIUM.exists():
         pytest.fail(f"no browser at {CHROMIUM}: {INSTALL}")
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import expect, sync_playwright
     except ImportError:
         pytest.fail(f"Playwright is not installed: {INSTALL}")
     url, data = server
@@ -99,8 +99,36 @@ def test_click_from_the_list_to_a_candidate(server: tuple[str, SearchedDb], tmp_
             page.goto(url + f"compare?a={data.searches[0]}&b={data.searches[1]}")
             assert page.locator("#plot svg path.best-line").count() == 2
             page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+
+            # a running search's page follows it: a new measurement shows up without a reload
+            page.goto(url + f"searches/{data.running}")
+            assert page.locator("#plot svg circle.dot").count() == 1
+            _measure_one_more(data)
+            # (locator waits: the page's CSP forbids the string evaluation wait_for_function uses)
+            expect(page.locator("#plot svg circle.dot")).to_have_count(2, timeout=15_000)
+            expect(page.locator('[data-field="evaluated"]').first).to_have_text("2")
             assert not dialogs, dialogs  # no alert() from the database ever ran
         finally:
             browser.close()
     assert (tmp_path / "search.png").stat().st_size > 10_000
     assert not errors, errors
+
+
+def _measure_one_more(data: SearchedDb) -> None:
+    """What a running search does next: record a child of the root and its measurement."""
+    from schedsearch.core import Counters, Measurement, Status
+    from schedsearch.store import open_store
+    from schedsearch.testing.fakes import fake_candidate, fake_root
+
+    with open_store(str(data.path)) as store:
+        child = fake_candidate("m1", parent=fake_root())
+        store.add_candidate(data.running, child)
+        store.record_measurement(data.running, Measurement(child.fingerprint, Status.OK, _timing(1e-3),
+                                                           measured_at=1.5), 2.0, 2.0)
+        store.update_search(data.running, counters=Counters(evaluated=2, ok=2), elapsed_seconds=2.0)
+
+
+def _timing(seconds: float):
+    from schedsearch.core import Timing
+
+    return Timing(median=seconds, min=seconds, q1=seconds, q3=seconds)
