@@ -22,6 +22,9 @@ ROOMS = {
     "pandas": ("explore/",),
     "lightgbm": ("model/",),
     "IPython": ("progress.py",),
+    "starlette": ("dashboard/",),
+    "uvicorn": ("dashboard/",),
+    "jinja2": ("dashboard/",),
 }
 # packages that may use only the shared records (SHARED) and themselves from schedsearch
 ISOLATED = ("search", "transforms", "evaluate", "store", "explore", "model")
@@ -30,7 +33,7 @@ ISOLATED = ("search", "transforms", "evaluate", "store", "explore", "model")
 SHARED = ("core", "errors", "targets", "numbers")
 # the fronts: each calls the use cases in app (the composition root), which knows every
 # package but them
-FRONTS = ("cli", "api", "progress")
+FRONTS = ("cli", "api", "progress", "dashboard")
 # what the Python front may use besides app: data modules and the progress display
 API_USES = ("app", "core", "errors", "targets", "numbers", "schedule_file", "progress", "explore")
 

@@ -15,6 +15,7 @@ import click
 
 from schedsearch.app.compose import MAX_BUDGET
 from schedsearch.cli import commands_read, commands_run
+from schedsearch.cli import commands_dashboard
 from schedsearch.cli.wiring import STOPPING, handle_errors, json_stdout, mark_command_start, parse_sizes
 from schedsearch.targets import TARGETS
 
@@ -258,6 +259,17 @@ def export(search_id: int | None, candidate_id: int | None, fmt: str, output: st
            trust_db_source: bool) -> None:
     """Export a search's best schedule (or --candidate ID) as Python, C or a schedule file."""
     handle_errors(commands_read.export_command)(search_id, candidate_id, fmt, output, db, trust_db_source)
+
+
+@cli.command(context_settings=CONTEXT)
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (another than loopback lets others on the network read the results).")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True,
+              help="Port to listen on (0: any free one, printed at start).")
+def dashboard(db: str | None, host: str, port: int) -> None:
+    """Serve a read-only web dashboard of the database's searches (Ctrl-C stops it)."""
+    handle_errors(commands_dashboard.dashboard_command)(db, host, port)
 
 
 @cli.command(context_settings=CONTEXT)
