@@ -75,7 +75,8 @@ def test_run_json_has_the_documented_keys(searched: tuple[Path, dict]) -> None:
 def test_run_and_show_say_where_the_time_went(searched: tuple[Path, dict]) -> None:
     db, out = searched
     spent = out["time_spent"]
-    assert set(spent) == {"expanding", "building", "measuring", "idle", "starting"}
+    assert set(spent) == {"expanding", "building", "measuring", "idle", "starting", "baseline_wait"}
+    assert 0 < spent["baseline_wait"] < out["elapsed_seconds"]  # the root measured, not counted in the budget
     assert 0 < spent["starting"] < out["elapsed_seconds"]  # loading the workload, before the search's clock
     # Exo expanded, gcc built and the runner timed, each for a measurable while; with one
     # process doing everything (--workers 0), their sum cannot exceed the search's own time
