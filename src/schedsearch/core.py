@@ -160,6 +160,10 @@ class Status(StrEnum):
     RUN_ERROR = "run_error"
     TIMEOUT = "timeout"
     WRONG_RESULT = "wrong_result"
+    # A row of an earlier run whose stored schedule does not replay to the C its fingerprint
+    # names (or does not replay at all): the database was edited, so nothing of the row is
+    # built, measured or ranked again (``search.inherited``).
+    TAMPERED = "tampered"
 
     @property
     def failed(self) -> bool:
@@ -171,7 +175,8 @@ class Status(StrEnum):
         """Whether a measurement with this status stands for another one of the same C
         built the same way (``ReuseScope``): ``ok``, and the verdicts the same C and flags
         always earn again, ``build_error`` and ``wrong_result``. A timeout or a crash at run
-        time can come from the machine's load, and ``illegal`` is no measurement at all."""
+        time can come from the machine's load, and ``illegal`` and ``tampered`` are no
+        measurement at all."""
         return self in (Status.OK, Status.BUILD_ERROR, Status.WRONG_RESULT)
 
 
@@ -725,8 +730,11 @@ class SearchConfig(JsonRecord):
     max_seconds: float | None = 120.0
     max_candidates: int | None = None
     # End once this many candidates in a row, measured by this search, brought no new best
-    # beyond noise (``Counters.since_best``); None: search until a budget is spent.
+    # beyond noise (``Counters.since_best``); None: ``auto_stop`` decides.
     early_stop: int | None = None
+    # Without ``early_stop``: end once the stretch since the last real gain is long against
+    # the search before it (``schedsearch.stopping``); False: search until a budget is spent.
+    auto_stop: bool = True
     max_depth: int = 12
     expand_batch: int = 2  # parents expanded per round
     beam_width: int = 4
@@ -804,6 +812,9 @@ class TimeSpent(JsonRecord):
     # wall time before the search's clock started, counted against its time budget: loading
     # the workload, starting the workers, training the model on history (each run's summed)
     starting: float = 0.0
+    # wall time of the search's clock spent waiting for the baseline (the unscheduled
+    # kernel's answer key and timing), which the time budget does not count
+    baseline_wait: float = 0.0
 
     def plus(self, **delta: float) -> TimeSpent:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})
@@ -822,6 +833,10 @@ class Counters(JsonRecord):
     warm_started: int = 0  # candidates seeded from earlier searches' schedules, replayed here
     # measured by this run since the best last moved beyond noise (``SearchConfig.early_stop``)
     since_best: int = 0
+    # where that last real gain came: the search's seconds (without its wait for the
+    # baseline) and its measured candidates then (``schedsearch.stopping``)
+    gain_seconds: float = 0.0
+    gain_measured: int = 0
     # timed with the node's builds and expansions running beside (``TimingMode.AUTO``, ``SHARED``)
     timed_beside: int = 0
     spent: TimeSpent = TimeSpent()  # where the time went (``TimeSpent``)
@@ -1224,8 +1239,11 @@ class Store(Protocol):
 
     def candidate_by_fingerprint(self, search_id: int, fingerprint: str) -> CandidateRecord | None: ...
 
-    def candidates(self, search_id: int) -> list[CandidateRecord]:
-        """Every candidate of a search in insertion order (the whole tree)."""
+    def candidates(self, search_id: int, *, code: bool = True) -> list[CandidateRecord]:
+        """Every candidate of a search in insertion order (the whole tree). With
+        ``code=False`` the records leave out what a view of the whole tree does not need and
+        is most of the bytes: ``c_source`` and ``proc_text`` are "", ``features`` None and
+        the timing's ``samples`` empty; every other field is as stored."""
 
     def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
         """The k fastest ``ok`` candidates of a search."""

@@ -42,6 +42,11 @@ class StoreError(SchedsearchError):
     """The results database cannot be opened or used (wrong file, newer schema, ...)."""
 
 
+class NotFoundError(StoreError):
+    """The database holds no search or candidate with the id asked for (a reader shows
+    "not found"; the CLI exits 2, as for every StoreError)."""
+
+
 class SearchBusyError(StoreError):
     """Another driver, alive, holds the search's lease: it is being run (``resume``
     refuses; the CLI exits 2, as for every StoreError)."""
@@ -66,6 +71,11 @@ class ToolchainError(InfrastructureError):
 class UntrustedSourceError(SchedsearchError):
     """Code named by data (a schedule file, a database row) is not allowed to run:
     it lies outside the allowed folders or its content does not match the recorded hash."""
+
+
+class UntrustedConfigError(UntrustedSourceError):
+    """A setting read from a database would choose what runs (a compiler command, compiler
+    flags) and differs from what the user gave: it is not used."""
 
 
 class LimitError(WorkloadError):

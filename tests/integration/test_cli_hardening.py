@@ -194,6 +194,27 @@ def test_a_tampered_database_source_is_never_executed(tmp_path: Path) -> None:
     one_line_error(run_cli("export", "1", "--format", "py", "--db", str(db)), 2, "not an identifier")
 
 
+def test_a_forged_loop_of_parents_is_refused_not_followed(tmp_path: Path) -> None:
+    kern = tmp_path / "kern.py"
+    kern.write_text(KERNEL)
+    db = tmp_path / "shared.db"
+    make_db(db, kern)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # the root names its own child as its parent
+        conn.execute("UPDATE candidates SET parent_id = 2 WHERE id = 1")
+    before = sha(db)
+    one_line_error(run_cli("show", "1", "--db", str(db), timeout=60), 2, "broken line of parents")
+    for args in (["tree", "1"], ["list"]):  # views that do not follow the line of parents still work
+        assert run_cli(*args, "--db", str(db), timeout=60).returncode == 0, args
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # ... or a parent that is not there
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("UPDATE candidates SET parent_id = 999 WHERE id = 1")
+    one_line_error(run_cli("show", "1", "--db", str(db), timeout=60), 2, "999")
+    assert sha(db) != before  # (the second forgery) - and no command wrote to the file:
+    after = sha(db)
+    run_cli("show", "1", "--db", str(db), timeout=60)
+    assert sha(db) == after
+
+
 # --------------------------------------------------------------------------- damaged databases
 
 
@@ -339,14 +360,14 @@ def test_a_broken_machine_stops_the_search_and_blames_no_candidate(fault: str, s
     db = tmp_path / "r.db"
     r = run_cli("run", str(kern), "--size", "N=64", "--workers", "0", "--max-candidates", "4", "--budget", "120",
                 "--db", str(db), "--cc", str(cc))
-    search_error(r, 2, says, f"schedsearch resume 1 --db {db}")
+    search_error(r, 2, says, f"schedsearch resume 1 --db {db} --cc {cc}")  # the command that goes on
     status, candidates = _statuses(db)
     assert status == "failed" and "build_error" not in candidates and "pending" in candidates
     shown = run_cli("show", "1", "--db", str(db), "--json")
     assert says in json.loads(shown.stdout)["failure"], shown.stdout
     if fault == "enospc":  # once the disk has room again, the same search goes on
         mode.write_text("ok")
-        r = run_cli("resume", "1", "--db", str(db), "--max-candidates", "3", "--json")
+        r = run_cli("resume", "1", "--db", str(db), "--max-candidates", "3", "--json", "--cc", str(cc))
         assert r.returncode == 0, r.stderr
         status, candidates = _statuses(db)
         assert status == "completed" and "build_error" not in candidates

@@ -75,7 +75,8 @@ def test_run_json_has_the_documented_keys(searched: tuple[Path, dict]) -> None:
 def test_run_and_show_say_where_the_time_went(searched: tuple[Path, dict]) -> None:
     db, out = searched
     spent = out["time_spent"]
-    assert set(spent) == {"expanding", "building", "measuring", "idle", "starting"}
+    assert set(spent) == {"expanding", "building", "measuring", "idle", "starting", "baseline_wait"}
+    assert 0 < spent["baseline_wait"] < out["elapsed_seconds"]  # the root measured, not counted in the budget
     assert 0 < spent["starting"] < out["elapsed_seconds"]  # loading the workload, before the search's clock
     # Exo expanded, gcc built and the runner timed, each for a measurable while; with one
     # process doing everything (--workers 0), their sum cannot exceed the search's own time
@@ -358,6 +359,13 @@ def test_a_search_with_early_stop_ends_when_it_stops_improving(tmp_path: Path) -
     assert again["early_stop"] == 2 and again["ended"] == "stopped_improving"
     measured = lambda o: o["candidates"]["evaluated"] - o["candidates"]["reused"]  # noqa: E731
     assert 2 <= measured(again) - measured(out) < 40
+    # --no-early-stop: the rest runs to its budget (here its candidates), the stored rule off.
+    r = run_cli("resume", str(out["search_id"]), "--max-candidates", "6", "--no-early-stop", "--db", str(db),
+                "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    last = json.loads(r.stdout)
+    assert last["early_stop"] is None and last["auto_stop"] is False and last["ended"] == "candidate_limit_reached"
+    assert measured(last) - measured(again) == 6
 
 
 @pytest.mark.slow

@@ -535,6 +535,12 @@ def test_an_unscheduled_kernel_slower_than_the_run_timeout_is_timed_by_one_call(
     m = evaluate_candidate(slow, slow_root, slow_root, cfg, tmp_path)
     assert m.status is Status.OK, m.error
     assert m.timing is not None and len(m.timing.samples) == 1 and m.seconds >= 1.2
+    # Its answer key (two input sets, each called on its magnitudes and on itself) was
+    # computed just now, by the very build being measured: its first call is the timing,
+    # and no call more is made (6 calls of 1.2 s would be 7.2 s).
+    assert 4 * 1.2 <= m.run_seconds < 6.0, m.run_seconds
+    again = evaluate_candidate(slow, slow_root, slow_root, cfg, tmp_path)  # the key from the cache
+    assert again.status is Status.OK and len(again.timing.samples) == 1 and again.seconds >= 1.2
     # a candidate that slow gets the run timeout as it is
     other = evaluate_candidate(slow, slow_root, candidate_from_c(slow_root.c_source + "\n"), cfg, tmp_path)
     assert other.status is Status.TIMEOUT

@@ -9,7 +9,7 @@ from schedsearch.core import CandidateRecord, EventKind, SearchConfig, SearchEve
 from schedsearch.numbers import Ending, ending, within_noise
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_inherited, fake_root, fake_workload
 
 
 def config(**kw) -> SearchConfig:
@@ -22,6 +22,8 @@ def config(**kw) -> SearchConfig:
 def search(cfg: SearchConfig, tree: FakeTree | None = None, store: InMemoryStore | None = None, **kw):
     store = store if store is not None else InMemoryStore()
     events: list[SearchEvent] = []
+    if kw.get("search_id") is not None and "inherited" not in kw:  # a resume rebuilds the stored rows it builds
+        kw["inherited"] = fake_inherited(store, kw["search_id"], cfg)
     outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), FakeExecutor(tree or FakeTree(moves=9)),
                          store, cfg, events.append, **kw)
     return outcome, store, events

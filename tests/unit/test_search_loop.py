@@ -16,6 +16,7 @@ from schedsearch.testing.fakes import (
     FakeExecutor,
     FakeTree,
     LuckyFirstTime,
+    fake_inherited,
     fake_root,
     fake_workload,
     fingerprint_of,
@@ -34,6 +35,8 @@ def config(**kw) -> SearchConfig:
 def search(cfg: SearchConfig, executor: FakeExecutor, store: InMemoryStore | None = None, **kw):
     store = store if store is not None else InMemoryStore()
     events: list[SearchEvent] = []
+    if kw.get("search_id") is not None and "inherited" not in kw:  # a resume rebuilds the stored rows it builds
+        kw["inherited"] = fake_inherited(store, kw["search_id"], cfg)
     outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), executor, store, cfg, events.append, **kw)
     return outcome, store, events
 
@@ -191,12 +194,28 @@ def test_max_depth_is_never_expanded_past() -> None:
 def test_wall_time_budget_with_a_fake_clock() -> None:
     clock = FakeClock()
     ex = FakeExecutor(clock=clock, eval_seconds=1.0, expand_seconds=0.25)
-    outcome, store, _ = search(config(max_seconds=10.0), ex, clock=clock)
+    outcome, store, events = search(config(max_seconds=10.0), ex, clock=clock)
     assert outcome.status is SearchStatus.COMPLETED
-    # It stops a little early to leave time for the finalists (whose fake re-measurement is instant).
-    assert 8.0 <= outcome.elapsed <= 10.0 + loop.POLL_SECONDS
+    # The wait for the baseline (1 s here) is not counted; it stops a little early to leave
+    # time for the finalists (whose fake re-measurement is instant).
+    baseline = next(e for e in events if e.kind is EventKind.BASELINE).elapsed
+    assert baseline == pytest.approx(1.0)
+    assert 8.0 + baseline <= outcome.elapsed <= 10.0 + baseline + loop.POLL_SECONDS
     assert outcome.counters.evaluated <= 10
     assert store.get_search(outcome.search_id).elapsed_seconds == pytest.approx(outcome.elapsed)
+
+
+def test_the_wait_for_a_slow_baseline_is_not_counted_in_the_time_budget() -> None:
+    """An unscheduled kernel that takes 200 s to verify and time (a naive SGEMM 2048) leaves
+    the search its whole budget after it, and the baseline's event says so."""
+    clock = FakeClock()
+    ex = FakeExecutor(clock=clock, eval_seconds=1.0, expand_seconds=0.25, root_seconds=200.0)
+    outcome, _, events = search(config(max_seconds=30.0), ex, clock=clock)
+    base = next(e for e in events if e.kind is EventKind.BASELINE)
+    assert base.elapsed == pytest.approx(200.0) and "the budget does not count" in base.message
+    assert base.budget_used == pytest.approx(0.0, abs=1e-6)
+    assert outcome.counters.evaluated >= 20  # ~28 s of children after it
+    assert 200.0 + 28.0 <= outcome.elapsed <= 230.0 + loop.POLL_SECONDS
 
 
 def test_the_time_budget_counts_from_the_workers_start_and_keeps_the_seconds_before() -> None:
@@ -207,14 +226,16 @@ def test_the_time_budget_counts_from_the_workers_start_and_keeps_the_seconds_bef
     ex = FakeExecutor(clock=clock, eval_seconds=1.0, expand_seconds=0.25)
     outcome, store, events = search(config(max_seconds=10.0), ex, clock=clock, started=clock() - 4.0)
     assert outcome.status is SearchStatus.COMPLETED
-    assert 8.0 <= outcome.elapsed <= 10.0 + loop.POLL_SECONDS
+    baseline = next(e for e in events if e.kind is EventKind.BASELINE).elapsed  # 1 s, not counted
+    assert 8.0 + baseline <= outcome.elapsed <= 10.0 + baseline + loop.POLL_SECONDS
     assert outcome.counters.spent.starting == pytest.approx(4.0)
     assert events[0].kind is EventKind.STARTED and events[0].elapsed == pytest.approx(0.0, abs=1e-9)
     assert "after 4.0 s starting" in events[0].message
-    assert all(e.budget_used == pytest.approx(e.elapsed) for e in events)
+    assert all(e.budget_used == pytest.approx(e.elapsed - (baseline if e.elapsed >= baseline else 0.0))
+               for e in events)
     stored = store.get_search(outcome.search_id)
     assert stored.counters.spent.starting == pytest.approx(4.0)
-    assert max(r.measured_at for r in store.candidates(outcome.search_id) if r.measured_at is not None) <= 10.0 + 1e-9
+    assert max(r.measured_at for r in store.candidates(outcome.search_id) if r.measured_at is not None) <= 11.0 + 1e-9
 
 
 def test_a_resume_keeps_its_own_start_outside_the_budget_it_adds() -> None:
@@ -238,7 +259,8 @@ def test_the_time_budget_includes_the_finalists(remeasure_seconds: float) -> Non
     outcome, _, events = search(config(max_seconds=20.0), ex, clock=clock)
     finalists = [e for e in events if e.kind is EventKind.FINALISTS]
     assert any(e.phase is Phase.REMEASURING for e in events)
-    assert outcome.elapsed <= 20.0 + loop.FINALIST_GRACE_SECONDS + loop.POLL_SECONDS
+    baseline = next(e for e in events if e.kind is EventKind.BASELINE).elapsed  # not counted
+    assert outcome.elapsed <= baseline + 20.0 + loop.FINALIST_GRACE_SECONDS + loop.POLL_SECONDS
     if remeasure_seconds < 10:
         assert ex.remeasured and "side by side" in finalists[-1].message
     else:

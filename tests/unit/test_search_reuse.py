@@ -24,6 +24,7 @@ from schedsearch.testing.fakes import (
     FakeExecutor,
     FakeTree,
     fake_candidate,
+    fake_inherited,
     fake_root,
     fake_workload,
     fingerprint_of,
@@ -56,6 +57,8 @@ def tree(**kw) -> FakeTree:
 
 def search(cfg: SearchConfig, executor: FakeExecutor, store: InMemoryStore, **kw):
     events: list[SearchEvent] = []
+    if kw.get("search_id") is not None and "inherited" not in kw:  # a resume rebuilds the stored rows it builds
+        kw["inherited"] = fake_inherited(store, kw["search_id"], cfg)
     outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), executor, store, cfg, events.append, **kw)
     return outcome, events
 
@@ -165,7 +168,7 @@ def test_a_resumed_search_reuses_too() -> None:
     resumed_ex = FakeExecutor(tree(statuses={}))
     cfg = config(max_candidates=30)
     resumed = run_search(fake_workload(), fake_root(), make_strategy(cfg), resumed_ex, store, cfg,
-                         search_id=cut.search_id)
+                         search_id=cut.search_id, inherited=fake_inherited(store, cut.search_id, cfg))
     assert resumed.counters.reused > 0
     assert resumed.counters.measured == len(resumed_ex.evaluated) + 1 == 30
 
@@ -218,6 +221,7 @@ def test_no_seeds_on_resume() -> None:
     cfg = config()
     events: list[SearchEvent] = []
     resumed = run_search(fake_workload(), fake_root(), make_strategy(cfg), FakeExecutor(tree(statuses={})), store, cfg,
-                         events.append, search_id=cut.search_id, seeds=[fake_candidate("m5", "m6")])
+                         events.append, search_id=cut.search_id, seeds=[fake_candidate("m5", "m6")],
+                         inherited=fake_inherited(store, cut.search_id, cfg))
     assert resumed.counters.warm_started == 0
     assert EventKind.WARM_START not in [e.kind for e in events]

@@ -14,6 +14,7 @@ from schedsearch.testing.fakes import (
     FakeExecutor,
     FakeTree,
     fake_candidate,
+    fake_inherited,
     fake_root,
     fake_workload,
     label_of,
@@ -192,7 +193,8 @@ def test_a_resumed_search_keeps_timing_on_the_same_scale() -> None:
     # The second run's machine is 1.6x slower throughout: the yardstick sees it too.
     second = FakeExecutor(tree, drift=lambda n: 1.6)
     more = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=60)
-    run_search(fake_workload(), fake_root(), make_strategy(more), second, store, more, search_id=one.search_id)
+    run_search(fake_workload(), fake_root(), make_strategy(more), second, store, more, search_id=one.search_id,
+               inherited=fake_inherited(store, one.search_id, more))
     later = [r for r in store.candidates(one.search_id) if r.fingerprint in second.yardsticks]
     assert len(later) >= 20 and all(second.yardsticks[r.fingerprint] is not None for r in later)
     ratios = [r.seconds / tree.seconds(label_of(r.schedule)) for r in store.candidates(one.search_id)

@@ -5,7 +5,7 @@ This is the composition root: the only package that knows every other one (``cli
 the Python front door call it; nothing else imports it). Heavy packages (Exo, Ray,
 SQLAlchemy, the cost model) are imported inside the functions that need them.
 
-- start a search, resume one, drive it: ``searching``
+- start a search, drive it: ``searching``; resume one, trusting nothing its database says: ``resuming``
 - the best known schedule, apply it, explain a workload, export a schedule: ``reading``
 - regress one schedule file: ``regress``
 - compiler settings, executors, stores, the cost model: ``compose``
@@ -33,6 +33,7 @@ from schedsearch.app.reading import (
     step_lines,
 )
 from schedsearch.app.regress import CaseResult, RegressSetup, check_one, regress_setup
+from schedsearch.app.resuming import resume_search, toolchain_args
 from schedsearch.app.searching import (
     SearchRun,
     SearchRunner,
@@ -42,7 +43,6 @@ from schedsearch.app.searching import (
     capture,
     finished,
     load,
-    resume_search,
     start_search,
     stop_on_signals,
 )
@@ -86,4 +86,5 @@ __all__ = [
     "start_search",
     "step_lines",
     "stop_on_signals",
+    "toolchain_args",
 ]

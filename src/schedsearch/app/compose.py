@@ -39,6 +39,9 @@ class Spelling:
     proc: str = "--proc"
     budget: str = "--budget SECONDS"
     max_candidates: str = "--max-candidates N"
+    cc: str = "--cc"
+    cflags: str = "--cflags"
+    trust_db_config: str = "--trust-db-config"
     python: bool = False
 
     def tune_command(self, workload: Workload, db: str | None) -> str:
@@ -52,7 +55,8 @@ class Spelling:
 
 
 CLI = Spelling()
-PYTHON = Spelling(db="db=", proc="proc=", budget="budget=SECONDS", max_candidates="max_candidates=N", python=True)
+PYTHON = Spelling(db="db=", proc="proc=", budget="budget=SECONDS", max_candidates="max_candidates=N", cc="cc=",
+                  cflags="cflags=", trust_db_config="trust_db_config=True", python=True)
 
 
 def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "auto",

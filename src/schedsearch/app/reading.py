@@ -15,7 +15,7 @@ from typing import Any
 from schedsearch.app.compose import CLI, Spelling, bench_config, db_label, expand_options, open_db
 from schedsearch.app.searching import WorkloadFile, load
 from schedsearch.core import CandidateRecord, Rewrite, Schedule, SearchRecord, Store, Workload
-from schedsearch.errors import NoScheduleError
+from schedsearch.errors import NoScheduleError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, load_declared_best
 from schedsearch.schedule_file import ScheduleFile, relative_workload_path
 
@@ -194,29 +194,40 @@ def best_record(store: Store, search: SearchRecord) -> CandidateRecord | None:
 
 def export_py(source: ExportSource, *, trust_db_source: bool = False) -> str:
     """A self-contained Exo script: it embeds the stored workload source, so that source
-    must be one the user already has (``check_stored_source``) or be trusted."""
+    must be one the user already has (``check_stored_source``) or be trusted. Every other
+    stored string in it is quoted for where it lands (``transforms.quoting``); a stored
+    schedule whose steps take arguments they cannot is refused (StoreError)."""
     from schedsearch.transforms import schedule_script
+    from schedsearch.transforms.replay import MALFORMED
     from schedsearch.trust import check_stored_source
 
-    search = source.search
+    search, record = source.search, source.record
     check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search.id}")
-    return schedule_script(search.workload, source.record.schedule, cc=search.machine.compiler,
-                           cflags=tuple(search.machine.cflags))
+    try:
+        return schedule_script(search.workload, record.schedule, cc=search.machine.compiler,
+                               cflags=tuple(search.machine.cflags))
+    except MALFORMED as e:  # ArgError among them: arguments a step's kind cannot take
+        why = " ".join(str(e).split())[:200]
+        raise StoreError(f"the schedule stored for candidate {record.id} of search {search.id} is malformed ({why}): "
+                         "schedsearch would not have written it, so it is not exported") from None
 
 
 def export_c(source: ExportSource, *, trust_db_source: bool = False) -> str:
-    """The candidate's C under the user's proc name, headed by the flags it was built with
-    (generating it runs the stored source, under ``check_stored_source``)."""
+    """The candidate's C under the user's proc name (replayed from its stored schedule,
+    never the stored C), headed by the flags it was built with, each quoted for a C comment
+    (``transforms.quoting``; generating it runs the stored source, under
+    ``check_stored_source``)."""
     from schedsearch.transforms import user_c
+    from schedsearch.transforms.quoting import in_c_comment
     from schedsearch.trust import check_stored_source
 
     search, record = source.search, source.record
     workload = search.workload
     check_stored_source(workload, trust_db_source=trust_db_source, what=f"search {search.id}")
     # The flags the search built it with: its vector instructions need their -m flags.
-    flags = " ".join(search.machine.cflags) or "-O3 -march=native"
-    return (f"/* {workload.label}, schedule of candidate {record.id} of search {search.id}; "
-            f"built and measured with: {search.machine.compiler or 'cc'} {flags} */\n"
+    flags = " ".join(in_c_comment(f) for f in search.machine.cflags) or "-O3 -march=native"
+    return (f"/* {in_c_comment(workload.label)}, schedule of candidate {record.id} of search {search.id}; "
+            f"built and measured with: {in_c_comment(search.machine.compiler or 'cc')} {flags} */\n"
             + user_c(workload, record.schedule))
 
 

@@ -1,4 +1,4 @@
-"""The search use cases: start a search, resume one, and drive it to its end.
+"""The search use cases: start a search and drive it to its end (``resuming`` resumes one).
 
 Both fronts call these: the CLI (``run``, ``resume``) renders the events it is sent and
 the record that comes back; ``schedsearch.tune()`` turns that record into a tuned proc.
@@ -10,7 +10,6 @@ A session owns the open store for its whole life::
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import threading
@@ -44,15 +43,14 @@ from schedsearch.core import (
     SearchConfig,
     SearchEvent,
     SearchRecord,
-    SearchStatus,
     StrategyKind,
     Store,
     Workload,
 )
-from schedsearch.errors import SearchCompletedError
 from schedsearch.numbers import DeclaredBest
 
 if TYPE_CHECKING:
+    from schedsearch.search.inherited import Inherited
     from schedsearch.search.lease import LeaseKeeper
     from schedsearch.warm_start import WarmStart
 
@@ -61,7 +59,7 @@ if TYPE_CHECKING:
 Say = Callable[[str], None]
 
 
-def _silent(what: str) -> None:
+def silent(what: str) -> None:
     """A ``Say`` for callers that show nothing."""
 
 
@@ -108,6 +106,7 @@ class SearchSettings:
     budget: float | None = None
     max_candidates: int | None = None
     early_stop: int | None = None  # end once this many candidates in a row brought no new best
+    auto_stop: bool = True  # without early_stop: the default stopping rule (``schedsearch.stopping``)
     workers: int | None = None
     max_depth: int = 12
     strategy: str = StrategyKind.BEST_FIRST.value
@@ -138,6 +137,7 @@ class SearchSettings:
             max_seconds=self.budget if self.budget is not None else DEFAULT_BUDGET,
             max_candidates=self.max_candidates,
             early_stop=self.early_stop,
+            auto_stop=self.auto_stop,
             max_depth=self.max_depth,
             workers=DEFAULT_WORKERS if self.workers is None else self.workers,
             cost_model=CostModelMode(self.cost_model),
@@ -177,10 +177,13 @@ class SearchSession:
     session is handed out; a new search's when it is created), released at ``close``."""
 
     def __init__(self, workload: Workload, root: Candidate, config: SearchConfig, store: Store,
-                 search_id: int | None = None, lease: LeaseKeeper | None = None) -> None:
+                 search_id: int | None = None, lease: LeaseKeeper | None = None,
+                 inherited: Inherited | None = None) -> None:
         self.workload, self.root, self.config, self.store = workload, root, config, store
         self.search_id = search_id
         self.lease = lease
+        # A resume: the stored rows rebuilt from their schedules (``search.inherited``).
+        self.inherited = inherited
         self.warm: WarmStart | None = None
 
     @property
@@ -192,7 +195,7 @@ class SearchSession:
         found = (self.lease.note() if self.lease is not None else None, exo_patches.message())
         return tuple(note for note in found if note)
 
-    def warm_start(self, say: Say = _silent) -> WarmStart | None:
+    def warm_start(self, say: Say = silent) -> WarmStart | None:
         """For a new search (unless ``config.warm_start`` is off): replay the best schedules
         earlier searches of this proc found on this workload (bounded: a few seconds), once."""
         if self.search_id is None and self.config.warm_start and self.warm is None:
@@ -216,7 +219,7 @@ class SearchSession:
             self.store.close()
 
     def runner(self, address: str | None = None, stop: threading.Event | None = None,
-               say: Say = _silent) -> SearchRunner:
+               say: Say = silent) -> SearchRunner:
         """The executor (in-process for 0 workers, else Ray: a local cluster or ``address``)
         and the cost model, ready to search; a context manager that releases both. ``stop``,
         set while a private Ray cluster starts, ends it as soon as it is up (``KeyboardInterrupt``);
@@ -288,7 +291,7 @@ class SearchRunner:
             outcome = run_search(session.workload, session.root, make_strategy(session.config), self.executor,
                                  session.store, session.config, on_event, search_id=session.search_id, stop=stop,
                                  cost_model=self.model, seeds=warm.seeds if warm is not None else (),
-                                 started=started, lease=session.lease)
+                                 started=started, lease=session.lease, inherited=session.inherited)
         session.search_id = outcome.search_id
         return finished(session.store, outcome.search_id, warm)
 
@@ -304,7 +307,7 @@ def finished(store: Store, search_id: int, warm: WarmStart | None = None) -> Sea
 
 
 def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db: str | None,
-                 spelling: Spelling = CLI, say: Say = _silent) -> SearchSession:
+                 spelling: Spelling = CLI, say: Say = silent) -> SearchSession:
     """Load the workload, check the machine can build it, open (or create) the store.
 
     Every check that can fail on the user's input or machine runs before a search is
@@ -332,67 +335,6 @@ def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db:
         store.close()
         raise
     return SearchSession(workload, root, config, store, lease=LeaseKeeper(store))
-
-
-def resume_search(search_id: int, *, budget: float | None = None, max_candidates: int | None = None,
-                  workers: int | None = None, db: str | None = None, trust_db_source: bool = False,
-                  remeasure: bool = False, early_stop: int | None = None, spelling: Spelling = CLI,
-                  say: Say = _silent) -> SearchSession:
-    """Continue a search from the store: same workload (stored source), same settings
-    (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
-    replaces the stored one).
-
-    The stored source runs only when it matches its recorded sha256 and the file it came
-    from is still here with the same content, or with ``trust_db_source``. A completed
-    search needs more budget (SearchCompletedError otherwise). A search another live driver
-    runs is refused (SearchBusyError); one whose driver stopped is taken over (the session's
-    ``notes`` say so). ``say`` is told each step as it begins.
-    """
-    from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
-    from schedsearch.search.lease import LeaseKeeper
-    from schedsearch.transforms import root_candidate
-    from schedsearch.trust import check_stored_source
-
-    say("opening the database")
-    store = open_db(db, create=False)
-    lease = LeaseKeeper(store)
-    try:
-        search = store.get_search(search_id)
-        # First of all: a search another live driver runs is refused (SearchBusyError), untouched.
-        lease.hold(search_id)
-        config = resumed_config(search, budget, max_candidates, workers, early_stop)
-        if remeasure:
-            config = dataclasses.replace(config, remeasure=True)
-        if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
-            raise SearchCompletedError(f"search {search_id} already completed; add {spelling.budget} (or "
-                                       f"{spelling.max_candidates}) to search further")
-        check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search_id}")
-        say(f"checking the C compiler ({config.bench.cc})")
-        check_toolchain(config.bench)
-        private_cache_dir(default_cache_dir())
-        say("loading the workload with Exo")
-        root = root_candidate(search.workload)
-    except BaseException:
-        lease.release()
-        store.close()
-        raise
-    return SearchSession(search.workload, root, config, store, search_id=search_id, lease=lease)
-
-
-def resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
-                   workers: int | None, early_stop: int | None = None) -> SearchConfig:
-    """The stored config with budgets extended (budgets count the search's total), and
-    ``workers`` and ``early_stop`` replaced when given."""
-    old = search.config
-    max_seconds = old.max_seconds
-    if budget is not None:
-        max_seconds = search.elapsed_seconds + budget
-    limit = old.max_candidates
-    if max_candidates is not None:
-        limit = search.counters.measured + max_candidates
-    return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
-                               workers=old.workers if workers is None else workers,
-                               early_stop=old.early_stop if early_stop is None else early_stop)
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from schedsearch.app import (
     resume_search,
     start_search,
     stop_on_signals,
+    toolchain_args,
 )
 from schedsearch.app.compose import DEFAULT_BUDGET, DEFAULT_WORKERS
 from schedsearch.app.event_log import EventLog
@@ -47,7 +48,7 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                 remeasure: bool = False, warm_start: bool = True, float_mode: str = "strict",
                 timing: str = "auto", defer_costly: bool = True, yardstick: bool = True,
                 confirm_best: bool = True, compiler_notes: bool = True, early_stop: int | None = None,
-                events: TextIO | None = None) -> None:
+                no_early_stop: bool = False, events: TextIO | None = None) -> None:
     """Load the workload, check the compiler, open the store, search, report (and append
     every event to ``events`` as JSON lines when given)."""
     settings = SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
@@ -55,7 +56,7 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                               cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
                               float_mode=float_mode, timing=timing, defer_costly=defer_costly,
                               yardstick=yardstick, confirm_best=confirm_best, compiler_notes=compiler_notes,
-                              early_stop=early_stop)
+                              early_stop=early_stop, auto_stop=not no_early_stop)
     starting = StartingView(stderr_console(), command_started())
     with starting, start_search(WorkloadFile.of(file, proc, sizes), settings, db=db, say=starting) as session:
         _drive(session, db, address, as_json, events, starting)
@@ -63,18 +64,23 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
 
 def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
                    address: str | None, db: str | None, as_json: bool, trust_db_source: bool = False,
-                   remeasure: bool = False, early_stop: int | None = None, events: TextIO | None = None) -> None:
+                   remeasure: bool = False, early_stop: int | None = None, no_early_stop: bool = False,
+                   events: TextIO | None = None, cc: str | None = None, cflags: str | None = None,
+                   trust_db_config: bool = False) -> None:
     """Continue a search from the store: same workload (stored source), same settings
     (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
-    replaces the stored one).
+    replaces the stored one), built with ``cc`` and ``cflags`` (``run``'s defaults when None).
 
     The stored source runs only when it matches its recorded sha256 and the file it came
-    from is still here with the same content, or with ``trust_db_source``.
+    from is still here with the same content, or with ``trust_db_source``. The stored
+    compiler and flags never run; a search stored with others is refused unless
+    ``trust_db_config`` (``app.resuming``).
     """
     starting = StartingView(stderr_console(), command_started())
     with starting, resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
                                  trust_db_source=trust_db_source, remeasure=remeasure, early_stop=early_stop,
-                                 say=starting) as session:
+                                 cc=cc, cflags=cflags, trust_db_config=trust_db_config,
+                                 auto_stop=False if no_early_stop else None, say=starting) as session:
         _drive(session, db, address, as_json, events, starting)
 
 
@@ -90,6 +96,8 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
             console.print(line, highlight=False, markup=False)
         warm = session.warm_start(say)
         for line in warm.summary() if warm is not None else ():
+            console.print(line, highlight=False, markup=False)
+        for line in session.inherited.summary() if session.inherited is not None else ():
             console.print(line, highlight=False, markup=False)
         # One stop for the whole run: a signal while the workers start (a private Ray
         # cluster takes 5 s) is said at once and ends the start; one during the search stops
@@ -127,7 +135,8 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
         if e.search_id is None:
             raise
         raise type(e)(f"{e}; search {e.search_id} is marked failed and keeps everything measured — once "
-                      f"that is fixed, continue it with `schedsearch resume {e.search_id}{_db_args(db)}`") from e
+                      f"that is fixed, continue it with `schedsearch resume {e.search_id}{_db_args(db)}"
+                      f"{toolchain_args(session.config)}`") from e
     if run.search.status is SearchStatus.INTERRUPTED:
         sys.exit(EXIT_INTERRUPTED)
 
@@ -178,7 +187,7 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
                  f"export it: schedsearch export {search.id} --format py{where}")
     if search.status is SearchStatus.INTERRUPTED:
         lines.append(f"[yellow]interrupted[/yellow] — everything measured is kept. Resume with:\n"
-                     f"  schedsearch resume {search.id}{where}")
+                     f"  schedsearch resume {search.id}{where}{escape(toolchain_args(search.config))}")
     return lines
 
 
@@ -275,6 +284,7 @@ def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None,
                        "timed_beside": c.timed_beside},
         "time_spent": {k: round(v, 3) for k, v in c.spent.to_json().items()},
         "early_stop": search.config.early_stop,
+        "auto_stop": search.config.auto_stop,
         "cost_model": cost_model_json(search),
         "ended": ending(search).value,
         "baseline": {"seconds": search.baseline_seconds, "gflops": gflops(w, search.baseline_seconds)},

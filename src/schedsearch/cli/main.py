@@ -15,6 +15,7 @@ import click
 
 from schedsearch.app.compose import MAX_BUDGET
 from schedsearch.cli import commands_read, commands_run
+from schedsearch.cli import commands_dashboard
 from schedsearch.cli.wiring import STOPPING, handle_errors, json_stdout, mark_command_start, parse_sizes
 from schedsearch.targets import TARGETS
 
@@ -48,6 +49,23 @@ def json_option(fn: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(fn)
 
 
+def toolchain_options(resume: bool = False) -> Any:
+    """--cc and --cflags: ``run``'s, and ``resume``'s (the same defaults, and what a resume
+    does with the compiler and flags stored with the search)."""
+    refused = " (a search stored with others is refused, unless --trust-db-config)."
+    cc_since = " The compiler stored with the search is never run" + refused if resume else ""
+    flags_since = " The flags stored with the search are never used" + refused if resume else ""
+
+    def add(fn: Any) -> Any:
+        fn = click.option("--cflags", default=None, metavar="STR",
+                          help='Compiler flags [default: "-O3 -march=native"]; the target\'s own flags (e.g. '
+                               '-mprefer-vector-width=512 for avx512) are added after them.' + flags_since)(fn)
+        fn = click.option("--cc", default=None, metavar="PATH",
+                          help="C compiler command taking gcc's arguments [default: gcc]." + cc_since)(fn)
+        return fn
+    return add
+
+
 def search_options(fn: Any) -> Any:
     """Options shared by run and resume: budgets, workers, compiler."""
     opts = [
@@ -64,8 +82,11 @@ def search_options(fn: Any) -> Any:
         click.option("--early-stop", type=click.IntRange(min=1), default=None, metavar="N",
                      help="End the search (finalists re-measured as usual) once N candidates in a row brought no "
                           "new best beyond the timing noise: a near-tie that takes the lead by less than the "
-                          "spread of the two times does not count [run default: off, the whole budget is used; "
+                          "spread of the two times does not count [run default: the stretch without such a "
+                          "gain must be twice the search before it (and at least 100 candidates and 60 s); "
                           "resume: as the search was started]."),
+        click.option("--no-early-stop", is_flag=True,
+                     help="Search until the budget is spent, however long ago the last gain came."),
         click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
                      help="Ray workers (0: no Ray, everything in this process) [default: 2]."),
         click.option("--address", default=None, metavar="ADDR",
@@ -106,10 +127,7 @@ def cli() -> None:
 @click.option("--strategy", type=click.Choice(["best-first", "beam", "random"]), default="best-first", show_default=True)
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True,
               help="Makes the search reproducible.")
-@click.option("--cc", default=None, metavar="PATH", help="C compiler command taking gcc's arguments [default: gcc].")
-@click.option("--cflags", default=None, metavar="STR",
-              help='Compiler flags [default: "-O3 -march=native"]; the target\'s own flags (e.g. '
-                   '-mprefer-vector-width=512 for avx512) are added after them.')
+@toolchain_options()
 @click.option("--parallel", is_flag=True, help="Also try OpenMP parallel loops (benchmarks then use every core).")
 @click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
               help="Instruction set rewrites may emit: auto = the widest this CPU has.")
@@ -168,9 +186,19 @@ def trust_option(fn: Any) -> Any:
 @cli.command(context_settings=CONTEXT)
 @click.argument("search_id", type=int)
 @search_options
+@toolchain_options(resume=True)
 @trust_option
+@click.option("--trust-db-config", is_flag=True,
+              help="Go on even when the search was built with another compiler or flags than --cc and --cflags "
+                   "give (their defaults included): the rest of the search is built with this command's "
+                   "compiler and flags, and recorded with them. Those stored in the database are never run, "
+                   "with or without this flag.")
 def resume(search_id: int, **opts: Any) -> None:
-    """Continue an interrupted search; nothing measured is measured again."""
+    """Continue an interrupted search; nothing measured is measured again.
+
+    Nothing the database holds runs: the compiler and flags are this command's, and
+    candidates are rebuilt by replaying their stored schedules (one whose schedule does not
+    give the C recorded for it is marked tampered and never used)."""
     handle_errors(commands_run.resume_command)(search_id, **opts)
 
 
@@ -232,6 +260,17 @@ def export(search_id: int | None, candidate_id: int | None, fmt: str, output: st
            trust_db_source: bool) -> None:
     """Export a search's best schedule (or --candidate ID) as Python, C or a schedule file."""
     handle_errors(commands_read.export_command)(search_id, candidate_id, fmt, output, db, trust_db_source)
+
+
+@cli.command(context_settings=CONTEXT)
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (another than loopback lets others on the network read the results).")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True,
+              help="Port to listen on (0: any free one, printed at start).")
+def dashboard(db: str | None, host: str, port: int) -> None:
+    """Serve a read-only web dashboard of the database's searches (Ctrl-C stops it)."""
+    handle_errors(commands_dashboard.dashboard_command)(db, host, port)
 
 
 @cli.command(context_settings=CONTEXT)

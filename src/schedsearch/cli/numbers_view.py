@@ -84,8 +84,20 @@ def status_text(search: SearchRecord) -> str:
     if how is Ending.RUNNING:
         return how.text
     if how is Ending.STOPPED_IMPROVING:
-        return f"{search.status.value}: {how.text} (no new best in the last {search.counters.since_best} candidates)"
-    return f"{search.status.value}: {how.text}"
+        return (f"{search.status.value}: {how.text} (no new best in the last {search.counters.since_best} "
+                f"candidates){last_gain_text(search)}")
+    return f"{search.status.value}: {how.text}{last_gain_text(search)}"
+
+
+def last_gain_text(search: SearchRecord) -> str:
+    """``; last real gain at 12 s of search (after 40 candidates), 108 s before the end``:
+    when the best last moved beyond noise, and what the search spent after it."""
+    c = search.counters
+    if c.gain_measured <= 0:
+        return ""
+    after = search.elapsed_seconds - c.spent.baseline_wait - c.gain_seconds
+    return (f"; last real gain at {c.gain_seconds:.0f} s of search (after {c.gain_measured} candidates), "
+            f"{max(0.0, after):.0f} s before the end")
 
 
 def kind_note(best: DeclaredBest) -> str:

@@ -21,6 +21,7 @@ STATUS_STYLE = {
     Status.RUN_ERROR: "red",
     Status.TIMEOUT: "magenta",
     Status.WRONG_RESULT: "bold red",
+    Status.TAMPERED: "bold magenta",
 }
 
 

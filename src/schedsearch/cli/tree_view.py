@@ -47,11 +47,14 @@ def tree_header(search: SearchRecord, records: Sequence[CandidateRecord], shown:
     new = len(records) - sum(r.parent_id is None for r in records) - c.warm_started
     ok = sum(r.status is Status.OK for r in records)
     pending = sum(r.status is Status.PENDING for r in records)
-    failed = len(records) - ok - pending
+    tampered = sum(r.status is Status.TAMPERED for r in records)
+    failed = len(records) - ok - pending - tampered
     seeds = f", {c.warm_started} warm-started from earlier searches" if c.warm_started else ""
     head = (f"search {search.id}: {len(records)} candidates (the unscheduled proc{seeds} and {new} new of "
             f"{c.generated} rewrites tried; {c.duplicates} duplicate, {c.illegal} illegal): "
             f"{ok} ok, {failed} failed, {pending} not measured")
+    if tampered:
+        head += f", {tampered} tampered (their stored schedule does not give their C: never used)"
     if c.reused:
         head += f"; {c.reused} measurements reused from earlier searches"
     if shown < len(records):

@@ -25,6 +25,7 @@ STATUS_STYLE: dict[Status, tuple[str, str]] = {
     Status.TIMEOUT: ("D", "purple"),
     Status.ILLEGAL: ("P", "saddlebrown"),
     Status.PENDING: ("o", "0.6"),
+    Status.TAMPERED: ("*", "black"),
 }
 
 #: ids are written next to the nodes when the tree has at most this many.

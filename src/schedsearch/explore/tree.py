@@ -194,7 +194,8 @@ class SearchTree:
                 return r.measured_at
             return None if r.measured_unix is None else r.measured_unix - started
 
-        measured = [(r, elapsed(r)) for r in self.records if r.status is not Status.PENDING]
+        # A row found tampered on resume was never measured by this search (``Status.TAMPERED``).
+        measured = [(r, elapsed(r)) for r in self.records if r.status not in (Status.PENDING, Status.TAMPERED)]
         timed = [(r, t) for r, t in measured if t is not None]
         timed.sort(key=lambda rt: (rt[0].measured_unix or 0.0, rt[0].id))
         return timed  # type: ignore[return-value]

@@ -132,17 +132,21 @@ def _finalists(
     """
     assert ledger.sid is not None and ledger.root_record is not None
     fallback = (best, best.seconds, best.speedup, ledger.baseline)
+    # Only what the ledger can build: a row of an earlier run that was not rebuilt from its
+    # schedule is left out (``Ledger.candidate``).
     top = [
         r for r in ledger.store.top_candidates(ledger.sid, max(1, config.finalists))
-        if r.status is Status.OK and r.id != ledger.root_record.id
+        if r.status is Status.OK and r.id != ledger.root_record.id and ledger.candidate(r) is not None
     ]
     if not top:
         return fallback
     contenders = [ledger.root_record, *top]
-    contenders += near_ancestors(ledger.store, top[0], {r.id for r in contenders})
+    contenders += [r for r in near_ancestors(ledger.store, top[0], {r.id for r in contenders})
+                   if ledger.candidate(r) is not None]
+    built = tuple(c for r in contenders for c in [ledger.candidate(r)] if c is not None)
     ledger.phase = Phase.REMEASURING
     ledger.emit(EventKind.TICK, message=f"re-measuring {len(contenders)} side by side")
-    job = Job(next(job_ids), JobKind.REMEASURE, tuple(ledger.candidate(r) for r in contenders))
+    job = Job(next(job_ids), JobKind.REMEASURE, built)
     try:
         executor.submit(ledger.workload, ledger.root, [job])
         ms = _remeasured(ledger, job, executor, config, stop=stop, poll_seconds=poll_seconds)
@@ -195,7 +199,9 @@ def near_ancestors(store: Store, best: CandidateRecord, skip: Collection[int]) -
     ``skip`` (ids): the shorter schedules that may do as well."""
     path: list[CandidateRecord] = []
     parent = best.parent_id
-    while parent is not None:
+    seen = {best.id}
+    while parent is not None and parent not in seen:  # edited rows may make a cycle
+        seen.add(parent)
         record = store.get_candidate(parent)
         path.append(record)
         parent = record.parent_id

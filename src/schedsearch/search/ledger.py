@@ -37,6 +37,7 @@ from schedsearch.core import (
 from schedsearch.numbers import within_noise
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
+from schedsearch.search.inherited import Inherited
 from schedsearch.search.reuse import origin_text
 from schedsearch.search.yardstick import Yardsticks
 
@@ -84,9 +85,16 @@ class Ledger:
         self.prior_elapsed = 0.0
         # Seconds the run's caller spent before this clock started (``budget_spent``).
         self.head_start = max(0.0, head_start)
+        # Seconds this run waited for the unscheduled kernel's first evaluation, which the
+        # budget does not count (``budget_spent``).
+        self.unbilled = 0.0
         self.sid: int | None = None
         self.counters = Counters()
         self.fp_of: dict[int, str] = {}  # candidate id -> fingerprint, to rebuild parents
+        # Rows earlier runs stored (a resume), and those of them rebuilt from their schedules:
+        # nothing such a row holds is ever built (``candidate``, ``search.inherited``).
+        self.earlier: frozenset[int] = frozenset()
+        self.inherited = Inherited()
         self.root_record: CandidateRecord | None = None
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
@@ -103,12 +111,14 @@ class Ledger:
 
     def budget_spent(self) -> float:
         """Seconds of the time budget (``SearchConfig.max_seconds``) used: ``elapsed``, the
-        search's own clock, which starts once the workers are ready. The run's
+        search's own clock, which starts once the workers are ready. Not counted: the run's
         ``head_start`` (loading the workload, checking the compiler, starting Ray, training
-        the model on its history) is not counted: a first run on a fresh machine spent up
-        to a minute there, half of a default budget, before its first candidate. It is kept
-        as ``TimeSpent.starting`` and reported with the search."""
-        return self.elapsed()
+        the model on its history; kept as ``TimeSpent.starting`` and reported with the
+        search), and ``unbilled``, the wait for the unscheduled kernel's first evaluation (its
+        answer key and its baseline), which grows with the problem's size, not with the
+        search (a naive SGEMM 2048 takes minutes), and which a peer that never runs the
+        unscheduled kernel does not pay."""
+        return self.elapsed() - self.unbilled
 
     def emit(self, kind: EventKind, record: CandidateRecord | None = None, message: str = "",
              top: tuple[CandidateRecord, ...] | None = None) -> None:
@@ -136,7 +146,7 @@ class Ledger:
         """``m`` on the search's scale (``Yardsticks.place``; as it is without a yardstick)."""
         return self.yardsticks.place(m) if self.yardsticks is not None else m
 
-    def spend(self, *, expanding: float = 0.0, idle: float = 0.0, starting: float = 0.0,
+    def spend(self, *, expanding: float = 0.0, idle: float = 0.0, starting: float = 0.0, baseline_wait: float = 0.0,
               measurements: tuple[Measurement, ...] = ()) -> None:
         """Count time spent (``Counters.spent``): an expansion's seconds, wall seconds with
         nothing being measured, a run's start, and the build and run seconds of ``measurements`` as they
@@ -145,7 +155,8 @@ class Ledger:
         building = sum(m.build_seconds for m in measurements if m.reused_candidate_id is None)
         measuring = sum(m.run_seconds for m in measurements if m.reused_candidate_id is None)
         spent = self.counters.spent.plus(expanding=max(0.0, expanding), idle=max(0.0, idle),
-                                         starting=max(0.0, starting), building=building, measuring=measuring)
+                                         starting=max(0.0, starting), baseline_wait=max(0.0, baseline_wait),
+                                         building=building, measuring=measuring)
         self.counters = dataclasses.replace(self.counters, spent=spent)
 
     def record(self, m: Measurement, *, announce: bool, tell: bool = True, note: str = "") -> CandidateRecord:
@@ -187,7 +198,7 @@ class Ledger:
         Measurements reused from earlier searches cost nothing and are not counted."""
         if improved and (self.streak_from is None or within_noise(self.streak_from, record.timing) is not True):
             self.streak_from = record.timing
-            self.counters = dataclasses.replace(self.counters, since_best=0)
+            self._gain()
         elif measured_here:
             self.counters = self.counters.plus(since_best=1)
 
@@ -195,7 +206,16 @@ class Ledger:
         """A resumed run starts a new run of measurements, from the best so far: a search
         stopped for want of progress searches on when resumed with a new budget."""
         self.streak_from = self.top[0].timing if self.top else None
-        self.counters = dataclasses.replace(self.counters, since_best=0)
+        self._gain()
+
+    def _gain(self) -> None:
+        """A real gain now: the run without progress starts again from here."""
+        self.counters = dataclasses.replace(self.counters, since_best=0, gain_seconds=self.search_seconds(),
+                                            gain_measured=self.counters.measured)
+
+    def search_seconds(self) -> float:
+        """Seconds this search has searched: ``elapsed`` without its waits for the baseline."""
+        return self.elapsed() - self.counters.spent.baseline_wait
 
     def offer(self, record: CandidateRecord) -> bool:
         """Keep ``record`` in the top list if it is ok and fast; True when it is the new best
@@ -206,7 +226,9 @@ class Ledger:
         self.top = sorted([r for r in self.top if r.id != record.id] + [record], key=rank_key)[:TOP_N]
         improved = self.top[0].id == record.id and previous != record.id
         if improved and self.yardsticks is not None:
-            self.yardsticks.consider(record, self.candidate(record), self.baseline)
+            candidate = self.candidate(record)
+            if candidate is not None:
+                self.yardsticks.consider(record, candidate, self.baseline)
         return improved
 
     def record_accuracy(self) -> None:
@@ -214,14 +236,35 @@ class Ledger:
         if self.guide is not None and self.sid is not None:
             self.store.update_search(self.sid, model_accuracy=self.guide.accuracy())
 
-    def candidate(self, record: CandidateRecord) -> Candidate:
-        """The candidate a stored record holds (the root itself for the root)."""
+    def candidate(self, record: CandidateRecord) -> Candidate | None:
+        """The candidate to build for a stored record: the root itself for the root; for a
+        row an earlier run stored, the candidate rebuilt from its schedule (its C is the
+        replay's), or None when it was not rebuilt; a row this run stored, as stored.
+        Guarantees that no C read from a row of an earlier run is ever built."""
         if record.fingerprint == self.root.fingerprint:
             return self.root
+        parent = self.fp_of.get(record.parent_id) if record.parent_id is not None else None
+        if record.id in self.earlier:
+            rebuilt = self.inherited.rebuilt.get(record.id)
+            if rebuilt is None or rebuilt.fingerprint != record.fingerprint:
+                return None
+            return dataclasses.replace(rebuilt, parent=parent, depth=record.depth, features=record.features,
+                                       built=False)
         return Candidate(
             schedule=record.schedule, c_source=record.c_source, fingerprint=record.fingerprint,
-            proc_text=record.proc_text, depth=record.depth,
-            parent=self.fp_of.get(record.parent_id) if record.parent_id is not None else None,
+            proc_text=record.proc_text, depth=record.depth, parent=parent, features=record.features,
+        )
+
+    def parent(self, record: CandidateRecord) -> Candidate:
+        """``record`` as a parent to expand. An expander replays the parent's schedule and
+        never builds its C, so a row of an earlier run that was not rebuilt goes without
+        its C (``c_source`` empty)."""
+        candidate = self.candidate(record)
+        if candidate is not None:
+            return candidate
+        return Candidate(
+            schedule=record.schedule, c_source="", fingerprint=record.fingerprint, proc_text=record.proc_text,
+            depth=record.depth, parent=self.fp_of.get(record.parent_id) if record.parent_id is not None else None,
             features=record.features,
         )
 

@@ -3,14 +3,16 @@
 One run of a search opens it, runs its rounds and closes it. A new search stores the
 root and measures it for the baseline while the root's expansion already runs, then
 records the warm start's seeds; a resumed one rebuilds its counters, the strategy's
-frontier and the fastest records from the store, and measures first what its last run
-left pending. The rounds - ask, expand, deduplicate, store, measure, tell, the next
+frontier and the fastest records from the store, marks the rows found tampered, and
+measures first what its last run left pending - as rebuilt from their schedules: nothing
+a stored row holds is built (``inherited``). The rounds - ask, expand, deduplicate, store, measure, tell, the next
 round's expansion overlapping this one's measurements - are the ``pipeline``'s; they run
 until a budget is spent, nothing is left, or ``stop`` is set. The run closes with the
 finalists' side-by-side re-measurement and the outcome (``finalists``).
 
 The time budget is wall time and includes the finalists' re-measurement (the search stops
-early enough for it). A stop (Ctrl-C, SIGTERM) is announced at once with a ``stopping``
+early enough for it), but not the wait for the baseline: the unscheduled kernel's answer
+key and timing cost what the problem's size makes them cost, whatever the search does. A stop (Ctrl-C, SIGTERM) is announced at once with a ``stopping``
 event, work in flight is cancelled, and no re-measurement runs. An exception marks the
 search failed (interrupted, for ``KeyboardInterrupt``) before it propagates; candidates
 being evaluated stay pending, and a resume measures them.
@@ -39,12 +41,14 @@ from collections.abc import Callable, Sequence
 
 from schedsearch.core import (
     Candidate,
+    CandidateRecord,
     CostModel,
     CostModelMode,
     EventKind,
     Executor,
     Job,
     JobKind,
+    Measurement,
     Phase,
     SearchConfig,
     SearchEvent,
@@ -57,6 +61,7 @@ from schedsearch.core import (
 from schedsearch.errors import SchedsearchError, SearchError
 from schedsearch.search.finalists import FINALIST_GRACE_SECONDS, finish
 from schedsearch.search.guidance import Guidance
+from schedsearch.search.inherited import Inherited
 from schedsearch.search.lease import LeaseKeeper
 from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
 from schedsearch.search.outcome import SearchOutcome
@@ -70,6 +75,9 @@ from schedsearch.search.pipeline import (
 )
 from schedsearch.search.ranking import ALIKE
 from schedsearch.search.rounds import EARLY_ASK_SHARE, STREAM_GATE
+
+#: A baseline whose measuring took this long says so (and that the budget does not count it).
+UNBILLED_NOTE_SECONDS = 10.0
 
 # The loop's constants live with the code that reads them (patch them there); they stay
 # importable from here.
@@ -103,6 +111,7 @@ def run_search(
     seeds: Sequence[Candidate] = (),
     started: float | None = None,
     lease: LeaseKeeper | None = None,
+    inherited: Inherited | None = None,
 ) -> SearchOutcome:
     """Run (or, with ``search_id``, resume) a search and return how it ended.
 
@@ -133,6 +142,12 @@ def run_search(
     with the workers ready (``Ledger.budget_spent``); the seconds in between - loading the
     workload, starting the workers - are kept as ``spent.starting``.
 
+    ``inherited`` (a resume): the rows of the earlier runs rebuilt from their schedules, and
+    those found tampered (``search.inherited.rebuild_inherited``). Nothing a row of an earlier
+    run holds is built: a row not rebuilt there is never measured again, nor re-measured among
+    the finalists; the tampered ones are marked ``tampered`` and never used. None: no row of an
+    earlier run is built.
+
     ``lease``: the driver's hold on the search (the caller releases it). A new search is
     created leased to it; a resumed one is taken (``SearchBusyError``, the search left as it
     is, when another live driver runs it; nothing when ``lease`` holds it already).
@@ -141,7 +156,7 @@ def run_search(
         cost_model = None
     head_start = clock() - started if started is not None else 0.0
     run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock,
-               cost_model, seeds, head_start)
+               cost_model, seeds, head_start, inherited or Inherited())
     return run.execute(search_id, lease)
 
 
@@ -163,8 +178,10 @@ class _Run:
         cost_model: CostModel | None = None,
         seeds: Sequence[Candidate] = (),
         head_start: float = 0.0,
+        inherited: Inherited = Inherited(),
     ) -> None:
         self.workload, self.root, self.strategy = workload, root, strategy
+        self.inherited = inherited
         self.executor, self.store, self.config = executor, store, config
         self.stop = stop
         self.seeds = tuple(seeds)
@@ -266,8 +283,11 @@ class _Run:
             raise SearchError(
                 f"search {ledger.sid} was started from different code than {self.workload.label} gives now"
             )
+        records = self._mark_tampered(records)
+        ledger.earlier = frozenset(r.id for r in records)
+        ledger.inherited = self.inherited
         ledger.emit(EventKind.STARTED, message=f"resuming search {ledger.sid} of {self.workload.label}"
-                                               f"{self._start_note()}")
+                                               f"{self._start_note()}{self._tampered_note()}")
         if not roots:
             self._start()
             return
@@ -289,8 +309,29 @@ class _Run:
         pending = [r for r in records if r.status is Status.PENDING and r.id != ledger.root_record.id]
         if pending:
             # Round 0: what the last run left pending, measured before anything new.
-            children = [ledger.candidate(r) for r in pending]
-            self.pipeline.measure_first(children)
+            # Only what was rebuilt from its schedule (``Ledger.candidate``).
+            children = [c for r in pending for c in [ledger.candidate(r)] if c is not None]
+            if children:
+                self.pipeline.measure_first(children)
+
+    def _mark_tampered(self, records: list[CandidateRecord]) -> list[CandidateRecord]:
+        """Mark the rows ``inherited`` found tampered (``Status.TAMPERED``, with why): from
+        now on nothing ranks, expands, reuses or re-measures them. Returns ``records`` as now stored."""
+        assert self.ledger.sid is not None
+        root_id = next((r.id for r in records if r.parent_id is None), None)
+        marked: dict[int, CandidateRecord] = {}
+        for r in records:
+            why = self.inherited.tampered.get(r.id)
+            if why is not None and r.id != root_id and r.status is not Status.TAMPERED:
+                m = Measurement(r.fingerprint, Status.TAMPERED, error=f"not used: {why}")
+                marked[r.id] = self.store.record_measurement(self.ledger.sid, m, None, None)
+                if r.status is Status.OK:  # the counts say what the rows now say
+                    self.ledger.counters = self.ledger.counters.plus(ok=-1, failed=1)
+        return [marked.get(r.id, r) for r in records]
+
+    def _tampered_note(self) -> str:
+        n = len(self.inherited.tampered)
+        return f"; {n} stored candidate{'s' if n != 1 else ''} marked tampered (not replaying to their C)" if n else ""
 
     def _start_note(self) -> str:
         """What the run's start took, said when the search's clock starts (the budget does not count it)."""
@@ -305,10 +346,14 @@ class _Run:
         assert ledger.sid is not None and ledger.root_record is not None
         ledger.phase = Phase.BASELINE
         job = Job(next(self.job_ids), JobKind.EVALUATE, (self.root,))
+        waited_from = ledger.clock()
         self.executor.submit(self.workload, self.root, [job])
         if expand_root:
             self.pipeline.expand_first([ledger.root_record])
         result = self.pipeline.wait_for(job)
+        waited = ledger.clock() - waited_from
+        ledger.unbilled += waited
+        ledger.spend(baseline_wait=waited)
         ledger.spend(measurements=result.measurements)
         m = result.measurements[0] if result.measurements else None
         if m is None:
@@ -325,7 +370,9 @@ class _Run:
         self.strategy.tell(dataclasses.replace(record, expanded=True) if expanding else record)
         ledger.root_record = record
         self.store.update_search(ledger.sid, baseline_seconds=ledger.baseline)
-        ledger.emit(EventKind.BASELINE, record, message=f"baseline {m.seconds:.3g} s")
+        ledger.emit(EventKind.BASELINE, record, message=f"baseline {m.seconds:.3g} s" + (
+            f" (measuring it took {ledger.unbilled:.1f} s, which the budget does not count)"
+            if ledger.unbilled >= UNBILLED_NOTE_SECONDS else ""))
 
     # ------------------------------------------------------------------ earlier searches
 

@@ -121,6 +121,7 @@ from schedsearch.search.pace import Pace, comes_in_too_late
 from schedsearch.search.ranking import expansion_priority
 from schedsearch.search.repeats import RepeatNoise
 from schedsearch.search.reuse import reuse_message, split
+from schedsearch.stopping import stopped_improving
 from schedsearch.search.rounds import (
     Round,
     activity_text,
@@ -318,10 +319,15 @@ class Pipeline:
 
     def _stopped_improving(self) -> bool:
         """Whether ``config.early_stop`` candidates in a row brought no new best
-        (``Counters.since_best``). A new best still being confirmed is waited for: it may
-        end the run of measurements without progress."""
-        n = self.config.early_stop
-        return n is not None and self.ledger.counters.since_best >= n and not self.confirming
+        (``Counters.since_best``), or, without it, ``config.auto_stop``'s rule says the
+        stretch since the last real gain is long enough (``schedsearch.stopping``). A new best
+        still being confirmed is waited for: it may end the run of measurements without progress."""
+        if self.confirming:
+            return False
+        c = self.ledger.counters
+        if self.config.early_stop is not None:
+            return c.since_best >= self.config.early_stop
+        return self.config.auto_stop and stopped_improving(c, self.ledger.search_seconds())
 
     def _candidates_left(self) -> int | None:
         """Evaluations the candidate budget still allows beyond those in flight."""
@@ -583,7 +589,7 @@ class Pipeline:
             # A leading model goes on once every register tile is in (``_leaders_in``): they
             # come first. Otherwise the cheap rewrites share the shards with all but the first
             # tile per worker: measured as they come, they keep the builders busy.
-            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.candidate(parent),), stream=stream, part=part,
+            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.parent(parent),), stream=stream, part=part,
                       priority=expansion_priority(parent), all_heavy_first=stream and self.config.model_leads)
             rnd.expanding[job.id] = parent
             self.pace.ask(job.id, self.ledger.elapsed(), part is ExpansionPart.DEFERRED)

@@ -23,7 +23,7 @@ from schedsearch.core import (
     Status,
     TrainingSample,
 )
-from schedsearch.errors import StoreError
+from schedsearch.errors import NotFoundError, StoreError
 
 #: Fields ``Store.update_search`` may set.
 SEARCH_FIELDS = frozenset(
@@ -145,12 +145,12 @@ def past_schedule(record: CandidateRecord, workload_key: str, sizes: tuple[tuple
 # --------------------------------------------------------------------------- error sentences
 
 
-def no_search(where: str, search_id: int) -> StoreError:
-    return StoreError(f"no search {search_id} in {where}; `schedsearch list` shows the searches")
+def no_search(where: str, search_id: int) -> NotFoundError:
+    return NotFoundError(f"no search {search_id} in {where}; `schedsearch list` shows the searches")
 
 
-def no_candidate(where: str, candidate_id: int) -> StoreError:
-    return StoreError(f"no candidate {candidate_id} in {where}; `schedsearch tree <search>` lists the candidates")
+def no_candidate(where: str, candidate_id: int) -> NotFoundError:
+    return NotFoundError(f"no candidate {candidate_id} in {where}; `schedsearch tree <search>` lists the candidates")
 
 
 def not_in_search(where: str, candidate_id: int, search_id: int) -> StoreError:
@@ -161,6 +161,14 @@ def no_fingerprint(where: str, search_id: int, fingerprint: str) -> StoreError:
     return StoreError(
         f"search {search_id} in {where} has no candidate with fingerprint {fingerprint[:16]}; "
         "add the candidate before recording its measurement"
+    )
+
+
+def broken_lineage(where: str, candidate_id: int, parent_id: int) -> StoreError:
+    """A parent chain that names a missing row or loops back: rows written outside schedsearch."""
+    return StoreError(
+        f"candidate {candidate_id} in {where} has a broken line of parents (at parent {parent_id}: missing, "
+        "or a loop); the database was changed outside schedsearch - use a copy you trust"
     )
 
 

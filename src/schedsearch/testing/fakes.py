@@ -21,7 +21,7 @@ import hashlib
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from schedsearch.core import (
     ArgRole,
@@ -40,12 +40,17 @@ from schedsearch.core import (
     Rewrite,
     RewriteKind,
     Schedule,
+    SearchConfig,
     Status,
+    Store,
     Timing,
     TrainingSample,
     Workload,
     sha256_text,
 )
+
+if TYPE_CHECKING:
+    from schedsearch.search.inherited import Inherited
 
 R = TypeVar("R", Expansion, Measurement)
 
@@ -94,6 +99,20 @@ def fake_candidate(*moves: str, parent: Candidate | None = None) -> Candidate:
     per move; a child of ``parent`` when given (a warm-start seed has no parent yet)."""
     schedule = Schedule(tuple(Rewrite.make(RewriteKind.SPLIT, m) for m in moves))
     return _candidate(schedule, parent.fingerprint if parent else None, len(moves))
+
+
+def fake_replay(schedule: Schedule) -> Candidate:
+    """The fake tree's candidate of ``schedule`` (the ``replay`` a resume rebuilds stored rows
+    with: ``search.inherited.rebuild_inherited``)."""
+    return _candidate(schedule, parent=None, depth=len(schedule))
+
+
+def fake_inherited(store: Store, search_id: int, config: SearchConfig, root: Candidate | None = None) -> Inherited:
+    """What a resume of search ``search_id`` rebuilds of its stored rows on the fake tree
+    (pass it as ``run_search(..., search_id=..., inherited=...)``)."""
+    from schedsearch.search.inherited import rebuild_inherited
+
+    return rebuild_inherited(store, search_id, root if root is not None else fake_root(), config, fake_replay)
 
 
 def fake_features(schedule: Schedule, moves: int) -> FeatureVector:
@@ -253,7 +272,8 @@ class FakeExecutor:
     first ones in the tree's order (``Expansion.leading``, as a real one's register tiles).
     With ``drift``, the machine's speed changes: the n-th evaluation's times are the tree's
     times multiplied by ``drift(n)``, and so are those of the yardstick it is timed beside
-    (``Job.yardstick``; ``yardsticks`` records which, per candidate).
+    (``Job.yardstick``; ``yardsticks`` records which, per candidate). ``root_seconds``: an
+    evaluation job of the root takes that long instead of ``eval_seconds``.
     """
 
     def __init__(
@@ -271,8 +291,10 @@ class FakeExecutor:
         stream_leads: int = 0,
         drift: Callable[[int], float] | None = None,
         report_seconds: bool = False,
+        root_seconds: float | None = None,
     ) -> None:
         self.tree = tree or FakeTree()
+        self.root_seconds = root_seconds
         self.report_seconds = report_seconds
         self.stream_shards = max(1, stream_shards)
         self.stream_leads = max(0, stream_leads)
@@ -438,6 +460,9 @@ class FakeExecutor:
     def _duration(self, job: Job) -> float:
         if job.kind is JobKind.EXPAND and job.stream:
             return self.expand_seconds / self.stream_shards
+        if job.kind is JobKind.EVALUATE and self.root_seconds is not None and any(
+                c.parent is None for c in job.candidates):
+            return self.root_seconds
         return {JobKind.EXPAND: self.expand_seconds, JobKind.EVALUATE: self.eval_seconds}.get(
             job.kind, self.remeasure_seconds)
 

@@ -40,6 +40,7 @@ _PLAN: Plan = {
     "d": (None, Status.BUILD_ERROR),
     "f": (None, Status.RUN_ERROR),
     "g": (None, Status.ILLEGAL),
+    "h": (None, Status.TAMPERED),
 }
 
 
@@ -89,8 +90,8 @@ class ReuseContract:
     def test_reusable_measurements_come_from_earlier_searches(self, store: Any) -> None:
         earlier = _search(store, _PLAN)
         asking = store.create_search(make_workload(), make_config(), make_machine())
-        found = store.reusable_measurements(_fps(*"abcdefg", "unknown"), _scope(asking))
-        # ok, and the verdicts the same C always earns again; never a timeout, a crash, illegal or pending
+        found = store.reusable_measurements(_fps(*"abcdefgh", "unknown"), _scope(asking))
+        # ok, and the verdicts the same C always earns again; never a timeout, a crash, illegal, tampered or pending
         assert sorted(found) == sorted(_fps("a", "b", "d"))
         by_tag = dict(zip("abd", (found[fp] for fp in _fps("a", "b", "d")), strict=True))
         assert all(r.search_id == earlier for r in by_tag.values())
@@ -129,7 +130,7 @@ class ReuseContract:
     )
     def test_measurements_made_another_way_are_not_reused(self, store: Any, other: dict[str, Any]) -> None:
         _search(store, _PLAN, **other)
-        assert store.reusable_measurements(_fps(*"abcdefg"), _scope()) == {}
+        assert store.reusable_measurements(_fps(*"abcdefgh"), _scope()) == {}
 
     def test_the_latest_original_measurement_is_reused(self, store: Any) -> None:
         _search(store, {"a": (0.5, Status.OK)})

@@ -8,6 +8,7 @@ import exo
 from exo import ParseFragmentError, SchedulingError
 from exo.core.internal_cursors import InvalidCursorError
 from exo.core.memory import MemGenError
+from exo.frontend.pyparser import ParseError
 
 from schedsearch.core import Rewrite, Schedule, Workload
 from schedsearch.errors import ReplayError
@@ -30,6 +31,13 @@ EXO_ERRORS = (
 )
 #: What an ``except`` around Exo calls catches; ``rejected_by_exo`` then says if it is Exo's.
 EXO_CATCH = (*EXO_ERRORS, AssertionError)
+#: What Exo raises for a step's pattern it cannot parse. Our own proposals never make one (it
+#: would be a bug, and propagates from ``try_apply``); a schedule read from a file or a
+#: database can (``replay``: that step does not apply).
+PATTERN_ERRORS = (ParseError,)
+#: What the lowering raises for arguments it cannot read (``ArgError`` aside): from a
+#: proposal of ours a bug, from a schedule read from a file or a database a malformed step.
+MALFORMED = (ValueError, KeyError, IndexError, TypeError)
 _EXO_DIR = Path(exo.__file__).resolve().parent
 #: Code of ours that runs inside Exo: the stand-ins ``exo_patches`` installs.
 _PATCHES_DIR = Path(exo_patches.__file__).resolve().parent
@@ -87,14 +95,18 @@ def replay(proc, steps, first_index: int = 0):
         index = first_index + offset
         try:
             # A step read from a file or a database may carry arguments its kind cannot
-            # take: that is a malformed schedule, said as such, not "does not apply".
+            # take: that is a malformed schedule, said as such, not "does not apply". So is
+            # one whose free-form arguments (a window, a vector plan) the lowering cannot read.
             calls = lower(step)
         except ArgError as exc:
             raise ReplayError(f"{step_label(index, step)}: {exc}", step=index, reason=f"malformed: {exc}") from None
+        except MALFORMED as exc:
+            why = f"malformed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+            raise ReplayError(f"{step_label(index, step)}: {why}", step=index, reason=why) from None
         try:
             proc = run_all(proc, calls)
-        except EXO_CATCH as exc:
-            if not rejected_by_exo(exc):
+        except (*EXO_CATCH, *PATTERN_ERRORS) as exc:
+            if not isinstance(exc, PATTERN_ERRORS) and not rejected_by_exo(exc):
                 raise
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise ReplayError(
@@ -104,8 +116,12 @@ def replay(proc, steps, first_index: int = 0):
 
 
 def step_label(index: int, step: Rewrite) -> str:
-    """How an error names a step: ``step 3 `split i #0```."""
-    return f"step {index} `{step.kind.value} {step.target}`"
+    """How an error names a step: ``step 3 `split i #0``` (a target that is no plain short
+    text, as read from a file or a database, ``repr``'d and cut)."""
+    target = step.target
+    if len(target) > 60 or not target.isprintable():
+        target = repr(target[:60]) + ("..." if len(target) > 60 else "")
+    return f"step {index} `{step.kind.value} {target}`"
 
 
 def build_proc(workload: Workload, schedule: Schedule = Schedule()):

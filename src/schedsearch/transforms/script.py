@@ -2,7 +2,9 @@
 
 The script embeds the workload's source text and checks it against its recorded sha256
 before running it, so it runs from any directory, with or without the workload file, and
-needs nothing of schedsearch: only Exo.
+needs nothing of schedsearch: only Exo. Every other string it holds came from a database
+or a schedule file and is data: Python literals are ``repr``'d, and text in its docstring
+and comments is quoted so that it cannot end them (``quoting``).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import os
 from schedsearch.core import Schedule, Workload
 from schedsearch.targets import schedule_target
 from schedsearch.transforms.calls import OPS, helpers_source, imports_needed, render
+from schedsearch.transforms.quoting import in_comment, in_docstring
 from schedsearch.transforms.rules import describe, lower
 
 _TEMPLATE = '''\
-"""Schedule for {label}, {count} step(s), for the {target} target.
+"""Schedule for {label}, {count} step(s), for the {target_doc} target.
 
 Re-applies the schedule with Exo's own scheduling operations and prints the C code.
 Self-contained: the workload source ({origin}) is embedded below and checked against
@@ -77,7 +80,7 @@ def schedule_script(workload: Workload, schedule: Schedule, *, cc: str = "", cfl
     for index, step in enumerate(schedule.steps):
         calls = lower(step)
         all_calls.extend(calls)
-        lines.append(f"# step {index}: {describe(step)}")
+        lines.append(f"# step {index}: {in_comment(describe(step))}")
         lines.extend(render(call) for call in calls)
     used_ops = sorted({call.op for call in all_calls} & OPS) or ["simplify"]
     imports = "".join(f"from {module} import {', '.join(names)}\n" for module, names in imports_needed(all_calls).items())
@@ -86,12 +89,16 @@ def schedule_script(workload: Workload, schedule: Schedule, *, cc: str = "", cfl
     if workload.sizes:
         bind = ".partial_eval(" + ", ".join(f"{k}={v}" for k, v in workload.sizes) + ")"
     flags = " ".join(cflags)
+    # Text in the docstring, each piece quoted (``quoting``): the compiler, flags and file
+    # name come from a database.
+    shown_flags = " ".join(in_docstring(f) for f in cflags) if flags else "-O3 -march=native"
     return _TEMPLATE.format(
-        label=workload.label,
+        label=in_docstring(workload.label),
         count=len(schedule),
+        target_doc=in_docstring(schedule_target(schedule)),
         target=schedule_target(schedule),
-        origin=workload.path if workload.path.startswith("<") else os.path.basename(workload.path),
-        build=f"{cc or 'cc'} {flags} -c {workload.proc}.c" if flags else f"{cc or 'cc'} -O3 -march=native -c {workload.proc}.c",
+        origin=in_docstring(workload.path if workload.path.startswith("<") else os.path.basename(workload.path)),
+        build=f"{in_docstring(cc or 'cc')} {shown_flags} -c {workload.proc}.c",
         ops=", ".join(used_ops),
         imports=imports,
         cc=cc,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from schedsearch.core import ExpandOptions, Rewrite, RewriteKind
 from schedsearch.transforms.calls import ExoCall
-from schedsearch.transforms.rules.args import ArgError, StepArgs
+from schedsearch.transforms.rules.args import ArgError, StepArgs, check_pattern
 from schedsearch.transforms.rules.args import decode as decode_args
 from schedsearch.transforms.rules.base import ProcView, Rule
 from schedsearch.transforms.rules.buffers import Pack, StageMem
@@ -66,7 +66,9 @@ def rule_for(kind: RewriteKind) -> Rule:
 
 
 def decode(step: Rewrite) -> StepArgs:
-    """The typed arguments of ``step``; ``ArgError`` names what is wrong with them."""
+    """The typed arguments of ``step``; ``ArgError`` names what is wrong with them (or with
+    its target, which must be a loop pattern)."""
+    check_pattern(step.target, "the target")
     rule = rule_for(step.kind)
     raw = dict(step.args)
     if len(raw) != len(step.args):

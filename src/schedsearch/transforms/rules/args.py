@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -33,6 +34,25 @@ from schedsearch.core import ArgValue
 
 class ArgError(ValueError):
     """Arguments that do not make a valid record: unknown, missing, or of the wrong type."""
+
+
+#: A loop pattern as the rules write them: loop names, each maybe with its occurrence
+#: (``"j #0"``, ``"i j"``, ``"c #0 r #0"``), or ``proc``. Anything else read from a file or
+#: a database is malformed: it would reach the lowering's own parsing and Exo's.
+LOOP_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( #[0-9]+)?( [A-Za-z_][A-Za-z0-9_]*( #[0-9]+)?)*")
+#: The names a step gives new loops and buffers: names, separated by single spaces.
+NAMES = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( [A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def check_pattern(value: object, what: str) -> None:
+    """Raise ``ArgError`` unless ``value`` is a loop pattern (``LOOP_PATTERN``)."""
+    if not isinstance(value, str) or LOOP_PATTERN.fullmatch(value) is None:
+        raise ArgError(f"{what} must be a loop pattern such as 'j #0', not {_short(value)}")
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def naming(**kwargs: Any) -> Any:
@@ -106,6 +126,10 @@ def _checked(f: dataclasses.Field, hint: Any, value: Any) -> Any:
     elif kind is str:
         if not isinstance(value, str):
             raise ArgError(f"{f.name} must be a string, not {value!r}")
+        if f.metadata.get("loop"):
+            check_pattern(value, f.name)
+        if f.metadata.get("naming") and NAMES.fullmatch(value) is None:
+            raise ArgError(f"{f.name} must be names separated by spaces, not {_short(value)}")
     return value
 
 
