@@ -119,6 +119,9 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=120.0)
     parser.add_argument("--cases", nargs="*", default=list(CASES))
     parser.add_argument("--numpy-only", action="store_true", help="time the references alone, no search")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep each case's database and event log in this folder (benchmarks/early_stop.py reads them)")
+    parser.add_argument("--run-args", default="", help="more `schedsearch run` options for every case, e.g. --no-early-stop")
     opts = parser.parse_args()
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # numpy pinned to one core
     peak = fma_peak()
@@ -139,8 +142,10 @@ def main() -> None:
             continue
         os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         with tempfile.TemporaryDirectory() as tmp:
-            extra = ["--size", "M=512,N=512,K=512"] if proc == "sgemm" else []
-            result = search(file, proc, opts.budget, Path(tmp) / "s.db", extra)
+            extra = (["--size", "M=512,N=512,K=512"] if proc == "sgemm" else []) + opts.run_args.split()
+            folder = Path(tmp) if opts.keep is None else opts.keep
+            folder.mkdir(parents=True, exist_ok=True)
+            result = search(file, proc, opts.budget, folder / f"{proc}.db", extra)
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
         best = result["best"] or {}
         ours = best.get("gflops") or 0.0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh) and run the whole test suite: unit tests, integration tests
-# with real Exo, gcc, Ray, SQLite and PostgreSQL, notebooks, and the regression check of
-# the committed example schedules. Extra arguments go to pytest (to both passes).
+# Set up (scripts/setup.sh), build the documentation (scripts/docs.sh) and run the whole test
+# suite: unit tests, integration tests with real Exo, gcc, Ray, SQLite and PostgreSQL,
+# notebooks, and the regression check of the committed example schedules. Extra arguments go
+# to pytest (to both passes).
 #
 # Two passes: everything but the tests marked `serial` runs on every core (pytest-xdist);
 # then the `serial` ones, which time the machine (how fast a stop is acknowledged, whether
@@ -12,6 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYTHONDONTWRITEBYTECODE=1
+# The documentation site, strictly: a warning (a broken link, a page left out of the nav, a
+# docstring mkdocstrings cannot read) fails the run. Seconds; built into a temporary folder.
+docs_out=$(mktemp -d)
+bash scripts/docs.sh "$docs_out/site"
+rm -rf "$docs_out"
 # Keep build caches of the test run out of the user's cache.
 export SCHEDSEARCH_CACHE_DIR="${SCHEDSEARCH_CACHE_DIR:-$(mktemp -d)}"
 # Exo imports yapf, which rewrites its grammar cache (~/.cache/YAPF) whenever the installed

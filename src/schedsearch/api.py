@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from schedsearch.app import (
     MAX_BUDGET,
@@ -121,7 +121,7 @@ def tune(
     proc: str | None = None,
     budget: float | None = None,
     max_candidates: int | None = None,
-    early_stop: int | None = None,
+    early_stop: int | Literal[False] | None = None,
     db: str | os.PathLike | None = None,
     workers: int = 0,
     address: str | None = None,
@@ -149,10 +149,13 @@ def tune(
     ``proc_or_path`` is an Exo ``@proc`` (its source is captured: the definition and the
     names it uses) or the path of a workload file (``proc`` names the proc when the file
     holds several). ``sizes`` binds size arguments (a file's ``SCHEDSEARCH_SIZES`` gives
-    defaults). ``budget`` is this call's wall time in seconds (default 120: loading the
-    workload and starting the workers count); ``max_candidates`` caps the
+    defaults). ``budget`` is the search's wall time in seconds (default 120), counted once
+    the workers are ready (loading the workload and starting them are recorded apart, as
+    ``time_spent.starting``); ``max_candidates`` caps the
     candidates measured; ``early_stop`` ends the search once that many candidates in a
-    row brought no new best beyond the timing noise. ``db`` is the results database (default ``schedsearch.db`` in the
+    row brought no new best beyond the timing noise (None: once the stretch without such a
+    gain is long against the search before it, ``schedsearch.stopping``; False: never
+    before a budget is spent). ``db`` is the results database (default ``schedsearch.db`` in the
     current directory), where ``apply()`` and the CLI find the search later.
 
     Runs in this process unless ``workers`` >= 1 or ``address`` (a Ray cluster) is given.
@@ -183,7 +186,7 @@ def tune(
     search can be continued with ``resume()``. Raises a ``SchedsearchError`` (with one
     sentence) for a workload, compiler, database or cluster that cannot be used.
     """
-    started = time.monotonic()  # the budget is this call's wall time: loading and the workers' start count
+    started = time.monotonic()  # from here to the workers' start: ``time_spent.starting``
     settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
@@ -200,7 +203,7 @@ def resume(
     *,
     budget: float | None = None,
     max_candidates: int | None = None,
-    early_stop: int | None = None,
+    early_stop: int | Literal[False] | None = None,
     db: str | os.PathLike | None = None,
     workers: int | None = None,
     address: str | None = None,
@@ -213,7 +216,7 @@ def resume(
 ) -> TuneResult:
     """Continue a search (interrupted, or completed with more ``budget`` seconds or
     ``max_candidates``); nothing measured is measured again. ``early_stop``, when given,
-    replaces the one the search was started with.
+    replaces the one the search was started with (False: run to the budget).
 
     Nothing the database holds runs. The workload source stored in it runs only when its
     file is still here with the same content, or with ``trust_db_source`` (a proc captured
@@ -232,8 +235,9 @@ def resume(
             raise ValueError(f"{name} must be a string or None, not {value!r}")
     db = _db(db)
     with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
-                       trust_db_source=trust_db_source, early_stop=early_stop, cc=cc, cflags=cflags,
-                       trust_db_config=bool(trust_db_config), spelling=PYTHON) as session:
+                       trust_db_source=trust_db_source, early_stop=early_stop or None, cc=cc, cflags=cflags,
+                       trust_db_config=bool(trust_db_config), auto_stop=False if early_stop is False else None,
+                       spelling=PYTHON) as session:
         return _search(session, db, address, on_progress, progress, started)
 
 
@@ -378,7 +382,7 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
               cost_model: str, remeasure: bool = False, warm_start: bool = True,
               float_mode: str = "strict", timing: str = "auto", defer_costly: bool = True,
               yardstick: bool = True, confirm_best: bool = True, compiler_notes: bool = True,
-              early_stop: int | None = None) -> SearchSettings:
+              early_stop: int | Literal[False] | None = None) -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS
 
@@ -401,12 +405,15 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
                           target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
                           warm_start=bool(warm_start), float_mode=str(float_mode), timing=str(timing),
                           defer_costly=bool(defer_costly), yardstick=bool(yardstick),
-                          confirm_best=bool(confirm_best), compiler_notes=bool(compiler_notes), early_stop=early_stop)
+                          confirm_best=bool(confirm_best), compiler_notes=bool(compiler_notes),
+                          early_stop=early_stop or None, auto_stop=early_stop is not False)
 
 
-def _check_early_stop(early_stop: int | None) -> None:
-    if early_stop is not None and (not isinstance(early_stop, int) or isinstance(early_stop, bool) or early_stop < 1):
-        raise ValueError(f"early_stop must be a positive number of candidates, not {early_stop!r}")
+def _check_early_stop(early_stop: int | Literal[False] | None) -> None:
+    if early_stop is None or early_stop is False:
+        return
+    if not isinstance(early_stop, int) or isinstance(early_stop, bool) or early_stop < 1:
+        raise ValueError(f"early_stop must be a positive number of candidates, False or None, not {early_stop!r}")
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:

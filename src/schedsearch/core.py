@@ -730,8 +730,11 @@ class SearchConfig(JsonRecord):
     max_seconds: float | None = 120.0
     max_candidates: int | None = None
     # End once this many candidates in a row, measured by this search, brought no new best
-    # beyond noise (``Counters.since_best``); None: search until a budget is spent.
+    # beyond noise (``Counters.since_best``); None: ``auto_stop`` decides.
     early_stop: int | None = None
+    # Without ``early_stop``: end once the stretch since the last real gain is long against
+    # the search before it (``schedsearch.stopping``); False: search until a budget is spent.
+    auto_stop: bool = True
     max_depth: int = 12
     expand_batch: int = 2  # parents expanded per round
     beam_width: int = 4
@@ -809,6 +812,9 @@ class TimeSpent(JsonRecord):
     # wall time before the search's clock started, counted against its time budget: loading
     # the workload, starting the workers, training the model on history (each run's summed)
     starting: float = 0.0
+    # wall time of the search's clock spent waiting for the baseline (the unscheduled
+    # kernel's answer key and timing), which the time budget does not count
+    baseline_wait: float = 0.0
 
     def plus(self, **delta: float) -> TimeSpent:
         return dataclasses.replace(self, **{k: getattr(self, k) + v for k, v in delta.items()})
@@ -827,6 +833,10 @@ class Counters(JsonRecord):
     warm_started: int = 0  # candidates seeded from earlier searches' schedules, replayed here
     # measured by this run since the best last moved beyond noise (``SearchConfig.early_stop``)
     since_best: int = 0
+    # where that last real gain came: the search's seconds (without its wait for the
+    # baseline) and its measured candidates then (``schedsearch.stopping``)
+    gain_seconds: float = 0.0
+    gain_measured: int = 0
     # timed with the node's builds and expansions running beside (``TimingMode.AUTO``, ``SHARED``)
     timed_beside: int = 0
     spent: TimeSpent = TimeSpent()  # where the time went (``TimeSpent``)
@@ -1038,13 +1048,13 @@ class SearchEvent(JsonRecord):
     message: str = ""
     phase: Phase = Phase.STARTING
     activity: str = ""  # what the phase is doing now: "measuring 7/35 of round 3; expanding #12"
-    # Seconds of the time budget used: ``elapsed`` and the seconds this run took to start
-    # (``Ledger.budget_spent``); None from a producer that does not count them.
+    # Seconds of the time budget used (``Ledger.budget_spent``: the search's own clock);
+    # None from a producer that does not say.
     budget_spent: float | None = None
 
     @property
     def budget_used(self) -> float:
-        """Seconds of the time budget used (``elapsed`` when the start was not counted)."""
+        """Seconds of the time budget used (``elapsed`` when the producer did not say)."""
         return self.elapsed if self.budget_spent is None else self.budget_spent
 
 
@@ -1229,8 +1239,11 @@ class Store(Protocol):
 
     def candidate_by_fingerprint(self, search_id: int, fingerprint: str) -> CandidateRecord | None: ...
 
-    def candidates(self, search_id: int) -> list[CandidateRecord]:
-        """Every candidate of a search in insertion order (the whole tree)."""
+    def candidates(self, search_id: int, *, code: bool = True) -> list[CandidateRecord]:
+        """Every candidate of a search in insertion order (the whole tree). With
+        ``code=False`` the records leave out what a view of the whole tree does not need and
+        is most of the bytes: ``c_source`` and ``proc_text`` are "", ``features`` None and
+        the timing's ``samples`` empty; every other field is as stored."""
 
     def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
         """The k fastest ``ok`` candidates of a search."""

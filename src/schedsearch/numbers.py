@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from schedsearch.core import FINALIST_RESERVE_SHARE, CandidateRecord, SearchRecord, SearchStatus, Status, Store, Timing
+from schedsearch.stopping import stopped_improving
 
 
 class NumberKind(StrEnum):
@@ -44,7 +45,9 @@ class Ending(StrEnum):
 
     BUDGET = "budget_reached"
     CANDIDATE_LIMIT = "candidate_limit_reached"
-    STOPPED_IMPROVING = "stopped_improving"  # ``SearchConfig.early_stop`` candidates in a row brought no new best
+    # ``SearchConfig.early_stop`` candidates in a row brought no new best, or the stretch
+    # without one was long against the search before it (``schedsearch.stopping``)
+    STOPPED_IMPROVING = "stopped_improving"
     EXHAUSTED = "nothing_left_to_expand"
     INTERRUPTED = "interrupted"
     FAILED = "failed"
@@ -144,11 +147,16 @@ def ending(search: SearchRecord) -> Ending:
     config = search.config
     if config.max_candidates is not None and search.counters.evaluated >= config.max_candidates:
         return Ending.CANDIDATE_LIMIT
-    if config.early_stop is not None and search.counters.since_best >= config.early_stop:
+    counters = search.counters
+    if config.early_stop is not None and counters.since_best >= config.early_stop:
+        return Ending.STOPPED_IMPROVING
+    if config.early_stop is None and config.auto_stop and stopped_improving(
+            counters, search.elapsed_seconds - counters.spent.baseline_wait):
         return Ending.STOPPED_IMPROVING
     # The loop stops searching early enough to re-measure the finalists inside the budget,
-    # which counts the seconds each run took to start as well (``TimeSpent.starting``).
-    used = search.elapsed_seconds + search.counters.spent.starting
+    # which counts the search's own clock (the seconds each run took to start are not, nor
+    # the wait for the baseline).
+    used = search.elapsed_seconds - counters.spent.baseline_wait
     if config.max_seconds is not None and used >= (1 - FINALIST_RESERVE_SHARE) * config.max_seconds:
         return Ending.BUDGET
     return Ending.EXHAUSTED

@@ -151,7 +151,7 @@ def test_the_api_finds_names_in_the_callers_scope() -> None:
     ({"target": "sse"}, "target must be one of auto"),
     ({"max_depth": 0}, "max_depth must be a positive integer"),
     ({"early_stop": 0}, "early_stop must be a positive number of candidates"),
-    ({"early_stop": True}, "early_stop must be a positive number of candidates"),
+    ({"early_stop": True}, "early_stop must be a positive number of candidates, False or None"),
 ])
 def test_bad_arguments_are_refused_before_anything_runs(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -6,7 +6,7 @@ the store (with its GFLOP/s and speedup over the baseline), the counters, the st
 cost model and the list of the fastest candidates (``top``), whose best may become the
 next yardstick. The ledger
 also keeps the run's clock (``elapsed`` counts the earlier runs of a resumed search too;
-``budget_spent`` adds the seconds the run took to start, which its time budget counts)
+``budget_spent`` is what the time budget counts of it)
 and its phase, and sends the observer its events, each with the ``top`` list and a few
 words on what the pipeline is doing; ``tick`` sends one when nothing was said for
 ``TICK_SECONDS``.
@@ -110,15 +110,15 @@ class Ledger:
         return self.prior_elapsed + (self.clock() - self.t0)
 
     def budget_spent(self) -> float:
-        """Seconds of the time budget (``SearchConfig.max_seconds``) used: ``elapsed`` and
-        this run's ``head_start`` - the command's own start (loading the workload, starting
-        the workers, the model's history) before the search's clock started. A user's
-        ``--budget 30`` is the 30 s the command takes, not 30 s after a private Ray cluster
-        took 2-5 s to start. Not counted: ``unbilled``, the wait for the unscheduled kernel's
-        first evaluation (its answer key and its baseline), which grows with the problem's
-        size, not with the search (a naive SGEMM 2048 takes minutes), and which a peer that
-        never runs the unscheduled kernel does not pay."""
-        return self.elapsed() + self.head_start - self.unbilled
+        """Seconds of the time budget (``SearchConfig.max_seconds``) used: ``elapsed``, the
+        search's own clock, which starts once the workers are ready. Not counted: the run's
+        ``head_start`` (loading the workload, checking the compiler, starting Ray, training
+        the model on its history; kept as ``TimeSpent.starting`` and reported with the
+        search), and ``unbilled``, the wait for the unscheduled kernel's first evaluation (its
+        answer key and its baseline), which grows with the problem's size, not with the
+        search (a naive SGEMM 2048 takes minutes), and which a peer that never runs the
+        unscheduled kernel does not pay."""
+        return self.elapsed() - self.unbilled
 
     def emit(self, kind: EventKind, record: CandidateRecord | None = None, message: str = "",
              top: tuple[CandidateRecord, ...] | None = None) -> None:
@@ -146,7 +146,7 @@ class Ledger:
         """``m`` on the search's scale (``Yardsticks.place``; as it is without a yardstick)."""
         return self.yardsticks.place(m) if self.yardsticks is not None else m
 
-    def spend(self, *, expanding: float = 0.0, idle: float = 0.0, starting: float = 0.0,
+    def spend(self, *, expanding: float = 0.0, idle: float = 0.0, starting: float = 0.0, baseline_wait: float = 0.0,
               measurements: tuple[Measurement, ...] = ()) -> None:
         """Count time spent (``Counters.spent``): an expansion's seconds, wall seconds with
         nothing being measured, a run's start, and the build and run seconds of ``measurements`` as they
@@ -155,7 +155,8 @@ class Ledger:
         building = sum(m.build_seconds for m in measurements if m.reused_candidate_id is None)
         measuring = sum(m.run_seconds for m in measurements if m.reused_candidate_id is None)
         spent = self.counters.spent.plus(expanding=max(0.0, expanding), idle=max(0.0, idle),
-                                         starting=max(0.0, starting), building=building, measuring=measuring)
+                                         starting=max(0.0, starting), baseline_wait=max(0.0, baseline_wait),
+                                         building=building, measuring=measuring)
         self.counters = dataclasses.replace(self.counters, spent=spent)
 
     def record(self, m: Measurement, *, announce: bool, tell: bool = True, note: str = "") -> CandidateRecord:
@@ -197,7 +198,7 @@ class Ledger:
         Measurements reused from earlier searches cost nothing and are not counted."""
         if improved and (self.streak_from is None or within_noise(self.streak_from, record.timing) is not True):
             self.streak_from = record.timing
-            self.counters = dataclasses.replace(self.counters, since_best=0)
+            self._gain()
         elif measured_here:
             self.counters = self.counters.plus(since_best=1)
 
@@ -205,7 +206,16 @@ class Ledger:
         """A resumed run starts a new run of measurements, from the best so far: a search
         stopped for want of progress searches on when resumed with a new budget."""
         self.streak_from = self.top[0].timing if self.top else None
-        self.counters = dataclasses.replace(self.counters, since_best=0)
+        self._gain()
+
+    def _gain(self) -> None:
+        """A real gain now: the run without progress starts again from here."""
+        self.counters = dataclasses.replace(self.counters, since_best=0, gain_seconds=self.search_seconds(),
+                                            gain_measured=self.counters.measured)
+
+    def search_seconds(self) -> float:
+        """Seconds this search has searched: ``elapsed`` without its waits for the baseline."""
+        return self.elapsed() - self.counters.spent.baseline_wait
 
     def offer(self, record: CandidateRecord) -> bool:
         """Keep ``record`` in the top list if it is ok and fast; True when it is the new best

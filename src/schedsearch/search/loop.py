@@ -133,9 +133,9 @@ def run_search(
     are dropped. They are used only when a search starts (not on resume).
 
     ``started``: when the caller's command began, on ``clock``'s scale (None: now). The
-    time budget counts from then - what it took to load the workload and start the workers
-    included (``Ledger.budget_spent``); the search's own clock (``elapsed``, every
-    ``measured_at``) starts now, and the seconds in between are kept as ``spent.starting``.
+    search's own clock (``elapsed``, every ``measured_at``) and its time budget start now,
+    with the workers ready (``Ledger.budget_spent``); the seconds in between - loading the
+    workload, starting the workers - are kept as ``spent.starting``.
 
     ``inherited`` (a resume): the rows of the earlier runs rebuilt from their schedules, and
     those found tampered (``search.inherited.rebuild_inherited``). Nothing a row of an earlier
@@ -329,9 +329,9 @@ class _Run:
         return f"; {n} stored candidate{'s' if n != 1 else ''} marked tampered (not replaying to their C)" if n else ""
 
     def _start_note(self) -> str:
-        """What the run's start took, said when the search's clock starts (the budget counts it)."""
+        """What the run's start took, said when the search's clock starts (the budget does not count it)."""
         head = self.ledger.head_start
-        return f" ({head:.1f} s after the command started: the budget counts them)" if head >= 0.05 else ""
+        return f" (after {head:.1f} s starting; the budget counts from here)" if head >= 0.05 else ""
 
     def _baseline(self, expand_root: bool = False) -> None:
         """Evaluate the root against itself; its median is the baseline. ``expand_root``:
@@ -346,7 +346,9 @@ class _Run:
         if expand_root:
             self.pipeline.expand_first([ledger.root_record])
         result = self.pipeline.wait_for(job)
-        ledger.unbilled += ledger.clock() - waited_from
+        waited = ledger.clock() - waited_from
+        ledger.unbilled += waited
+        ledger.spend(baseline_wait=waited)
         ledger.spend(measurements=result.measurements)
         m = result.measurements[0] if result.measurements else None
         if m is None:

@@ -65,6 +65,7 @@ from schedsearch.search.ledger import Ledger
 from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS, Measuring
 from schedsearch.search.pace import Pace
 from schedsearch.search.reuse import EarlierSearches
+from schedsearch.stopping import stopped_improving
 from schedsearch.search.rounds import (
     LEADING_SHARE,
     Round,
@@ -247,10 +248,16 @@ class Pipeline:
 
     def _stopped_improving(self) -> bool:
         """Whether ``config.early_stop`` candidates in a row brought no new best
-        (``Counters.since_best``). A new best still being confirmed is waited for: it may
-        end the run of measurements without progress."""
-        n = self.config.early_stop
-        return n is not None and self.ledger.counters.since_best >= n and not self.confirms.pending()
+        (``Counters.since_best``), or, without it, ``config.auto_stop``'s rule says the
+        stretch since the last real gain is long enough (``schedsearch.stopping``). A new
+        best still being confirmed is waited for: it may end the run of measurements without
+        progress."""
+        if self.confirms.pending():
+            return False
+        c = self.ledger.counters
+        if self.config.early_stop is not None:
+            return c.since_best >= self.config.early_stop
+        return self.config.auto_stop and stopped_improving(c, self.ledger.search_seconds())
 
     def _candidates_left(self) -> int | None:
         """Evaluations the candidate budget still allows beyond those in flight."""

@@ -1,7 +1,7 @@
 """Stand-ins for the parts of Exo 1.0.0 whose cost has nothing to do with scheduling.
 
 What each patch of ``registry`` removes, and why its answer is Exo's own (what each one
-saved is measured in benchmarks/RESULTS.md, "Measurements of the search's own machinery"):
+saved is measured in benchmarks/RESULTS.md, "The search's own machinery"):
 
 - **cheap_inspect.** ``proc.find`` and ``find_loop`` parse their pattern in the caller's
   scope, which Exo gets from ``inspect.stack()``: that reads the source line of every frame
