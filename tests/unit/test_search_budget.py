@@ -35,11 +35,11 @@ def _measured(ledger: Ledger, n: int, reused: int = 0) -> None:
     ledger.counters = dataclasses.replace(ledger.counters, evaluated=n + reused, reused=reused)
 
 
-def test_the_seconds_spent_are_the_ledgers_the_start_counted_and_the_baselines_wait_not() -> None:
+def test_the_seconds_spent_are_the_ledgers_neither_the_start_nor_the_baselines_wait_counted() -> None:
     budget, ledger, clock = _budget(head_start=3.0)
     clock.advance(10.0)
     ledger.unbilled = 4.0
-    assert budget.spent() == ledger.budget_spent() == pytest.approx(9.0)
+    assert budget.spent() == ledger.budget_spent() == pytest.approx(6.0)
 
 
 def test_new_work_keeps_the_finalists_reserve_and_the_models_pruning_reads_the_whole_budget() -> None:
