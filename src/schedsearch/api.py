@@ -149,8 +149,9 @@ def tune(
     ``proc_or_path`` is an Exo ``@proc`` (its source is captured: the definition and the
     names it uses) or the path of a workload file (``proc`` names the proc when the file
     holds several). ``sizes`` binds size arguments (a file's ``SCHEDSEARCH_SIZES`` gives
-    defaults). ``budget`` is this call's wall time in seconds (default 120: loading the
-    workload and starting the workers count); ``max_candidates`` caps the
+    defaults). ``budget`` is the search's wall time in seconds (default 120), counted once
+    the workers are ready (loading the workload and starting them are recorded apart, as
+    ``time_spent.starting``); ``max_candidates`` caps the
     candidates measured; ``early_stop`` ends the search once that many candidates in a
     row brought no new best beyond the timing noise (None: once the stretch without such a
     gain is long against the search before it, ``schedsearch.stopping``; False: never
@@ -185,7 +186,7 @@ def tune(
     search can be continued with ``resume()``. Raises a ``SchedsearchError`` (with one
     sentence) for a workload, compiler, database or cluster that cannot be used.
     """
-    started = time.monotonic()  # the budget is this call's wall time: loading and the workers' start count
+    started = time.monotonic()  # from here to the workers' start: ``time_spent.starting``
     settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
                          strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
                          cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,

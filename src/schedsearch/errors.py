@@ -42,6 +42,11 @@ class StoreError(SchedsearchError):
     """The results database cannot be opened or used (wrong file, newer schema, ...)."""
 
 
+class NotFoundError(StoreError):
+    """The database holds no search or candidate with the id asked for (a reader shows
+    "not found"; the CLI exits 2, as for every StoreError)."""
+
+
 class SearchBusyError(StoreError):
     """Another driver, alive, holds the search's lease: it is being run (``resume``
     refuses; the CLI exits 2, as for every StoreError)."""

@@ -154,9 +154,9 @@ def ending(search: SearchRecord) -> Ending:
             counters, search.elapsed_seconds - counters.spent.baseline_wait):
         return Ending.STOPPED_IMPROVING
     # The loop stops searching early enough to re-measure the finalists inside the budget,
-    # which counts the seconds each run took to start as well (``TimeSpent.starting``) but
-    # not the wait for the baseline.
-    used = search.elapsed_seconds + counters.spent.starting - counters.spent.baseline_wait
+    # which counts the search's own clock (the seconds each run took to start are not, nor
+    # the wait for the baseline).
+    used = search.elapsed_seconds - counters.spent.baseline_wait
     if config.max_seconds is not None and used >= (1 - FINALIST_RESERVE_SHARE) * config.max_seconds:
         return Ending.BUDGET
     return Ending.EXHAUSTED

@@ -114,19 +114,24 @@ def warm_start(
     max_seeds: int = MAX_SEEDS,
     seconds: float = REPLAY_SECONDS,
     clock: Callable[[], float] = time.monotonic,
+    say: Callable[[str], None] | None = None,
 ) -> WarmStart:
     """The seeds for a new search of ``workload`` from earlier searches in ``store``.
 
     ``replay`` turns a schedule into this workload's candidate or raises (by default Exo
     replays it: ``transforms.Expander.candidate``); any exception skips that schedule
     with its message as the reason. Replaying stops after ``max_seeds`` schedules or
-    ``seconds``, whichever comes first.
+    ``seconds``, whichever comes first. ``say`` is told when there is something to replay,
+    before it is replayed.
     """
     past = store.past_schedules(workload.source_sha256, workload.proc, target=options.target,
                                 per_search=PER_SEARCH, searches=SEARCHES)
     usable, skipped = candidates_to_replay(past, options)
     if not usable:
         return WarmStart(skipped=tuple(skipped))
+    if say is not None:
+        count = min(len(usable), max_seeds)
+        say(f"warm start: replaying {count} best schedule{'s' if count != 1 else ''} of earlier searches")
     if replay is None:
         from schedsearch.transforms import Expander
 

@@ -54,7 +54,7 @@ def test_cost_model_through_the_cli(tmp_path: Path) -> None:
     assert model["settled_after"] == 200 and model["settled_pairs"] == 0 and model["settled_spearman"] is None
     assert json.loads(run_cli("show", sid, "--db", str(db), "--json").stdout)["cost_model"] == model
     shown = run_cli("show", sid, "--db", str(db))
-    assert "rank correlation" in shown.stderr and "span" in shown.stderr
+    assert "rank correlation" in shown.stdout and "span" in shown.stdout
 
     nodes = json.loads(run_cli("tree", sid, "--db", str(db), "--json").stdout)
     measured = [n for n in nodes if n["status"] != "pending"]

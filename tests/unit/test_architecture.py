@@ -22,19 +22,23 @@ ROOMS = {
     "pandas": ("explore/",),
     "lightgbm": ("model/",),
     "IPython": ("progress.py",),
+    "starlette": ("dashboard/",),
+    "uvicorn": ("dashboard/",),
+    "jinja2": ("dashboard/",),
 }
 # packages that may use only the shared records (SHARED) and themselves from schedsearch
 ISOLATED = ("search", "transforms", "evaluate", "store", "explore", "model")
 # modules every package may use: records, errors, the instruction-set tables (all data), and
-# the one reading of a search's numbers (its declared best, noise) that every view shares
-SHARED = ("core", "errors", "targets", "numbers")
+# the one reading of a search's numbers (its declared best, noise) that every view shares, and
+# the stopping rule the search applies and the views read back
+SHARED = ("core", "errors", "targets", "numbers", "stopping")
 # modules of a package that every package may use too: the features a candidate carries,
 # computed where it is made (transforms) and learned from by the model; standard library
 # and the records only (``test_shared_modules_use_only_the_records``)
 SHARED_MODULES = ("schedsearch.model.features", "schedsearch.model.c_text")
 # the fronts: each calls the use cases in app (the composition root), which knows every
 # package but them
-FRONTS = ("cli", "api", "progress")
+FRONTS = ("cli", "api", "progress", "dashboard")
 # what the Python front may use besides app: data modules and the progress display
 API_USES = ("app", "core", "errors", "targets", "numbers", "schedule_file", "progress", "explore")
 
@@ -79,7 +83,7 @@ def test_packages_do_not_import_each_other(path: Path) -> None:
         for name in imports(path):
             ok = name.split(".")[0] in sys.stdlib_module_names or name == "__future__"
             assert ok or name.startswith("schedsearch.core."), f"{rel} imports {name}"
-    if rel.name in ("targets.py", "numbers.py") and pkg is None:  # the standard library and the records
+    if rel.name in ("targets.py", "numbers.py", "stopping.py") and pkg is None:  # the standard library and the records
         for name in imports(path):
             ok = name.split(".")[0] in sys.stdlib_module_names or name == "__future__"
             assert ok or name.split(".")[1] in SHARED, f"{rel} imports {name}"

@@ -29,7 +29,7 @@ def _session(order: list[str], monkeypatch: pytest.MonkeyPatch) -> SearchSession
     config = SearchConfig(max_seconds=None, max_candidates=12, seed=0, warm_start=False)
     session = SearchSession(fake_workload(), fake_root(tree.moves), config, InMemoryStore())
     monkeypatch.setattr(session, "runner",
-                        lambda address=None, stop=None: SearchRunner(session, _Released(tree, order), None))
+                        lambda address=None, stop=None, say=None: SearchRunner(session, _Released(tree, order), None))
     return session
 
 
@@ -98,7 +98,7 @@ def test_a_stop_while_the_workers_start_ends_the_run_before_a_search_is_recorded
     order: list[str] = []
     session = _session(order, monkeypatch)
 
-    def runner(address=None, stop=None):
+    def runner(address=None, stop=None, say=None):
         stop.set()  # as a Ctrl-C while the cluster started would
         return SearchRunner(session, _Released(FakeTree(moves=6, branching=4, seed=3), order), None)
 
@@ -107,3 +107,56 @@ def test_a_stop_while_the_workers_start_ends_the_run_before_a_search_is_recorded
         commands_run._drive(session, None, None, as_json=False)
     assert order == ["workers released"]
     assert session.search_id is None and session.store.list_searches() == []
+
+
+def test_the_start_says_where_its_seconds_went_once_ready_and_nothing_when_it_fails() -> None:
+    import io
+    import time
+
+    from rich.console import Console
+
+    from schedsearch.cli.render import StartingView
+
+    log = io.StringIO()
+    now = time.monotonic()
+    with StartingView(Console(file=log, force_terminal=False, color_system=None), now - 2.0) as view:
+        view("checking the C compiler (gcc)")
+        view("a private Ray cluster for 2 workers")
+        view._steps = [("checking the C compiler (gcc)", now - 1.5), ("a private Ray cluster", now - 1.0)]
+        assert view.breakdown(now) == ("[start   2.0s] ready: Python and imports 0.5 s; checking the C compiler "
+                                       "(gcc) 0.5 s; a private Ray cluster 1.0 s")
+        assert log.getvalue() == ""  # nothing while it starts, in a log
+        view.ready()
+    assert log.getvalue().startswith("[start   2.") and log.getvalue().count("\n") == 1
+
+    failed = io.StringIO()
+    with pytest.raises(RuntimeError), StartingView(Console(file=failed, force_terminal=False), now) as view:
+        view("checking the C compiler (gcc)")
+        raise RuntimeError("no compiler")  # the command's error line is all stderr will hold
+    assert failed.getvalue() == ""
+
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=200)
+    with StartingView(terminal, time.monotonic()) as view:
+        view("loading the workload with Exo")
+        view.ready()
+        from rich.live import Live
+
+        with Live(console=terminal):  # the search's view: rich allows one live display at a time
+            pass
+    assert "ready: Python and imports" in screen.getvalue() and "loading the workload with Exo" in screen.getvalue()
+
+
+def test_a_process_age_is_never_more_than_the_process_has_lived() -> None:
+    """The command's start is the process's (``mark_command_start``): an age read a second
+    too old - psutil's, on a boot time in whole seconds - was reported as "starting"."""
+    import subprocess
+    import sys
+    import time
+
+    before = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", "from schedsearch.cli.wiring import process_age; print(process_age())"],
+                         capture_output=True, text=True, check=True).stdout
+    lived = time.monotonic() - before
+    age = float(out)
+    assert 0.0 <= age <= lived + 0.03, (age, lived)  # one clock tick of slack

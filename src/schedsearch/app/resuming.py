@@ -22,7 +22,7 @@ import dataclasses
 import shlex
 
 from schedsearch.app.compose import CLI, Spelling, bench_config, open_db
-from schedsearch.app.searching import SearchSession
+from schedsearch.app.searching import Say, SearchSession, silent
 from schedsearch.core import BenchConfig, Candidate, SearchConfig, SearchRecord, SearchStatus, Store
 from schedsearch.errors import SchedsearchError, SearchCompletedError, UntrustedConfigError
 from schedsearch.search.inherited import Inherited, rebuild_inherited
@@ -35,7 +35,7 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
                   workers: int | None = None, db: str | None = None, trust_db_source: bool = False,
                   remeasure: bool = False, early_stop: int | None = None, cc: str | None = None,
                   cflags: str | None = None, trust_db_config: bool = False, auto_stop: bool | None = None,
-                  spelling: Spelling = CLI) -> SearchSession:
+                  spelling: Spelling = CLI, say: Say = silent) -> SearchSession:
     """Continue a search from the store: same workload (stored source), same settings
     (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
     replaces the stored one), built with ``cc`` and ``cflags`` (None: ``run``'s defaults).
@@ -47,13 +47,14 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
     rebuilt from their schedules here, before anything else runs (``session.inherited``). A
     completed search needs more budget (SearchCompletedError otherwise). A search another
     live driver runs is refused (SearchBusyError), untouched; one whose driver stopped is
-    taken over (the session's ``notes`` say so).
+    taken over (the session's ``notes`` say so). ``say`` is told each step as it begins.
     """
     from schedsearch.evaluate import check_toolchain, default_cache_dir, private_cache_dir
     from schedsearch.search.lease import LeaseKeeper
     from schedsearch.transforms import root_candidate
     from schedsearch.trust import check_stored_source
 
+    say("opening the database")
     store = open_db(db, create=False)
     lease = LeaseKeeper(store)
     try:
@@ -68,9 +69,12 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
                                        f"{spelling.max_candidates}) to search further")
         check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search_id}")
         config = dataclasses.replace(config, bench=resumed_bench(search, cc, cflags, trust_db_config, spelling))
+        say(f"checking the C compiler ({config.bench.cc})")
         check_toolchain(config.bench)
         private_cache_dir(default_cache_dir())
+        say("loading the workload with Exo")
         root = root_candidate(search.workload)
+        say("rebuilding the stored candidates from their schedules")
         inherited = rebuild_rows(store, search, root, config)
     except BaseException:
         lease.release()

@@ -34,6 +34,7 @@ from schedsearch.app.compose import (
     refuse_transient_db,
 )
 from schedsearch.core import (
+    BenchConfig,
     Candidate,
     CandidateRecord,
     CostModel,
@@ -52,6 +53,14 @@ if TYPE_CHECKING:
     from schedsearch.search.inherited import Inherited
     from schedsearch.search.lease import LeaseKeeper
     from schedsearch.warm_start import WarmStart
+
+#: Told what a use case starts next, before the search's clock starts ("checking the C
+#: compiler gcc"): a phrase a progress view can show while the user waits.
+Say = Callable[[str], None]
+
+
+def silent(what: str) -> None:
+    """A ``Say`` for callers that show nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,13 +195,13 @@ class SearchSession:
         found = (self.lease.note() if self.lease is not None else None, exo_patches.message())
         return tuple(note for note in found if note)
 
-    def warm_start(self) -> WarmStart | None:
+    def warm_start(self, say: Say = silent) -> WarmStart | None:
         """For a new search (unless ``config.warm_start`` is off): replay the best schedules
         earlier searches of this proc found on this workload (bounded: a few seconds), once."""
         if self.search_id is None and self.config.warm_start and self.warm is None:
             from schedsearch.warm_start import warm_start
 
-            self.warm = warm_start(self.store, self.workload, self.root, self.config.expand)
+            self.warm = warm_start(self.store, self.workload, self.root, self.config.expand, say=say)
         return self.warm
 
     def __enter__(self) -> SearchSession:
@@ -209,13 +218,23 @@ class SearchSession:
         finally:
             self.store.close()
 
-    def runner(self, address: str | None = None, stop: threading.Event | None = None) -> SearchRunner:
+    def runner(self, address: str | None = None, stop: threading.Event | None = None,
+               say: Say = silent) -> SearchRunner:
         """The executor (in-process for 0 workers, else Ray: a local cluster or ``address``)
         and the cost model, ready to search; a context manager that releases both. ``stop``,
-        set while a private Ray cluster starts, ends it as soon as it is up (``KeyboardInterrupt``)."""
+        set while a private Ray cluster starts, ends it as soon as it is up (``KeyboardInterrupt``);
+        ``say`` is told each of these steps as it begins."""
         config = self.config
+        if config.workers == 0 and address is None:
+            say("preparing the in-process executor (no Ray)")
+        elif address is None:
+            say(f"a private Ray cluster for {config.workers} worker{'s' if config.workers != 1 else ''}")
+        else:
+            say(f"connecting to the Ray cluster at {address}")
         executor = make_executor(config.workers, address, config.bench, config.expand, stop=stop)
         try:
+            if config.cost_model is not CostModelMode.OFF:
+                say("training the cost model on this machine's earlier measurements")
             model = make_cost_model(config, self.store, executor)
         except BaseException:
             executor.close()
@@ -225,8 +244,9 @@ class SearchSession:
     def run(self, on_event: Callable[[SearchEvent], None] = lambda e: None, *, stop: threading.Event | None = None,
             address: str | None = None, signals: tuple[signal.Signals, ...] = (),
             started: float | None = None) -> SearchRun:
-        """``runner(address)`` and ``SearchRunner.run``, in one call; the time budget counts
-        from ``started`` (``time.monotonic()``; None: this call), the workers' start included."""
+        """``runner(address)`` and ``SearchRunner.run``, in one call; the seconds from
+        ``started`` (``time.monotonic()``; None: this call) to the workers' start are kept as
+        ``TimeSpent.starting``, outside the time budget."""
         started = time.monotonic() if started is None else started
         with self.runner(address) as runner:
             return runner.run(on_event, stop=stop, signals=signals, started=started)
@@ -254,9 +274,9 @@ class SearchRunner:
             signals: tuple[signal.Signals, ...] = (), started: float | None = None) -> SearchRun:
         """Search until a budget is spent, the space is exhausted or ``stop`` is set.
 
-        ``started`` (``time.monotonic()``): when the caller's command began. The time budget
-        counts from then, so that it is the wall time the user asked for, the start of the
-        workers included (``run_search``); None: from now.
+        ``started`` (``time.monotonic()``): when the caller's command began; the seconds
+        from then to the search's start are recorded as ``TimeSpent.starting``. The time
+        budget counts the search's own clock, from now (``run_search``).
 
         The first of ``signals`` received meanwhile sets ``stop`` (a clean, resumable end);
         a second one aborts. Infrastructure errors propagate with the search's id set (the
@@ -287,25 +307,29 @@ def finished(store: Store, search_id: int, warm: WarmStart | None = None) -> Sea
 
 
 def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db: str | None,
-                 spelling: Spelling = CLI) -> SearchSession:
+                 spelling: Spelling = CLI, say: Say = silent) -> SearchSession:
     """Load the workload, check the machine can build it, open (or create) the store.
 
     Every check that can fail on the user's input or machine runs before a search is
     recorded: an in-memory database, the workload, its memory needs, the compiler, the
-    build cache.
+    build cache. ``say`` is told each step as it begins.
     """
     from schedsearch.evaluate import check_memory, check_toolchain, default_cache_dir, private_cache_dir
     from schedsearch.search.lease import LeaseKeeper
     from schedsearch.transforms import root_candidate
 
     refuse_transient_db(db, spelling)
+    say("loading the workload with Exo")
     workload = load(spec, spelling)
     check_memory(workload)
+    say(f"checking the C compiler ({settings.cc or BenchConfig().cc})")
     config = settings.config()
     check_toolchain(config.bench)
     private_cache_dir(default_cache_dir())  # before a search is recorded, not after
+    say("opening the database")
     store = open_db(db, create=True)
     try:
+        say("generating the unscheduled proc's C")
         root = root_candidate(workload)
     except BaseException:
         store.close()

@@ -1,4 +1,7 @@
-"""The read-only commands: list, show, tree, best, export, explain."""
+"""The read-only commands: list, show, tree, best, export, explain.
+
+What a command was asked for (a table, a report, a tree, an export) goes to stdout, so that
+it can be piped or redirected; notes, warnings and errors go to stderr."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from schedsearch.cli.numbers_view import (
     best_text,
     fmt_time,
     has_step_numbers,
-    print_table,
+    print_whole,
     ranked_table,
     record_spread,
     step_lines,
@@ -27,7 +30,7 @@ from schedsearch.cli.numbers_view import (
 )
 from schedsearch.cli.render import describe, fmt_num, step_text
 from schedsearch.cli.tree_view import TreeSort, search_tree
-from schedsearch.cli.wiring import EXIT_USAGE, db_label, fail, open_db, print_json, stderr_console
+from schedsearch.cli.wiring import EXIT_USAGE, db_label, fail, open_db, print_json, stderr_console, stdout_console
 from schedsearch.core import CandidateRecord
 from schedsearch.numbers import DeclaredBest, NumberKind, best_among, ending, load_declared_best, step
 from schedsearch.schedule_file import write_schedule_file
@@ -97,10 +100,10 @@ def list_command(db: str | None, as_json: bool) -> None:
             "best": best_json(bests[s.id]),
         } for s in searches])
         return
-    console = stderr_console()
-    if not searches:
-        console.print(f"no searches in {db_label(db)} yet: start one with `schedsearch run FILE`")
+    if not searches:  # an empty list: nothing on stdout, a hint for the person reading stderr
+        stderr_console().print(f"no searches in {db_label(db)} yet: start one with `schedsearch run FILE`")
         return
+    console = stdout_console()
     table = Table(title=f"searches in {db_label(db)} (best: the numbers `show` reports, re-measured side by side "
                         f"or a search-time median ± half its interquartile range)", title_justify="left")
     for col in ("id", "workload", "status", "evaluated", "elapsed", "best", "time", "speedup", "numbers"):
@@ -111,7 +114,7 @@ def list_command(db: str | None, as_json: bool) -> None:
                       f"{s.elapsed_seconds:.0f} s", f"#{b.record.id}" if b else "-",
                       fmt_time(b.seconds, b.spread) if b else "-", fmt_num(b.speedup, "x") if b else "-",
                       _kind_label(b))
-    print_table(console, table)
+    print_whole(console, table)
 
 
 def _kind_label(best: DeclaredBest | None) -> str:
@@ -138,9 +141,9 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
         data["top"] = [_record_json(r, parents.get(r.parent_id), best) for r in records]
         print_json(data)
         return
-    console = stderr_console()
-    print_table(console, summary_grid(search, best, root, db_label(db)))
-    print_table(console, ranked_table(records, best, title=(
+    console = stdout_console()
+    print_whole(console, summary_grid(search, best, root, db_label(db)))
+    print_whole(console, ranked_table(records, best, title=(
         f"top {len(records)} candidates by search-time median (time ± half the interquartile range; "
         f"speedups against the search-time baseline)")))
     console.print(best_note(best), highlight=False, markup=False)
@@ -163,7 +166,7 @@ def tree_command(search_id: int, depth: int | None, db: str | None, as_json: boo
         print_json([_record_json(r, by_id.get(r.parent_id) if r.parent_id is not None else None, best)
                     for r in shown])
         return
-    stderr_console().print(search_tree(search, records, max_depth=depth, sort=TreeSort(sort)))
+    print_whole(stdout_console(), search_tree(search, records, max_depth=depth, sort=TreeSort(sort)))
 
 
 def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, db: str | None, as_json: bool) -> None:
@@ -176,18 +179,18 @@ def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, d
             "best": [dict(best_json(b) or {}, search_id=s.id, schedule=steps_json(b.record)) for s, b in found],
         })
         return
-    console = stderr_console()
     if not found:
         fail(f"no measured schedule for {workload.label} in {db_label(db)}; run `schedsearch run {file}` first", EXIT_USAGE)
     table = Table(title=f"best known schedules for {workload.label}: each search's best, fastest first",
                   title_justify="left")
+    console = stdout_console()
     for col, justify in (("", "left"), ("search", "right"), ("candidate", "right"), ("time", "right"),
                          ("speedup", "right"), ("numbers", "left"), ("status", "left"), ("last step", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for i, (s, b) in enumerate(found):
         table.add_row(BEST_MARK if i == 0 else "", str(s.id), str(b.record.id), fmt_time(b.seconds, b.spread),
                       fmt_num(b.speedup, "x"), _kind_label(b), s.status.value, step_text(b.record))
-    print_table(console, table)
+    print_whole(console, table)
     s, b = found[0]
     console.print(f"{BEST_MARK} best: search {s.id}, {best_text(s, b)}", highlight=False, markup=False)
     _print_schedule(console, f"schedule (candidate {b.record.id})", lineage)

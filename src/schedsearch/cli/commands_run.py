@@ -25,15 +25,13 @@ from rich.markup import escape  # plain text inside a markup line: schedule step
 from schedsearch.cli.numbers_view import (
     STEPS_LEGEND, best_text, elapsed_text, has_step_numbers, search_spent_text, status_text, step_lines,
 )
-from schedsearch.cli.render import ProgressView, describe, fmt_seconds
-from schedsearch.cli.wiring import STOPPING, command_started, db_label, print_json, stderr_console
+from schedsearch.cli.render import ProgressView, StartingView, describe, fmt_seconds
+from schedsearch.cli.wiring import STOPPING, command_started, db_label, print_json, stderr_console, stdout_console
 from schedsearch.core import CandidateRecord, SearchEvent, SearchRecord, SearchStatus, Workload
 from schedsearch.errors import ClusterError, InfrastructureError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, ending
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from schedsearch.app import SearchRun
     from schedsearch.warm_start import WarmStart
 
@@ -59,8 +57,9 @@ def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: f
                               float_mode=float_mode, timing=timing, defer_costly=defer_costly,
                               yardstick=yardstick, confirm_best=confirm_best, compiler_notes=compiler_notes,
                               early_stop=early_stop, auto_stop=not no_early_stop)
-    with start_search(WorkloadFile.of(file, proc, sizes), settings, db=db) as session:
-        _drive(session, db, address, as_json, events)
+    starting = StartingView(stderr_console(), command_started())
+    with starting, start_search(WorkloadFile.of(file, proc, sizes), settings, db=db, say=starting) as session:
+        _drive(session, db, address, as_json, events, starting)
 
 
 def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
@@ -77,22 +76,25 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
     compiler and flags never run; a search stored with others is refused unless
     ``trust_db_config`` (``app.resuming``).
     """
-    with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
-                       trust_db_source=trust_db_source, remeasure=remeasure, early_stop=early_stop, cc=cc,
-                       cflags=cflags, trust_db_config=trust_db_config,
-                       auto_stop=False if no_early_stop else None) as session:
-        _drive(session, db, address, as_json, events)
+    starting = StartingView(stderr_console(), command_started())
+    with starting, resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
+                                 trust_db_source=trust_db_source, remeasure=remeasure, early_stop=early_stop,
+                                 cc=cc, cflags=cflags, trust_db_config=trust_db_config,
+                                 auto_stop=False if no_early_stop else None, say=starting) as session:
+        _drive(session, db, address, as_json, events, starting)
 
 
 def _drive(session: SearchSession, db: str | None, address: str | None, as_json: bool,
-           events: TextIO | None = None) -> None:
-    """Run the session with a live view on stderr (and an event log), then report (and exit
-    130 if interrupted)."""
+           events: TextIO | None = None, starting: StartingView | None = None) -> None:
+    """Run the session with a live view on stderr (and an event log), then report on stdout
+    (and exit 130 if interrupted). ``starting`` is told each step until the search's clock
+    starts (the workers are ready), then closed."""
     console = stderr_console()
+    say = starting if starting is not None else (lambda what: None)
     try:
         for line in session.notes:  # a search taken over from a driver that stopped
             console.print(line, highlight=False, markup=False)
-        warm = session.warm_start()
+        warm = session.warm_start(say)
         for line in warm.summary() if warm is not None else ():
             console.print(line, highlight=False, markup=False)
         for line in session.inherited.summary() if session.inherited is not None else ():
@@ -107,9 +109,11 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
                 console.print(STOPPING, highlight=False, markup=False)
 
         with stop_on_signals(stop, (signal.SIGINT, signal.SIGTERM), announce=starting_stopped), \
-                session.runner(address, stop=stop) as runner:
+                session.runner(address, stop=stop, say=say) as runner:
             if stop.is_set():
                 raise KeyboardInterrupt
+            if starting is not None:
+                starting.ready()  # where the start's seconds went; the search's own view takes over
             with ProgressView(console, session.config.max_seconds, session.workload.label,
                               session.config.max_candidates, early_stop=session.config.early_stop) as view:
                 log = EventLog(events) if events is not None else None
@@ -120,11 +124,12 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
                     view(event)
 
                 searching.set()
-                # The budget is the command's wall time: loading, the workers' start included.
+                # What starting took (since the command began) is recorded apart from the
+                # search's clock, which the budget counts.
                 run = runner.run(observe, stop=stop, started=command_started())
             # Reported before the workers are released: shutting a private Ray cluster down
             # takes seconds (3 s on a 2-core Zen 3), and everything reported is in the store.
-            _report(run, db, as_json, console)
+            _report(run, db, as_json)
     except (InfrastructureError, StoreError, ClusterError) as e:
         # The machine, not a candidate, stopped the search: say how to continue it.
         if e.search_id is None:
@@ -136,8 +141,10 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
         sys.exit(EXIT_INTERRUPTED)
 
 
-def _report(run: SearchRun, db: str | None, as_json: bool, console: Console) -> None:
-    """The search's JSON (``--json``, on stdout) and its summary (on stderr)."""
+def _report(run: SearchRun, db: str | None, as_json: bool) -> None:
+    """The search's summary on stdout, the command's result; with ``--json`` the JSON
+    document is on stdout and the summary on stderr, for the person watching."""
+    console = stderr_console() if as_json else stdout_console()
     if as_json:
         print_json(run_json(run.search, run.declared, db, run.warm))
     for line in report_lines(run.search, run.declared, list(run.lineage), db):

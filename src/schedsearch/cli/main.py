@@ -15,6 +15,7 @@ import click
 
 from schedsearch.app.compose import MAX_BUDGET
 from schedsearch.cli import commands_read, commands_run
+from schedsearch.cli import commands_dashboard
 from schedsearch.cli.wiring import STOPPING, handle_errors, json_stdout, mark_command_start, parse_sizes
 from schedsearch.targets import TARGETS
 
@@ -71,9 +72,10 @@ def search_options(fn: Any) -> Any:
         # Bounded above: an infinite budget would not survive JSON storage (and a month is plenty).
         click.option("--budget", type=click.FloatRange(min=0, min_open=True, max=MAX_BUDGET), default=None,
                      metavar="SECONDS", callback=_a_number,
-                     help="Wall-time budget in seconds, counted from the moment the command starts (starting "
-                          "the workers included), at most 30 days [run default: 120; resume: as many more "
-                          "seconds]."),
+                     help="Wall-time budget of the search in seconds, counted once the workers are ready (the "
+                          "seconds before - loading the workload, checking the compiler, starting Ray - are shown "
+                          "as 'starting' and reported apart), at most 30 days [run default: 120; resume: as many "
+                          "more seconds]."),
         click.option("--max-candidates", type=click.IntRange(min=1), default=None, metavar="N",
                      help="Stop after measuring N candidates (measurements reused from earlier searches do not "
                           "count)."),
@@ -261,6 +263,17 @@ def export(search_id: int | None, candidate_id: int | None, fmt: str, output: st
 
 
 @cli.command(context_settings=CONTEXT)
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (another than loopback lets others on the network read the results).")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True,
+              help="Port to listen on (0: any free one, printed at start).")
+def dashboard(db: str | None, host: str, port: int) -> None:
+    """Serve a read-only web dashboard of the database's searches (Ctrl-C stops it)."""
+    handle_errors(commands_dashboard.dashboard_command)(db, host, port)
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=False))
 @workload_options
 @click.option("--parallel", is_flag=True, help="Include OpenMP parallel loops.")
@@ -320,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     previous = ({signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
                 if threading.current_thread() is threading.main_thread() else {})
     args = sys.argv[1:] if argv is None else list(argv)
-    mark_command_start(from_process=argv is None)  # a search's time budget counts from here
+    mark_command_start(from_process=argv is None)  # a search's "starting" seconds count from here
     try:
         # The console script's process ends with the command: what it writes while it exits
         # (Ray's threads) must not follow the JSON document on stdout.

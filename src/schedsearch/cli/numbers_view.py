@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -33,19 +33,24 @@ STEPS_LEGEND = ("each step: the search-time median after it (± half the interqu
                 "smaller than the combined spread of the two times")
 
 
-def print_table(console: Console, table: Table) -> None:
-    """A table at the terminal's width, or whole in a log or a pipe (where rich would squeeze
-    it into 80 columns and cut the numbers)."""
+def print_whole(console: Console, renderable: RenderableType) -> None:
+    """A table, tree or grid at the terminal's width, or whole in a log, a pipe or a file,
+    where rich would otherwise squeeze it into 80 columns and cut the numbers and steps."""
     if console.is_terminal:
-        console.print(table)
+        console.print(renderable)
         return
-    wide = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    wide = Measurement.get(console, console.options.update_width(10_000), renderable).maximum
     width = console.width
     console.width = max(width, wide)  # print(width=...) cannot go beyond the console's own width
     try:
-        console.print(table)
+        with console.capture() as captured:
+            console.print(renderable)
     finally:
         console.width = width
+    # A grid pads every row to its widest cell: no trailing blanks in a file or a pipe.
+    text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
+    console.file.write(text)
+    console.file.flush()
 
 
 def fmt_spread(spread: float | None) -> str:
@@ -129,7 +134,8 @@ def baseline_text(search: SearchRecord, root: CandidateRecord | None) -> str:
 
 def elapsed_text(search: SearchRecord) -> str:
     """The search's elapsed time, and the seconds its runs took to start before its clock
-    did, which its time budget counted too (``TimeSpent.starting``)."""
+    did (``TimeSpent.starting``: the workload, the compiler check, the workers), which its
+    time budget does not count."""
     starting = search.counters.spent.starting
     start = f" (after {starting:.1f} s starting: the workload, the workers)" if starting >= 0.05 else ""
     return f"{search.elapsed_seconds:.1f} s{start}"

@@ -12,12 +12,14 @@ import dataclasses
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from schedsearch.app.regress import CaseResult, Remeasured, check_one, regress_setup, update_file, verdict
+from schedsearch.cli.numbers_view import print_whole
 from schedsearch.cli.render import fmt_num
-from schedsearch.cli.wiring import fail, print_json, stderr_console
+from schedsearch.cli.wiring import fail, print_json, stderr_console, stdout_console
 
 __all__ = ["CaseResult", "Remeasured", "check_one", "collect", "junit_xml", "regress_command", "verdict"]
 
@@ -86,7 +88,9 @@ def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None,
         results = [_updated(r) for r in results]
     if junit:
         junit_xml(results, junit)
-    _table(results)
+    # The verdict table is the result (stdout); with --json the document is, and the table
+    # stays on stderr for the person watching.
+    _table(results, stderr_console() if as_json else stdout_console())
     foreign = sum(r.machine_differs for r in results)
     if foreign:
         console.print(f"{foreign} of {len(results)} schedule(s) were recorded on another machine or toolchain "
@@ -110,7 +114,8 @@ def _updated(r: CaseResult) -> CaseResult:
                                notes=r.notes + (f"re-recorded (was {fmt_num(r.recorded_speedup, 'x')})",))
 
 
-def _table(results: list[CaseResult]) -> None:
+def _table(results: list[CaseResult], console: Console) -> None:
+    """One row per schedule file: its verdict, speedup against the recorded one, and why."""
     table = Table(title="schedsearch regress", title_justify="left")
     for col in ("schedule", "result", "speedup", "recorded", "notes"):
         table.add_column(col)
@@ -123,4 +128,4 @@ def _table(results: list[CaseResult]) -> None:
             verdict = Text("FAIL", style="bold red")
         notes = "; ".join(([r.reason] if r.reason else []) + ([r.warning] if r.warning else []) + list(r.notes))
         table.add_row(r.name, verdict, fmt_num(r.speedup, "x"), fmt_num(r.recorded_speedup, "x"), notes)
-    stderr_console().print(table)
+    print_whole(console, table)

@@ -110,6 +110,66 @@ def schedule_lines(record: CandidateRecord) -> list[str]:
     return [f"{i + 1:2d}. {describe(s)}" for i, s in enumerate(record.schedule.steps)]
 
 
+class StartingView:
+    """What a search command does before its search's clock starts, on stderr.
+
+    On a terminal, one line whose step and clock keep moving while the step runs
+    (``starting: checking the C compiler (gcc)  3.1 s``). Once the workers are ready
+    (``ready``), one line says where the seconds went, in a log too::
+
+        [start  6.5s] ready: Python and imports 0.6 s; loading the workload with Exo 0.1 s; ...
+
+    A start that fails adds nothing: the command's error stays its one line on stderr.
+    Seconds count from the command's start (``started``, on ``time.monotonic``'s scale);
+    the search records their total as ``TimeSpent.starting``.
+    """
+
+    def __init__(self, console: Console, started: float) -> None:
+        self.console = console
+        self.started = started
+        self._steps: list[tuple[str, float]] = []  # (what, when it began)
+        self._live: Live | None = None
+
+    def __enter__(self) -> StartingView:
+        if self.console.is_terminal:
+            # refreshed by rich's own thread: the clock moves while a step blocks
+            # (a private Ray cluster starting, Exo loading)
+            self._live = Live(self._current(), console=self.console, transient=True, refresh_per_second=4,
+                              get_renderable=self._current)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._remove()
+
+    def __call__(self, what: str) -> None:
+        self._steps.append((what, time.monotonic()))
+
+    def ready(self) -> None:
+        """The workers are ready: replace the moving line with where the seconds went."""
+        self._remove()
+        if self._steps:
+            self.console.print(self.breakdown(time.monotonic()), highlight=False, markup=False, soft_wrap=True)
+            self._steps = []
+
+    def breakdown(self, now: float) -> str:
+        """``[start  6.5s] ready: Python and imports 0.6 s; <step> <seconds>; ...``."""
+        begins = [when for _, when in self._steps] + [now]
+        parts = [f"Python and imports {max(0.0, begins[0] - self.started):.1f} s"]
+        parts += [f"{what} {begins[i + 1] - when:.1f} s" for i, (what, when) in enumerate(self._steps)]
+        return f"[start {now - self.started:5.1f}s] ready: " + "; ".join(parts)
+
+    def _remove(self) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.__exit__(None, None, None)
+
+    def _current(self) -> Text:
+        what = self._steps[-1][0] if self._steps else "..."
+        return Text.assemble(("starting: ", "bold magenta"), what, "  ",
+                             (f"{time.monotonic() - self.started:.1f} s", "dim"))
+
+
 class ProgressView:
     """Renders SearchEvents on stderr: a live panel on a terminal, plain lines in logs.
 
@@ -181,7 +241,7 @@ class ProgressView:
         """``[#####.....] 42% ETA 1m10s`` of the time (or candidate) budget."""
         done: float | None = None
         eta = ""
-        if self.budget:  # the budget counts the command's start too (``SearchEvent.budget_used``)
+        if self.budget:  # the search's clock, from the workers' start (``SearchEvent.budget_used``)
             done = min(1.0, e.budget_used / self.budget)
             eta = f"ETA {fmt_duration(max(0.0, self.budget - e.budget_used))}"
         elif self.max_candidates:

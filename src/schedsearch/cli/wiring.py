@@ -47,6 +47,7 @@ __all__ = [
     "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "INPUT_ERRORS", "bench_config", "command_started", "db_label",
     "expand_options", "fail", "handle_errors", "json_stdout", "make_cost_model", "make_executor",
     "mark_command_start", "open_db", "parse_sizes", "print_json", "refuse_transient_db", "stderr_console",
+    "stdout_console",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -71,16 +72,32 @@ def mark_command_start(from_process: bool) -> None:
     the interpreter's start and imports are the user's wait too - else now."""
     global _command_started
     now = time.monotonic()
-    before = 0.0
-    if from_process:
-        with contextlib.suppress(psutil.Error, OSError):
-            before = time.time() - psutil.Process().create_time()
+    before = process_age() if from_process else 0.0
     _command_started = now - before if 0.0 <= before <= COMMAND_START_WINDOW else now
+
+
+def process_age() -> float:
+    """Seconds since this process began, to about 10 ms (-1.0 when unknown).
+
+    Read on Linux from the kernel's own boot-time clock: the process's start tick and the
+    uptime. ``psutil``'s create_time adds that tick to the boot time in whole seconds (the
+    kernel's ``btime``) and compares it with the wall clock, which made a process that had
+    just begun up to a second old; it is the fallback elsewhere."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/stat", "rb") as f:
+            # the fields after the command name, which may hold spaces and parentheses
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat(5): starttime
+    with contextlib.suppress(psutil.Error, OSError):
+        return time.time() - psutil.Process().create_time()
+    return -1.0
 
 
 def command_started() -> float:
     """When this command began (``mark_command_start``; now when it was not marked): a
-    search's time budget counts from then."""
+    search's ``starting`` seconds count from then."""
     return time.monotonic() if _command_started is None else _command_started
 
 
@@ -193,7 +210,18 @@ def print_json(data: Any) -> None:
         view = view[os.write(_json_fd, view):]
 
 
+def stdout_console() -> Console:
+    """Where a command's result goes: tables, reports, trees, a search's summary.
+
+    Bound to ``sys.stdout`` as it is when printing (a test's capture included). On a pipe or
+    a file rich writes no colour or style codes (unless FORCE_COLOR asks for them) and
+    ``numbers_view.print_whole`` renders tables and trees at their full width."""
+    # soft_wrap: a long line stays one line in a pipe, for grep and the like.
+    return Console(highlight=False, soft_wrap=True)
+
+
 def stderr_console() -> Console:
-    """Where progress, tables and messages go (stdout stays for --json and exports)."""
+    """Where progress, the live view, warnings and notes go: never the result a user may
+    pipe (``stdout_console``), nor a ``--json`` document."""
     # soft_wrap: log lines stay whole when stderr is a file or a CI log, not cut at 80 columns.
     return Console(stderr=True, highlight=False, soft_wrap=True)

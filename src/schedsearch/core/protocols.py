@@ -148,8 +148,11 @@ class Store(Protocol):
 
     def candidate_by_fingerprint(self, search_id: int, fingerprint: str) -> CandidateRecord | None: ...
 
-    def candidates(self, search_id: int) -> list[CandidateRecord]:
-        """Every candidate of a search in insertion order (the whole tree)."""
+    def candidates(self, search_id: int, *, code: bool = True) -> list[CandidateRecord]:
+        """Every candidate of a search in insertion order (the whole tree). With
+        ``code=False`` the records leave out what a view of the whole tree does not need and
+        is most of the bytes: ``c_source`` and ``proc_text`` are "", ``features`` None and
+        the timing's ``samples`` empty; every other field is as stored."""
 
     def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
         """The k fastest ``ok`` candidates of a search."""

@@ -204,11 +204,11 @@ class SearchEvent(JsonRecord):
     message: str = ""
     phase: Phase = Phase.STARTING
     activity: str = ""  # what the phase is doing now: "measuring 7/35 of round 3; expanding #12"
-    # Seconds of the time budget used: ``elapsed`` and the seconds this run took to start
-    # (``Ledger.budget_spent``); None from a producer that does not count them.
+    # Seconds of the time budget used (``Ledger.budget_spent``: the search's own clock);
+    # None from a producer that does not say.
     budget_spent: float | None = None
 
     @property
     def budget_used(self) -> float:
-        """Seconds of the time budget used (``elapsed`` when the start was not counted)."""
+        """Seconds of the time budget used (``elapsed`` when the producer did not say)."""
         return self.elapsed if self.budget_spent is None else self.budget_spent

@@ -20,6 +20,13 @@ import numpy as np
 
 from schedsearch.core import FeatureVector, TrainingSample
 
+#: Every LightGBM call of the process uses this many threads. LightGBM keeps its thread
+#: count in one process-wide variable that each call sets and then sizes per-thread buffers
+#: by: a fit in the model's background thread and a prediction in the search's thread that
+#: ask for different counts corrupt each other's buffers (a segmentation fault, reproduced
+#: with LightGBM 4 within a minute of concurrent calls). One count for all calls keeps them apart.
+THREADS = 1
+
 #: Tree settings for tables of tens to thousands of rows: shallow trees, many of them,
 #: leaves of at least a few samples so early models (tens of rows) stay smooth.
 PARAMS = {
@@ -32,7 +39,7 @@ PARAMS = {
     "bagging_fraction": 0.9,
     "bagging_freq": 1,
     "lambda_l2": 1.0,
-    "num_threads": 1,
+    "num_threads": THREADS,
     "deterministic": True,
     "force_row_wise": True,
     "verbosity": -1,
@@ -65,7 +72,8 @@ class GbmPredictor:
         if not features or any(f.version != self.version or len(f.values) != width for f in features):
             return []
         matrix = np.asarray([f.values for f in features], dtype=np.float64)
-        return [float(v) + self.base(f) for v, f in zip(self.booster.predict(matrix), features, strict=True)]
+        predicted = self.booster.predict(matrix, num_threads=THREADS)
+        return [float(v) + self.base(f) for v, f in zip(predicted, features, strict=True)]
 
 
 def fit_gbm(samples: Sequence[TrainingSample], seed: int = 0, base: Base = no_base) -> GbmPredictor:
@@ -84,6 +92,7 @@ def fit_gbm(samples: Sequence[TrainingSample], seed: int = 0, base: Base = no_ba
     y = np.asarray([s.log_ratio for s in rows], dtype=np.float64)
     params = dict(PARAMS, seed=seed)
     init = np.asarray([base(s.features) for s in rows], dtype=np.float64)
-    data = lightgbm.Dataset(x, label=y, init_score=init, params={"verbosity": -1, "min_data_in_bin": 1})
+    data = lightgbm.Dataset(x, label=y, init_score=init,
+                            params={"verbosity": -1, "min_data_in_bin": 1, "num_threads": THREADS})
     booster = lightgbm.train(params, data, num_boost_round=ROUNDS)
     return GbmPredictor(booster, version, len(rows), base)

@@ -5,10 +5,9 @@ ancestors of the fastest that the search measured near it, and the root are re-m
 side by side in one job (``JobKind.REMEASURE``); the winner, its time and its speedup come
 from those numbers. Of the contenders that side by side cannot be told from the fastest
 (``best_first.tied`` with ``TIE_SHARE``), the one with the fewest steps wins: the steps it
-lacks bought nothing measurable. Why: on Zen 4 the SGEMM 512 searches' six-step bests ran
-at the speed of the register tile each had found first, within 0.1-2%, side by side; the
-steps after it had been measured faster only by the moment they were timed at, and a
-schedule carrying five steps that do nothing is neither readable nor as likely to replay.
+lacks bought nothing measurable. Why: steps measured faster only by the moment they were
+timed at make a schedule that is neither readable nor as likely to replay (the measurements
+are in ``benchmarks/RESULTS.md``, "The search loop's heuristics").
 
 The time budget is wall time and includes the finalists: the search stops early enough
 for the re-measurement (``finalist_reserve``, estimated from the contenders' own run
@@ -23,6 +22,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from schedsearch.core import (
     FINALIST_RESERVE_SHARE,
@@ -42,6 +42,9 @@ from schedsearch.search.best_first import tied
 from schedsearch.search.frontier import rank_key
 from schedsearch.search.ledger import TOP_N, Ledger
 from schedsearch.search.outcome import SearchOutcome
+
+if TYPE_CHECKING:  # the budget reads ``finalist_reserve`` from here
+    from schedsearch.search.budget import Budget
 
 #: A finalist whose time relative to the winner moved this much between the search's own
 #: measurement and the side-by-side one is reported (``drift_note``): beyond the few percent
@@ -77,7 +80,7 @@ def finish(
     ledger: Ledger,
     status: SearchStatus,
     executor: Executor,
-    config: SearchConfig,
+    budget: Budget,
     *,
     stop: threading.Event,
     job_ids: Iterator[int],
@@ -98,7 +101,7 @@ def finish(
     baseline = ledger.baseline
     if best is not None and status is not SearchStatus.INTERRUPTED:
         best, best_seconds, best_speedup, baseline = _finalists(
-            ledger, best, executor, config, stop=stop, job_ids=job_ids, cancel=cancel, poll_seconds=poll_seconds,
+            ledger, best, executor, budget, stop=stop, job_ids=job_ids, cancel=cancel, poll_seconds=poll_seconds,
         )
     elif best is not None:
         ledger.emit(EventKind.FINALISTS, message="interrupted: finalists not re-measured; "
@@ -118,7 +121,7 @@ def _finalists(
     ledger: Ledger,
     best: CandidateRecord,
     executor: Executor,
-    config: SearchConfig,
+    budget: Budget,
     *,
     stop: threading.Event,
     job_ids: Iterator[int],
@@ -135,7 +138,7 @@ def _finalists(
     # Only what the ledger can build: a row of an earlier run that was not rebuilt from its
     # schedule is left out (``Ledger.candidate``).
     top = [
-        r for r in ledger.store.top_candidates(ledger.sid, max(1, config.finalists))
+        r for r in ledger.store.top_candidates(ledger.sid, max(1, budget.config.finalists))
         if r.status is Status.OK and r.id != ledger.root_record.id and ledger.candidate(r) is not None
     ]
     if not top:
@@ -149,7 +152,7 @@ def _finalists(
     job = Job(next(job_ids), JobKind.REMEASURE, built)
     try:
         executor.submit(ledger.workload, ledger.root, [job])
-        ms = _remeasured(ledger, job, executor, config, stop=stop, poll_seconds=poll_seconds)
+        ms = _remeasured(ledger, job, executor, budget, stop=stop, poll_seconds=poll_seconds)
     except Exception as e:  # noqa: BLE001 - keep the search's result; report why
         cancel()
         ledger.emit(EventKind.FINALISTS, message=f"re-measurement failed: {type(e).__name__}: {e}")
@@ -218,10 +221,9 @@ def drift_note(searched: Sequence[CandidateRecord], timed: Sequence[CandidateRec
     them) say about the search's own (``searched``: the finalists as the search measured
     them): which one won when that changed, and - when it is ``DRIFT_NOTE`` or more - how
     far a finalist's time relative to the winner moved. Why: the search measures each
-    candidate once, at its own moment, and a shared machine's speed drifts between moments
-    (on a 2-vCPU KVM guest, AMD EPYC Zen 3, the same SGEMM 512 kernel measured 3.9-8.5 ms in
-    18 searches of one afternoon); candidates the search found closer than that were ordered
-    by when they were measured as much as by what they are."""
+    candidate once, at its own moment, and a shared machine's speed drifts between moments;
+    candidates the search found closer than that were ordered by when they were measured as
+    much as by what they are."""
     before = {r.id: r.seconds for r in searched if r.seconds}
     pairs = [(r.id, r.seconds, before[r.id]) for r in timed if r.id in before and r.seconds]
     if len(pairs) < 2:
@@ -243,20 +245,19 @@ def _remeasured(
     ledger: Ledger,
     job: Job,
     executor: Executor,
-    config: SearchConfig,
+    budget: Budget,
     *,
     stop: threading.Event,
     poll_seconds: float,
 ) -> tuple[Measurement, ...] | None:
     """The re-measurement's results, or None (after saying why) when a stop or the end
     of the time budget (plus a little grace) comes first."""
-    limit = config.max_seconds
     while True:
         if stop.is_set():
             ledger.emit(EventKind.FINALISTS, message="stopped during the re-measurement; "
                                                      "the search's own times stand")
             return None
-        if limit is not None and ledger.budget_spent() >= limit + FINALIST_GRACE_SECONDS:
+        if budget.overrun(FINALIST_GRACE_SECONDS):
             ledger.emit(EventKind.FINALISTS, message="the re-measurement outlasted the time budget; "
                                                      "the search's own times stand")
             return None

@@ -6,7 +6,7 @@ the store (with its GFLOP/s and speedup over the baseline), the counters, the st
 cost model and the list of the fastest candidates (``top``), whose best may become the
 next yardstick. The ledger
 also keeps the run's clock (``elapsed`` counts the earlier runs of a resumed search too;
-``budget_spent`` adds the seconds the run took to start, which its time budget counts)
+``budget_spent`` is what the time budget counts of it)
 and its phase, and sends the observer its events, each with the ``top`` list and a few
 words on what the pipeline is doing; ``tick`` sends one when nothing was said for
 ``TICK_SECONDS``.
@@ -110,15 +110,15 @@ class Ledger:
         return self.prior_elapsed + (self.clock() - self.t0)
 
     def budget_spent(self) -> float:
-        """Seconds of the time budget (``SearchConfig.max_seconds``) used: ``elapsed`` and
-        this run's ``head_start`` - the command's own start (loading the workload, starting
-        the workers, the model's history) before the search's clock started. A user's
-        ``--budget 30`` is the 30 s the command takes, not 30 s after a private Ray cluster
-        took 2-5 s to start. Not counted: ``unbilled``, the wait for the unscheduled kernel's
-        first evaluation (its answer key and its baseline), which grows with the problem's
-        size, not with the search (a naive SGEMM 2048 takes minutes), and which a peer that
-        never runs the unscheduled kernel does not pay."""
-        return self.elapsed() + self.head_start - self.unbilled
+        """Seconds of the time budget (``SearchConfig.max_seconds``) used: ``elapsed``, the
+        search's own clock, which starts once the workers are ready. Not counted: the run's
+        ``head_start`` (loading the workload, checking the compiler, starting Ray, training
+        the model on its history; kept as ``TimeSpent.starting`` and reported with the
+        search), and ``unbilled``, the wait for the unscheduled kernel's first evaluation (its
+        answer key and its baseline), which grows with the problem's size, not with the
+        search (a naive SGEMM 2048 takes minutes), and which a peer that never runs the
+        unscheduled kernel does not pay."""
+        return self.elapsed() - self.unbilled
 
     def emit(self, kind: EventKind, record: CandidateRecord | None = None, message: str = "",
              top: tuple[CandidateRecord, ...] | None = None) -> None:

@@ -25,10 +25,11 @@ evaluated right after the baseline, before anything is expanded (``_seed``). Reu
 measurements do not count against ``max_candidates``, which counts what this search
 measures (``Counters.measured``).
 
-The pieces: ``pipeline`` runs the rounds, ``rounds`` holds a round's record and what one
-round alone decides (which child is next, the gate of likely winners), ``ledger`` the
-run's books (every store write of a measurement, every event), ``finalists`` the end;
-this module opens and closes a run around them.
+The pieces: ``pipeline`` runs the rounds (with ``asking``, ``parts``, ``intake``,
+``measuring`` and ``confirm``), ``rounds`` holds a round's record and what one round alone
+decides (which child is next, the gate of likely winners), ``budget`` what is spent and
+left, ``ledger`` the run's books (every store write of a measurement, every event),
+``finalists`` the end; this module opens and closes a run around them.
 """
 
 from __future__ import annotations
@@ -65,14 +66,8 @@ from schedsearch.search.inherited import Inherited
 from schedsearch.search.lease import LeaseKeeper
 from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
 from schedsearch.search.outcome import SearchOutcome
-from schedsearch.search.pipeline import (
-    CONTEND_FACTOR,
-    CUTOFF_FACTOR,
-    CUTOFF_FLOOR_SECONDS,
-    POLL_SECONDS,
-    Pipeline,
-    Stopped,
-)
+from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS
+from schedsearch.search.pipeline import POLL_SECONDS, Pipeline, Stopped
 from schedsearch.search.ranking import ALIKE
 from schedsearch.search.rounds import EARLY_ASK_SHARE, STREAM_GATE
 
@@ -138,9 +133,9 @@ def run_search(
     are dropped. They are used only when a search starts (not on resume).
 
     ``started``: when the caller's command began, on ``clock``'s scale (None: now). The
-    time budget counts from then - what it took to load the workload and start the workers
-    included (``Ledger.budget_spent``); the search's own clock (``elapsed``, every
-    ``measured_at``) starts now, and the seconds in between are kept as ``spent.starting``.
+    search's own clock (``elapsed``, every ``measured_at``) and its time budget start now,
+    with the workers ready (``Ledger.budget_spent``); the seconds in between - loading the
+    workload, starting the workers - are kept as ``spent.starting``.
 
     ``inherited`` (a resume): the rows of the earlier runs rebuilt from their schedules, and
     those found tampered (``search.inherited.rebuild_inherited``). Nothing a row of an earlier
@@ -224,7 +219,7 @@ class _Run:
                 status = SearchStatus.INTERRUPTED
             pipeline.keep_expanded()
             pipeline.cancel()
-            return finish(ledger, status, self.executor, self.config, stop=self.stop, job_ids=self.job_ids,
+            return finish(ledger, status, self.executor, pipeline.budget, stop=self.stop, job_ids=self.job_ids,
                           cancel=pipeline.cancel, poll_seconds=POLL_SECONDS)
         except KeyboardInterrupt:
             pipeline.cancel()
@@ -334,9 +329,9 @@ class _Run:
         return f"; {n} stored candidate{'s' if n != 1 else ''} marked tampered (not replaying to their C)" if n else ""
 
     def _start_note(self) -> str:
-        """What the run's start took, said when the search's clock starts (the budget counts it)."""
+        """What the run's start took, said when the search's clock starts (the budget does not count it)."""
         head = self.ledger.head_start
-        return f" ({head:.1f} s after the command started: the budget counts them)" if head >= 0.05 else ""
+        return f" (after {head:.1f} s starting; the budget counts from here)" if head >= 0.05 else ""
 
     def _baseline(self, expand_root: bool = False) -> None:
         """Evaluate the root against itself; its median is the baseline. ``expand_root``:

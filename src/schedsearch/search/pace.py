@@ -4,11 +4,10 @@ its first children.
 
 Why: near the end of a time budget a round of large parents - register tiles, and above all
 their second parts, whose reorders and packs Exo checks over the whole nest in seconds each -
-took longer to expand than the budget had left. On SGEMM 256 with 2 workers (Zen 3) the last
-round of 60-s searches was asked 32-41 s in and came in 55-59 s in: its 60-80 children were
-never measured, about 100 children of the earlier rounds waited unmeasured behind it, and
-the expanders held a core the builds of those children needed. A round that cannot come in
-with time to spare is therefore not started; the rest of the budget measures what is queued.
+could take longer to expand than the budget had left: its children were never measured,
+those of earlier rounds waited unmeasured behind it, and the expanders held cores the builds
+of those children needed. A round that cannot come in with time to spare is therefore not
+started; the rest of the budget measures what is queued.
 
 The estimate is this search's own: the median time from ask to last shard of the parents
 expanded so far, first picks and second parts apart (a kind not seen yet is taken to be as

@@ -55,8 +55,8 @@ def measuring_order(predictions: Sequence[float], rng: random.Random,
     group (``alike_groups``) - are measured one of each group first, groups fastest first,
     then the second of each, and so on. Why: a node's children are often a dozen loop
     splits and tiles predicted within a percent of their parent, and one measurement of
-    them says what the others will; on the i8 matmul (Zen 4) gcc's notes put the one
-    rewrite that was 12% faster (an unroll) 15th of 38 children, behind such a group.
+    them says what the others will; a rewrite of another kind predicted just behind such a
+    group would otherwise wait behind all of it.
 
     With ``kinds`` too (each child's rewrite kind), groups are formed within each kind, and
     within a turn every child counts as ``apart`` slower per child of its own kind
@@ -86,9 +86,7 @@ def kind_handicaps(predictions: Sequence[float], kinds: Sequence[str], step: flo
     """Each child's handicap: ``step`` times the number of children of its kind predicted
     faster (ties: proposed earlier). Why: a queue of several nodes' children is often a run
     of loop splits predicted within a few percent of each other, and the model cannot rank
-    within it; on SGEMM 512 with AVX2 (Zen 3) 91 of a leading search's first 150
-    measurements were splits, and the packed B panel that was the step to 95% of the best,
-    predicted among them, waited 30 s behind some 60 of them."""
+    within it: a step of another kind predicted among them waited behind dozens of them."""
     seen: dict[str, int] = {}
     handicaps = [0.0] * len(predictions)
     for i in sorted(range(len(predictions)), key=lambda i: (predictions[i], i)):
@@ -118,10 +116,9 @@ def expansion_priority(parent: CandidateRecord) -> float:
     the log of its measured time, plus ``log(DEPTH_HANDICAP)`` per level of depth; an
     untimed parent goes last. Why: a child picked from the first shards of its parent's
     expansion is often within noise of that parent (a loop split), and going ahead of the
-    parent's remaining shards put off rewrites of the parent that no child has - on SGEMM
-    512 with AVX2 (Zen 3) the register tile's streamed first part took 26 s to come in and
-    its packed B panel (1.28x) came up to 75 s into the search. A parent clearly faster than
-    the one still being shared out (a register tile against the root) still goes first."""
+    parent's remaining shards put off rewrites of the parent that no child has (a register
+    tile's packed panel, above all). A parent clearly faster than the one still being shared
+    out (a register tile against the root) still goes first."""
     seconds = parent.seconds
     if seconds is None or seconds <= 0:
         return math.inf

@@ -1,12 +1,11 @@
 """How far apart this search's own repeated measurements of one kernel are.
 
-Every new best is measured twice, in two processes (``pipeline``'s confirmation), so each
+Every new best is measured twice, in two processes (``search.confirm``), so each
 search collects, as it goes, pairs of times of the same C taken seconds apart on the machine
 it runs on. How far apart they are is the timing noise that decides whether two near-equal
-candidates can be told apart. On a quiet machine that is about 2%; on a shared 2-vCPU host
-(Zen 3) the i8 matmul's searches saw their own repeats a median 2-8% apart as they went, and
-two searches' times of the same near-best C 5.6-18% apart. A fixed share cannot be right
-everywhere: best-first's ties (``best_first.tied``) take the share from here.
+candidates can be told apart. It differs several-fold between a quiet machine and a shared
+one, so a fixed share cannot be right everywhere: best-first's ties (``best_first.tied``)
+take the share from here.
 
 Standard library only.
 """

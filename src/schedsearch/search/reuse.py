@@ -18,8 +18,21 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from schedsearch.core import Candidate, CandidateRecord, Measurement
+from schedsearch.core import (
+    Candidate,
+    CandidateRecord,
+    EventKind,
+    Executor,
+    Measurement,
+    ReuseScope,
+    SearchConfig,
+    Store,
+)
+
+if TYPE_CHECKING:  # the ledger reads ``origin_text`` from here
+    from schedsearch.search.ledger import Ledger
 
 
 def reused_measurement(source: CandidateRecord) -> Measurement:
@@ -62,3 +75,27 @@ def origin_text(record: CandidateRecord) -> str:
     if record.reused_candidate_id is None:
         return ""
     return f"reused from search {record.reused_search_id}, candidate {record.reused_candidate_id}"
+
+
+class EarlierSearches:
+    """What earlier searches measured of one run's candidates (one instance per run)."""
+
+    def __init__(self, config: SearchConfig, store: Store, executor: Executor, root: Candidate, ledger: Ledger) -> None:
+        self.config, self.store, self.executor, self.root, self.ledger = config, store, executor, root, ledger
+        self.scope: ReuseScope | None = None  # built on first use: it leaves this search out
+
+    def lookup(self, candidates: Sequence[Candidate]) -> tuple[list[Measurement], list[Candidate]]:
+        """Earlier searches' measurements of the same C, and the candidates still to measure
+        (said in a ``reused`` event). Nothing is reused with ``config.remeasure``."""
+        assert self.ledger.sid is not None
+        if self.config.remeasure or not candidates:
+            return [], list(candidates)
+        if self.scope is None:
+            self.scope = ReuseScope.of(self.config, self.executor.machine().fingerprint, self.root.fingerprint,
+                                       exclude_search=self.ledger.sid)
+        found = self.store.reusable_measurements([c.fingerprint for c in candidates], self.scope)
+        reused, rest = split(candidates, found)
+        if reused:
+            self.ledger.emit(EventKind.REUSED, message=reuse_message(reused))
+        return reused, rest
+

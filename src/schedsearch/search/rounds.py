@@ -11,7 +11,7 @@ queued children pass it (``likely``), after how many children an early ask comes
 
 While a round's expansions are still coming in - or, in the cost model's order, while its
 early ask is pending or the next round is expanded from its answer
-(``Pipeline._gated``) - only its likely winners are measured: children predicted within
+(``Measuring.gated``) - only its likely winners are measured: children predicted within
 ``STREAM_GATE`` of the round's best prediction. Which children wait depends on the
 predictions only, so the same seed still gives the same search.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schedsearch.core import Candidate, CandidateRecord, Counters, Expansion, ExpansionPart, Phase
@@ -34,6 +35,9 @@ STREAM_GATE = math.log(4.0)
 #: cost model's order waits for its likely winners only: at most one in-flight cap of the
 #: children next in measuring order that are within ``STREAM_GATE`` of its best prediction.
 EARLY_ASK_SHARE = 0.25
+#: The share of a parent's shards a leading model plans the next round after, when none of
+#: them holds a heavy rewrite alone (``leaders_in``).
+LEADING_SHARE = 0.5
 
 
 @dataclass
@@ -80,7 +84,7 @@ class Round:
     # measuring order are measured; until then results are held back from the strategy.
     ask_after: int = 0  # 0: no early ask pending in this round
     # In the cost model's order, places from here on go to likely winners only while an ask
-    # is pending or the next round is expanded (``Pipeline._gated``): the first ``ask_after``.
+    # is pending or the next round is expanded (``Measuring.gated``): the first ``ask_after``.
     open_until: int = 0
     # When the model leads (``SearchConfig.model_leads``): while gated, no place from here on
     # either - the next round merges once the places before it are given (``Pipeline._merge``).
@@ -113,6 +117,28 @@ class Round:
             self.placed += 1
 
 
+def absorb(cur: Round, nxt: Round) -> None:
+    """Take the round ``nxt`` (being expanded) into ``cur`` (being measured): its parents,
+    expansions and shards join ``cur``, which takes its number; the children those shards
+    hold are still to be taken in. The gate's anchor is set anew from the merged queue."""
+    for fp in nxt.part:
+        # A parent's second part: what the round kept of its first is done with.
+        cur.taken.pop(fp, None)
+        cur.tally.pop(fp, None)
+        cur.complete.discard(fp)
+        cur.announced.discard(fp)
+        cur.parts.pop(fp, None)
+    cur.number = nxt.number
+    cur.parents += nxt.parents
+    cur.part.update(nxt.part)
+    cur.expanding.update(nxt.expanding)
+    cur.parts.update(nxt.parts)
+    cur.complete |= nxt.complete
+    cur.taken.update(nxt.taken)
+    cur.streamed = cur.streamed or nxt.streamed
+    cur.anchor = None  # the merged queue's best prediction, not a measured child's
+
+
 def next_child(rnd: Round, gated: bool = False) -> Candidate | None:
     """The next child to measure: the queue's first, except while the round's expansions
     are still coming in (or, ``gated``, while the next round's are), when only one that
@@ -141,9 +167,7 @@ def passes(rnd: Round, child: Candidate, bar: float) -> bool:
     """Whether ``child`` is measured while ``rnd`` is gated: predicted within ``bar``, or -
     once the round's own expansions are all in - placed by an exploration draw. Why the
     draws: they are how a wrong model is corrected (``ranking.EXPLORE_SHARE``), and behind
-    the gate a model that ranked a workload's good children slow kept them queued for good
-    (the 16x16 i8 matmul with a model trained on SGEMM and conv1d: 2176 children left
-    pending, 104 measured in 3 minutes)."""
+    the gate a model that ranked a workload's good children slow kept them queued for good."""
     if rnd.keys.get(child.fingerprint, math.inf) <= bar:
         return True
     return rnd.expanded() and child.fingerprint in rnd.explored
@@ -176,6 +200,29 @@ def early_ask_point(rnd: Round, in_flight_cap: int) -> int:
         # a merge, or a streamed shard): the next children, likely winners only.
         return rnd.placed + min(in_flight_cap, likely(rnd))
     return min(rnd.total, max(in_flight_cap, math.ceil(rnd.total * EARLY_ASK_SHARE)))
+
+
+def leaders_in(parts: Sequence[Expansion], depth: int, *, workers: int, model_leads: bool) -> bool:
+    """Whether a streamed round in the cost model's order plans its next round now, with
+    ``parts`` of a parent's expansion in (the parent at ``depth``): the next round then grows
+    from them while the rest of this one is still expanded.
+
+    - Without a leading model: once a shard per worker is in (the first of each holds a
+      likely winner).
+    - A leading model ranks a node's children as a whole: it plans once every shard that
+      holds a heavy rewrite alone (a register tile, ``Expansion.leading``) is in; the next
+      round's expansions then go ahead of this one's last shards (``expansion_priority``).
+    - When no shard leads: once ``LEADING_SHARE`` of a deeper parent's shards are in (the
+      rewrites are dealt to the shards in turn, so the first ones hold every kind), and only
+      once all of the root's are in - its children differ the most and set the search's
+      course, and its last shards would otherwise wait behind every deeper round's.
+    """
+    if not model_leads:
+        return len(parts) >= workers
+    leads = max((e.leads for e in parts), default=0)
+    if leads == 0:
+        return depth > 0 and len(parts) >= LEADING_SHARE * max((e.shards for e in parts), default=1)
+    return sum(e.leading for e in parts) >= leads
 
 
 def final_part(rnd: Round, fingerprint: str) -> bool:

@@ -240,10 +240,12 @@ class InMemoryStore:
         cid = self._by_fingerprint.get((search_id, fingerprint))
         return None if cid is None else self._candidates[cid]
 
-    def candidates(self, search_id: int) -> list[CandidateRecord]:
-        """Every candidate of the search in insertion order (the whole tree)."""
+    def candidates(self, search_id: int, *, code: bool = True) -> list[CandidateRecord]:
+        """Every candidate of the search in insertion order (the whole tree); ``code=False``
+        leaves out the heavy fields (see ``core.Store.candidates``)."""
         self._search(search_id)
-        return [self._candidates[i] for i in self._by_search[search_id]]
+        records = [self._candidates[i] for i in self._by_search[search_id]]
+        return records if code else [_outline(r) for r in records]
 
     def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
         """The k fastest ``ok`` candidates of the search (ties: older first)."""
@@ -369,3 +371,9 @@ def _fastest(records: Any, k: int) -> list[CandidateRecord]:
     ok = [r for r in records if r.status is Status.OK and r.timing is not None]
     ok.sort(key=lambda r: (r.timing.median, r.id))
     return ok[: max(k, 0)]
+
+
+def _outline(record: CandidateRecord) -> CandidateRecord:
+    """``record`` without its code, features and timing samples (``candidates(code=False)``)."""
+    timing = dataclasses.replace(record.timing, samples=()) if record.timing is not None else None
+    return dataclasses.replace(record, c_source="", proc_text="", features=None, timing=timing)

@@ -23,7 +23,7 @@ from schedsearch.core import (
     Status,
     TrainingSample,
 )
-from schedsearch.errors import StoreError
+from schedsearch.errors import NotFoundError, StoreError
 
 #: Fields ``Store.update_search`` may set.
 SEARCH_FIELDS = frozenset(
@@ -145,12 +145,12 @@ def past_schedule(record: CandidateRecord, workload_key: str, sizes: tuple[tuple
 # --------------------------------------------------------------------------- error sentences
 
 
-def no_search(where: str, search_id: int) -> StoreError:
-    return StoreError(f"no search {search_id} in {where}; `schedsearch list` shows the searches")
+def no_search(where: str, search_id: int) -> NotFoundError:
+    return NotFoundError(f"no search {search_id} in {where}; `schedsearch list` shows the searches")
 
 
-def no_candidate(where: str, candidate_id: int) -> StoreError:
-    return StoreError(f"no candidate {candidate_id} in {where}; `schedsearch tree <search>` lists the candidates")
+def no_candidate(where: str, candidate_id: int) -> NotFoundError:
+    return NotFoundError(f"no candidate {candidate_id} in {where}; `schedsearch tree <search>` lists the candidates")
 
 
 def not_in_search(where: str, candidate_id: int, search_id: int) -> StoreError:

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any, Self
 
-from sqlalchemy import Select, insert, select, update
+from sqlalchemy import Select, insert, literal, null, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -276,9 +276,18 @@ class SqlStore(sql_leases.LeaseMethods):
             row = self._by_fingerprint(s, search_id, fingerprint)
             return None if row is None else convert.candidate_record(row)
 
-    def candidates(self, search_id: int) -> list[CandidateRecord]:
-        """Every candidate of the search in insertion order (the whole tree)."""
-        return self._candidates(search_id, select(CandidateRow).order_by(CandidateRow.id))
+    def candidates(self, search_id: int, *, code: bool = True) -> list[CandidateRecord]:
+        """Every candidate of the search in insertion order (the whole tree); ``code=False``
+        reads none of the heavy columns (see ``core.Store.candidates``)."""
+        # A tree of thousands of candidates is mostly their C and proc text: a page that draws
+        # the tree reads only the columns of its numbers (rows keep the attribute names).
+        stmt = select(CandidateRow) if code else select(*_OUTLINE_COLUMNS)
+        stmt = stmt.where(CandidateRow.search_id == search_id).order_by(CandidateRow.id)
+        schedules = convert.ScheduleReader()
+        with self._session() as s:
+            self._search_row(s, search_id)
+            rows = s.scalars(stmt) if code else s.execute(stmt)
+            return [convert.candidate_record(row, schedules) for row in rows]
 
     def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
         """The k fastest ``ok`` candidates of the search (ties: older first)."""
@@ -485,6 +494,16 @@ class SqlStore(sql_leases.LeaseMethods):
         with self._session() as s:
             self._search_row(s, search_id)
             return [convert.candidate_record(r) for r in s.scalars(stmt.where(CandidateRow.search_id == search_id))]
+
+
+#: The candidate columns an outline reads; the heavy ones come back empty under their names.
+_OUTLINE_COLUMNS = (
+    *(c for c in CandidateRow.__table__.c if c.name not in ("c_source", "proc_text", "features", "time_samples")),
+    literal("").label("c_source"),
+    literal("").label("proc_text"),
+    null().label("features"),
+    null().label("time_samples"),
+)
 
 
 def _fastest(k: int) -> Select[tuple[CandidateRow]]:

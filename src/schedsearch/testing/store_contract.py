@@ -41,7 +41,7 @@ from schedsearch.core import (
     Workload,
     sha256_text,
 )
-from schedsearch.errors import StoreError
+from schedsearch.errors import NotFoundError, StoreError
 from schedsearch.testing.builders import (
     make_candidate,
     make_config,
@@ -300,6 +300,23 @@ class StoreContract(ReuseContract, LeaseContract):
         assert store.candidates(sid) == [recs[t] for t in ("root", "a", "b", "a1")]
         assert store.seen_fingerprints(sid) == {r.fingerprint for r in recs.values()}
         assert store.seen_fingerprints(other) == {make_candidate("zzz").fingerprint}
+
+    def test_candidates_without_code(self, store: Any) -> None:
+        sid, recs = _tree(store)
+        store.record_measurement(sid, make_measurement(make_candidate("a"), 0.5), 12.5, 2.0)
+        full = store.candidates(sid)
+        outline = store.candidates(sid, code=False)
+        assert [r.id for r in outline] == [r.id for r in full]
+        for whole, light in zip(full, outline, strict=True):
+            assert (light.c_source, light.proc_text, light.features) == ("", "", None)
+            assert light.timing is None or light.timing.samples == ()
+            timing = dataclasses.replace(whole.timing, samples=()) if whole.timing is not None else None
+            assert light == dataclasses.replace(whole, c_source="", proc_text="", features=None, timing=timing)
+        assert outline[1].timing is not None and outline[1].timing.median == 0.5 and outline[1].gflops == 12.5
+        with pytest.raises(NotFoundError, match="no search 999"):
+            store.candidates(999, code=False)
+        with pytest.raises(NotFoundError, match="no candidate 999"):
+            store.get_candidate(999)
 
     def test_mark_expanded_and_frontier(self, store: Any) -> None:
         sid, recs = _tree(store)
