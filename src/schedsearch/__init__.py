@@ -30,8 +30,9 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 if TYPE_CHECKING:
-    from schedsearch.api import LoadedSchedule, TuneResult, apply, load_schedule, resume, tune
-    from schedsearch.errors import NoScheduleError, SchedsearchError, WorkloadError
+    # for type checkers: at run time ``__getattr__`` imports these on first use
+    from schedsearch.api import LoadedSchedule, TuneResult, apply, load_schedule, resume, tune  # noqa: F401
+    from schedsearch.errors import NoScheduleError, SchedsearchError, WorkloadError  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

@@ -45,7 +45,15 @@ from schedsearch.app import (
     step_lines,
 )
 from schedsearch.core import (
-    CandidateRecord, CostModelMode, FloatMode, Schedule, SearchEvent, SearchRecord, SearchStatus, TimingMode, Workload,
+    CandidateRecord,
+    CostModelMode,
+    FloatMode,
+    Schedule,
+    SearchEvent,
+    SearchRecord,
+    SearchStatus,
+    TimingMode,
+    Workload,
 )
 from schedsearch.core import StrategyKind as _Strategy
 from schedsearch.errors import NoScheduleError

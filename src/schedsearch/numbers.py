@@ -20,6 +20,7 @@ Standard library and ``core`` only: every package may use it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -198,4 +199,4 @@ def step(record: CandidateRecord, parent: CandidateRecord | None) -> Step:
 def steps_of(lineage: Sequence[CandidateRecord]) -> list[Step]:
     """Each rewrite on a path (root first, as ``Store.lineage`` gives it), one Step per
     candidate after the root."""
-    return [step(child, parent) for parent, child in zip(lineage, lineage[1:], strict=False)]
+    return [step(child, parent) for parent, child in itertools.pairwise(lineage)]

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedsearch.core import (
-    BenchConfig, CostModel, CostModelMode, Executor, ExpandOptions, FloatMode, SearchConfig, Store, TimingMode, Workload,
+    BenchConfig,
+    CostModel,
+    CostModelMode,
+    Executor,
+    ExpandOptions,
+    FloatMode,
+    SearchConfig,
+    Store,
+    TimingMode,
+    Workload,
 )
 from schedsearch.errors import SchedsearchError, StoreError
 

@@ -43,8 +43,8 @@ from schedsearch.core import (
     SearchConfig,
     SearchEvent,
     SearchRecord,
-    StrategyKind,
     Store,
+    StrategyKind,
     Workload,
 )
 from schedsearch.numbers import DeclaredBest

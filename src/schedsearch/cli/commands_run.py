@@ -8,6 +8,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, TextIO
 
+from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
+
 from schedsearch.app import (
     SearchSession,
     SearchSettings,
@@ -20,10 +22,14 @@ from schedsearch.app import (
 )
 from schedsearch.app.compose import DEFAULT_BUDGET, DEFAULT_WORKERS
 from schedsearch.app.event_log import EventLog
-from rich.markup import escape  # plain text inside a markup line: schedule steps hold square brackets
-
 from schedsearch.cli.numbers_view import (
-    STEPS_LEGEND, best_text, elapsed_text, has_step_numbers, search_spent_text, status_text, step_lines,
+    STEPS_LEGEND,
+    best_text,
+    elapsed_text,
+    has_step_numbers,
+    search_spent_text,
+    status_text,
+    step_lines,
 )
 from schedsearch.cli.render import ProgressView, StartingView, describe, fmt_seconds
 from schedsearch.cli.wiring import STOPPING, command_started, db_label, print_json, stderr_console, stdout_console

@@ -14,8 +14,7 @@ from typing import Any
 import click
 
 from schedsearch.app.compose import MAX_BUDGET
-from schedsearch.cli import commands_read, commands_run
-from schedsearch.cli import commands_dashboard
+from schedsearch.cli import commands_dashboard, commands_read, commands_run
 from schedsearch.cli.wiring import STOPPING, handle_errors, json_stdout, mark_command_start, parse_sizes
 from schedsearch.targets import TARGETS
 

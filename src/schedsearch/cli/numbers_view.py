@@ -17,7 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from schedsearch.cli.render import (
-    STATUS_STYLE, cost_model_text, describe, fmt_num, fmt_seconds, schedule_lines, step_text,
+    STATUS_STYLE,
+    cost_model_text,
+    describe,
+    fmt_num,
+    fmt_seconds,
+    schedule_lines,
+    step_text,
 )
 from schedsearch.core import CandidateRecord, SearchRecord, Workload
 from schedsearch.numbers import DeclaredBest, Ending, NumberKind, ending, steps_of

@@ -252,7 +252,7 @@ class ProgressView:
         if done is None:
             return Text("")
         width = 24
-        filled = int(round(done * width))
+        filled = round(done * width)
         return Text.assemble(("[" + "#" * filled + "." * (width - filled) + "]", "cyan"), f" {100 * done:3.0f}%  {eta}")
 
     def _panel(self, e: SearchEvent) -> Group:
@@ -297,7 +297,7 @@ class ProgressView:
 
 def fmt_duration(seconds: float) -> str:
     """``45s``, ``3m05s``, ``1h02m``."""
-    s = int(round(seconds))
+    s = round(seconds)
     if s < 60:
         return f"{s}s"
     if s < 3600:

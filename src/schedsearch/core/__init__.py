@@ -11,8 +11,8 @@ Every name is importable from ``schedsearch.core``; the modules say where each l
 (executor work) and ``protocols``.
 """
 
-from schedsearch.core.values import INT64_MAX, INT64_MIN, KERNEL_SYMBOL, is_identifier, sha256_text
 from schedsearch.core.codec import JsonRecord, T, decode, encode
+from schedsearch.core.configs import FINALIST_RESERVE_SHARE, BenchConfig, ExpandOptions, ReuseScope, SearchConfig
 from schedsearch.core.enums import (
     ArgRole,
     CostModelMode,
@@ -29,9 +29,11 @@ from schedsearch.core.enums import (
     StrategyKind,
     TimingMode,
 )
-from schedsearch.core.records import ArgSpec, ArgValue, Candidate, Expansion, FeatureVector, Rewrite, Schedule, Workload
+from schedsearch.core.jobs import Job, JobResult
+from schedsearch.core.leases import LEASE_BEAT_SHARE, LEASE_TIMEOUT_SECONDS, Lease, LeaseGrant, LeaseOwner
 from schedsearch.core.measurements import MachineInfo, Measurement, Paired, Timing
-from schedsearch.core.configs import FINALIST_RESERVE_SHARE, BenchConfig, ExpandOptions, ReuseScope, SearchConfig
+from schedsearch.core.protocols import CandidateCostModel, CostModel, Executor, SearchStrategy, Store
+from schedsearch.core.records import ArgSpec, ArgValue, Candidate, Expansion, FeatureVector, Rewrite, Schedule, Workload
 from schedsearch.core.search_records import (
     CandidateRecord,
     Counters,
@@ -43,18 +45,68 @@ from schedsearch.core.search_records import (
     TimeSpent,
     TrainingSample,
 )
-from schedsearch.core.leases import LEASE_BEAT_SHARE, LEASE_TIMEOUT_SECONDS, Lease, LeaseGrant, LeaseOwner
-from schedsearch.core.jobs import Job, JobResult
-from schedsearch.core.protocols import CandidateCostModel, CostModel, Executor, SearchStrategy, Store
+from schedsearch.core.values import INT64_MAX, INT64_MIN, KERNEL_SYMBOL, is_identifier, sha256_text
 
 __all__ = [
-    "ArgRole", "ArgSpec", "ArgValue", "BenchConfig", "Candidate", "CandidateCostModel", "CandidateRecord",
-    "CostModel", "CostModelMode", "Counters", "DType", "EventKind", "Executor", "ExpandOptions", "Expansion",
-    "ExpansionPart", "FINALIST_RESERVE_SHARE", "FeatureVector", "FloatMode", "INT64_MAX", "INT64_MIN", "Job",
-    "JobKind", "JobResult", "JsonRecord", "KERNEL_SYMBOL", "LEASE_BEAT_SHARE", "LEASE_TIMEOUT_SECONDS",
-    "Lease", "LeaseGrant", "LeaseOwner", "LeaseState", "MachineInfo", "Measurement", "ModelAccuracy",
-    "Paired", "PastSchedule", "Phase", "ProgressPoint", "ReuseScope", "Rewrite", "RewriteKind", "Schedule",
-    "SearchConfig", "SearchEvent", "SearchRecord", "SearchStatus", "SearchStrategy", "Status", "Store",
-    "StrategyKind", "T", "TimeSpent", "Timing", "TimingMode", "TrainingSample", "Workload", "decode",
-    "encode", "is_identifier", "sha256_text",
+    "FINALIST_RESERVE_SHARE",
+    "INT64_MAX",
+    "INT64_MIN",
+    "KERNEL_SYMBOL",
+    "LEASE_BEAT_SHARE",
+    "LEASE_TIMEOUT_SECONDS",
+    "ArgRole",
+    "ArgSpec",
+    "ArgValue",
+    "BenchConfig",
+    "Candidate",
+    "CandidateCostModel",
+    "CandidateRecord",
+    "CostModel",
+    "CostModelMode",
+    "Counters",
+    "DType",
+    "EventKind",
+    "Executor",
+    "ExpandOptions",
+    "Expansion",
+    "ExpansionPart",
+    "FeatureVector",
+    "FloatMode",
+    "Job",
+    "JobKind",
+    "JobResult",
+    "JsonRecord",
+    "Lease",
+    "LeaseGrant",
+    "LeaseOwner",
+    "LeaseState",
+    "MachineInfo",
+    "Measurement",
+    "ModelAccuracy",
+    "Paired",
+    "PastSchedule",
+    "Phase",
+    "ProgressPoint",
+    "ReuseScope",
+    "Rewrite",
+    "RewriteKind",
+    "Schedule",
+    "SearchConfig",
+    "SearchEvent",
+    "SearchRecord",
+    "SearchStatus",
+    "SearchStrategy",
+    "Status",
+    "Store",
+    "StrategyKind",
+    "T",
+    "TimeSpent",
+    "Timing",
+    "TimingMode",
+    "TrainingSample",
+    "Workload",
+    "decode",
+    "encode",
+    "is_identifier",
+    "sha256_text",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,7 +148,7 @@ def step_lines(lineage: Sequence[CandidateRecord], describe: Describe) -> tuple[
     if not one_per_step:
         return tuple(StepLine(i + 1, describe(s)) for i, s in enumerate(steps))
     lines = []
-    for i, (parent, r) in enumerate(zip(lineage, lineage[1:], strict=False)):
+    for i, (parent, r) in enumerate(itertools.pairwise(lineage)):
         s = step(r, parent)
         lines.append(StepLine(i + 1, describe(steps[i]), r.id,
                               fmt.timed(r.seconds, r.timing.spread if r.timing is not None else None),

@@ -1,8 +1,8 @@
 """Build, verify and benchmark candidates: the only package that runs a C compiler.
 
 Public API: ``evaluate_candidate``, ``remeasure``, ``machine_info``, ``cpu_flags``, ``check_toolchain``,
-``default_cache_dir``, ``private_cache_dir``, ``check_memory`` and ``LocalExecutor``. The module-level functions take plain records
-and paths so they can run inside Ray workers (see ``ray_backend``).
+``default_cache_dir``, ``private_cache_dir``, ``check_memory`` and ``LocalExecutor``. The module-level
+functions take plain records and paths so they can run inside Ray workers (see ``ray_backend``).
 """
 
 from schedsearch.evaluate.cache import private_cache_dir

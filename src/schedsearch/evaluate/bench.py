@@ -240,8 +240,8 @@ def run_kernels(
     ``cutoff``: a kernel whose verification call takes longer than this many seconds is
     timed by that one call (it cannot be among the fastest; timing it fully would cost
     ``samples`` more calls). ``contend`` (one kernel): a kernel whose warm call takes longer
-    is timed with the fewest samples (it cannot be the new best). ``gate``: the timing proper (from the first warm-up on) runs
-    inside ``gate()``; loading, verification and one-call timings run before it. ``pair``
+    is timed with the fewest samples (it cannot be the new best). ``gate``: the timing proper
+    (from the first warm-up on) runs inside ``gate()``; loading, verification and one-call timings run before it. ``pair``
     (two kernels): the second is a yardstick timed beside the first (``core.Paired``); the
     first alone is held to the budget, ``cutoff`` and ``contend``."""
     timeout = config.run_timeout if timeout is None else timeout

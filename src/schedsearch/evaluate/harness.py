@@ -65,8 +65,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from schedsearch.core import KERNEL_SYMBOL, ArgSpec, DType
-from schedsearch.evaluate.driver_sets import SETS
 from schedsearch.evaluate.driver_checks import CHECKS
+from schedsearch.evaluate.driver_sets import SETS
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.

@@ -62,6 +62,7 @@ from schedsearch.evaluate.quiet import quiet, working
 from schedsearch.evaluate.verification import atol_scale, verification_rounds
 from schedsearch.targets import reference_flags
 
+
 @contextlib.contextmanager
 def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
     """A cache directory we cannot use or write (full, read-only, someone else's) or a
@@ -420,7 +421,7 @@ def _remeasure(
         None
         if b.ok
         else Measurement(c.fingerprint, Status.BUILD_ERROR, error=b.error, build_seconds=b.seconds, machine=machine)
-        for c, b in zip(candidates, builds)
+        for c, b in zip(candidates, builds, strict=True)
     ]
     live = [i for i, b in enumerate(builds) if b.ok]
     if not live:
@@ -440,7 +441,7 @@ def _remeasure(
     if res.returncode != 0:
         return [
             m if m is not None else evaluate_candidate(workload, reference, c, config, cache_dir)
-            for c, m in zip(candidates, results)
+            for c, m in zip(candidates, results, strict=True)
         ]
     for slot, i in enumerate(live):
         results[i] = _measurement_from_report(

@@ -68,8 +68,9 @@ def _use_token_auth_when_available() -> None:
 
     Ray 2.60 turns token authentication on for clusters started with ``ray start``, but a
     driver joining one is only let in when ``RAY_AUTH_MODE=token`` was in its environment
-    before ray was imported; otherwise it retries until it times out. When the user has a token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``
-    or ``~/.ray/auth_token``) and has not chosen a mode, use it.
+    before ray was imported; otherwise it retries until it times out. When the user has a
+    token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``) and has not
+    chosen a mode, use it.
     """
     if "RAY_AUTH_MODE" in os.environ:
         return

@@ -17,10 +17,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from schedsearch.core import BenchConfig, Candidate, ExpandOptions, Expansion, Job, JobKind, JobResult, MachineInfo, Measurement, Workload
+from schedsearch.core import (
+    BenchConfig,
+    Candidate,
+    ExpandOptions,
+    Expansion,
+    Job,
+    JobKind,
+    JobResult,
+    MachineInfo,
+    Measurement,
+    Workload,
+)
 from schedsearch.errors import ClusterError, SchedsearchError
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
 from schedsearch.evaluate.ray_cluster import RayCluster
+
 # Private names: they are the Ray workers' process titles (``ray_worker``).
 from schedsearch.evaluate.ray_worker import (
     _build_task,

@@ -13,7 +13,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from schedsearch.core import BenchConfig, Candidate, ExpandOptions, Expansion, ExpansionPart, MachineInfo, Measurement, Workload
+from schedsearch.core import (
+    BenchConfig,
+    Candidate,
+    ExpandOptions,
+    Expansion,
+    ExpansionPart,
+    MachineInfo,
+    Measurement,
+    Workload,
+)
 from schedsearch.errors import SchedsearchError
 
 

@@ -7,10 +7,10 @@ from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from schedsearch.core import CandidateRecord, Rewrite, SearchRecord, Store
-from schedsearch.numbers import DeclaredBest, load_declared_best
 from schedsearch.explore._optional import require
 from schedsearch.explore.kinds import KindStats
 from schedsearch.explore.summary import format_seconds, format_spread
+from schedsearch.numbers import DeclaredBest, load_declared_best
 
 if TYPE_CHECKING:
     import pandas

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Mapping
@@ -56,7 +57,7 @@ def plot_tree(
     size = 60.0 if len(pos) <= 50 else 25.0 if len(pos) <= 500 else 10.0
 
     path = [r for r in tree.best_path() if r.id in pos]
-    path_edges = [(pos[a.id], pos[b.id]) for a, b in zip(path, path[1:], strict=False)]
+    path_edges = [(pos[a.id], pos[b.id]) for a, b in itertools.pairwise(path)]
     if path_edges:
         ax.add_collection(LineCollection(path_edges, colors="goldenrod", linewidths=2.5, zorder=2, gid="best-path"))
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from schedsearch.core import CandidateRecord, ProgressPoint, Rewrite, SearchRecord, Status, Store
-from schedsearch.numbers import DeclaredBest, best_among, step
 from schedsearch.explore import frames, plotting
 from schedsearch.explore._optional import require
 from schedsearch.explore.kinds import KindStats, kind_stats
 from schedsearch.explore.summary import summary_data, summary_html
+from schedsearch.numbers import DeclaredBest, best_among, step
 
 if TYPE_CHECKING:
     import networkx

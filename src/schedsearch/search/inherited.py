@@ -33,7 +33,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from schedsearch.core import (
-    Candidate, CandidateRecord, Schedule, SearchConfig, SearchRecord, Status, Store, sha256_text,
+    Candidate,
+    CandidateRecord,
+    Schedule,
+    SearchConfig,
+    SearchRecord,
+    Status,
+    Store,
+    sha256_text,
 )
 from schedsearch.search.frontier import rank_key
 

@@ -12,8 +12,8 @@ finalists' side-by-side re-measurement and the outcome (``finalists``).
 
 The time budget is wall time and includes the finalists' re-measurement (the search stops
 early enough for it), but not the wait for the baseline: the unscheduled kernel's answer
-key and timing cost what the problem's size makes them cost, whatever the search does. A stop (Ctrl-C, SIGTERM) is announced at once with a ``stopping``
-event, work in flight is cancelled, and no re-measurement runs. An exception marks the
+key and timing cost what the problem's size makes them cost, whatever the search does. A
+stop (Ctrl-C, SIGTERM) is announced at once with a ``stopping`` event, work in flight is cancelled, and no re-measurement runs. An exception marks the
 search failed (interrupted, for ``KeyboardInterrupt``) before it propagates; candidates
 being evaluated stay pending, and a resume measures them.
 
@@ -65,8 +65,8 @@ from schedsearch.search.guidance import Guidance
 from schedsearch.search.inherited import Inherited
 from schedsearch.search.lease import LeaseKeeper
 from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
-from schedsearch.search.outcome import SearchOutcome
 from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS
+from schedsearch.search.outcome import SearchOutcome
 from schedsearch.search.pipeline import POLL_SECONDS, Pipeline, Stopped
 from schedsearch.search.ranking import ALIKE
 from schedsearch.search.rounds import EARLY_ASK_SHARE, STREAM_GATE

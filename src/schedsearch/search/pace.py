@@ -25,7 +25,6 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-
 #: Measurements the pace of measuring is taken over.
 RECENT = 9
 

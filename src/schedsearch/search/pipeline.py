@@ -65,7 +65,6 @@ from schedsearch.search.ledger import Ledger
 from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS, Measuring
 from schedsearch.search.pace import Pace
 from schedsearch.search.reuse import EarlierSearches
-from schedsearch.stopping import stopped_improving
 from schedsearch.search.rounds import (
     LEADING_SHARE,
     Round,
@@ -76,6 +75,7 @@ from schedsearch.search.rounds import (
     leaders_in,
     likely,
 )
+from schedsearch.stopping import stopped_improving
 
 #: The longest the loop waits for results before it looks at ``stop`` and the budget again.
 POLL_SECONDS = 0.25

@@ -302,7 +302,7 @@ class StoreContract(ReuseContract, LeaseContract):
         assert store.seen_fingerprints(other) == {make_candidate("zzz").fingerprint}
 
     def test_candidates_without_code(self, store: Any) -> None:
-        sid, recs = _tree(store)
+        sid, _recs = _tree(store)
         store.record_measurement(sid, make_measurement(make_candidate("a"), 0.5), 12.5, 2.0)
         full = store.candidates(sid)
         outline = store.candidates(sid, code=False)
@@ -378,7 +378,7 @@ class StoreContract(ReuseContract, LeaseContract):
         # (tag, seconds or None for a failure), measured in insertion order.
         plan = [("p0", 1.0), ("p1", None), ("p2", 0.5), ("p3", 0.7), ("p4", 0.5), ("p5", 0.1)]
         ids = {}
-        for tag, secs in plan:
+        for tag, _secs in plan:
             ids[tag] = store.add_candidate(sid, make_candidate(tag)).id
         store.add_candidate(sid, make_candidate("never-measured"))
         for tag, secs in plan:

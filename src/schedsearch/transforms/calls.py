@@ -166,7 +166,7 @@ def _same_shape(loop, pattern) -> bool:
     """Whether ``loop`` and an instruction's loop have the same statement kinds in their
     bodies (an assignment is never a reduction): needed for the two to unify."""
     body, other = loop.body(), pattern.body()
-    return len(body) == len(other) and all(type(a) is type(b) for a, b in zip(body, other))
+    return len(body) == len(other) and all(type(a) is type(b) for a, b in zip(body, other, strict=True))
 
 
 def replace_in(p, loops, instrs):

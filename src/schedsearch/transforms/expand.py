@@ -30,10 +30,10 @@ from schedsearch.core import (
     sha256_text,
 )
 from schedsearch.errors import ReplayError
+from schedsearch.model.features import CacheSizes, candidate_features, feature_vector, machine_caches, noted
 from schedsearch.transforms import exo_patches
 from schedsearch.transforms.call_memo import CallMemo
 from schedsearch.transforms.codegen import fingerprint, kernel_c, proc_text
-from schedsearch.model.features import CacheSizes, candidate_features, feature_vector, machine_caches, noted
 from schedsearch.transforms.replay import EXO_CATCH, rejected_by_exo, replay, try_apply
 from schedsearch.transforms.rules import describe, propose_all, rule_for
 from schedsearch.transforms.workload import bound_proc_from_source

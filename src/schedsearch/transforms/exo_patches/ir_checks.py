@@ -70,7 +70,7 @@ def _remembering(typ: type, convert: bool, seq: bool, opt: bool, error: type):
             try:
                 return [point(item) for item in value]
             except error as err:
-                raise error(typing.List[err.expected], typing.List[err.actual]) from err
+                raise error(list[err.expected], list[err.actual]) from err
         return point(value)
 
     validate.seq, validate.convert = seq, convert  # type: ignore[attr-defined]  # read by ``trusting_formulas``
@@ -149,7 +149,7 @@ def trusting_formulas(modules: typing.Iterable[object], checks_only: tuple[typin
 def _closure(func) -> dict:
     """A function's free variables by name."""
     cells = func.__closure__ or ()
-    return {name: cell.cell_contents for name, cell in zip(func.__code__.co_freevars, cells)}
+    return {name: cell.cell_contents for name, cell in zip(func.__code__.co_freevars, cells, strict=False)}
 
 
 def plain_ir_checks() -> bool:

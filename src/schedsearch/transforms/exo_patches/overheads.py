@@ -36,13 +36,11 @@ saved is measured in benchmarks/RESULTS.md, "The search's own machinery"):
 
 from __future__ import annotations
 
-import collections
 import inspect
 import operator
 import sys
 from dataclasses import dataclass
 from types import FrameType
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +132,7 @@ class ScopedValues:
     with every lookup one dictionary access: the values in scope live in one dictionary,
     and each scope keeps what its bindings replaced, to put back when it is left."""
 
-    __slots__ = ("_values", "_undo")
+    __slots__ = ("_undo", "_values")
 
     _ABSENT = object()
 

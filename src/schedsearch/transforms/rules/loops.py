@@ -52,7 +52,8 @@ class SplitArgs(StepArgs):
     factor: int = count()
     outer: str = naming()
     inner: str = naming()
-    tail: Tail = sized(default=Tail.PERFECT)  # perfect only where the factor divides the trip count
+    # perfect only where the factor divides the trip count
+    tail: Tail = sized(default=Tail.PERFECT)  # noqa: RUF009 (sized() makes a dataclasses.field)
 
 
 @dataclass(frozen=True, slots=True)

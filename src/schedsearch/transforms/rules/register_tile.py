@@ -35,10 +35,16 @@ from schedsearch.targets import Target, TargetName, target
 from schedsearch.transforms.calls import ExoCall
 from schedsearch.transforms.rules.args import ArgError, StepArgs, count, loop, naming, sized
 from schedsearch.transforms.rules.base import ProcView, Rule
-from schedsearch.transforms.rules.layout import Panel, Side
+from schedsearch.transforms.rules.layout import Side
 from schedsearch.transforms.rules.normalize import Prep, blockings, preparations
 from schedsearch.transforms.rules.tile_lowering import (
-    ROLES, column_split, masked_home, patterns, scalar_tile, tile_targets, vector_tile,
+    ROLES,
+    column_split,
+    masked_home,
+    patterns,
+    scalar_tile,
+    tile_targets,
+    vector_tile,
 )
 from schedsearch.transforms.rules.tile_nests import VectorNest, scalar_nest, tile_nests, tile_shapes, vector_nest
 from schedsearch.transforms.walk import LoopInfo

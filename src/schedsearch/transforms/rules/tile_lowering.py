@@ -10,8 +10,8 @@ from schedsearch.core import DType
 from schedsearch.targets import Role, Target, TargetName, chain, target
 from schedsearch.transforms.calls import After, ExoCall, Instr, Loop, Memory, Nest, Stmt, Within
 from schedsearch.transforms.rules.normalize import Prep
-from schedsearch.transforms.vector_steps import masked_tail
 from schedsearch.transforms.rules.tile_nests import MAX_ROWS
+from schedsearch.transforms.vector_steps import masked_tail
 
 if TYPE_CHECKING:
     from schedsearch.transforms.rules.register_tile import ScalarTileArgs, VectorTileArgs

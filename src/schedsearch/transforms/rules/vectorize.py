@@ -136,8 +136,8 @@ class Vectorize(Rule):
             if info.trip is None or info.lo != 0:
                 continue
             # outer, lanes, masked tail's outer and lanes; groups of vectors and their lanes
-            o, i, mo, mi, k, l = _fresh(set(view.names), *(info.name + s for s in "oitmkl"))
-            used = set(view.names) | {o, i, mo, mi, k, l}
+            o, i, mo, mi, k, gl = _fresh(set(view.names), *(info.name + s for s in "oitmkl"))
+            used = set(view.names) | {o, i, mo, mi, k, gl}
             # the widest target of the chain whose instructions cover the body: f64 on an
             # AVX-512 CPU is AVX2's (Exo 1.0.0 has no AVX-512 f64 instructions)
             home, plan = next(((c, pl) for c in chain(t) if (pl := plan_loop(view.proc, info.pattern, c, False, used,
@@ -146,21 +146,23 @@ class Vectorize(Rule):
                 continue
             lanes = home.lanes(plan.dtype)
 
-            def make(tail: str, p: Plan, names: tuple[str, ...], **extra: int) -> Rewrite:
-                args = dict(isa=home.name, lanes=lanes, trip=info.trip, tail=tail, names=" ".join(names))
-                return self.step(info.pattern, VectorizeArgs(**args, **extra, **p.args()))
+            # this loop's values bound as defaults: the helpers are only called in this iteration
+            def make(tail: str, p: Plan, names: tuple[str, ...], *, isa: str = home.name, lanes: int = lanes,
+                     trip: int = info.trip, pattern: str = info.pattern, **extra: int) -> Rewrite:
+                args = dict(isa=isa, lanes=lanes, trip=trip, tail=tail, names=" ".join(names))
+                return self.step(pattern, VectorizeArgs(**args, **extra, **p.args()))
 
-            def tail_of(width: int) -> str | None:
-                if info.trip < width or (info.trip % width and not options.allow_tails):
+            def tail_of(width: int, trip: int = info.trip) -> str | None:
+                if trip < width or (trip % width and not options.allow_tails):
                     return None
-                return "cut" if info.trip % width else "perfect"
+                return "cut" if trip % width else "perfect"
 
             if plan.mode == "reduce":
                 acc = plan.stages[0][1]
                 sums = _fresh(used | _plan_names(plan), *(f"{acc}_{s}" for s in ("sum", "lanes", "part")))
                 for accs in ACCUMULATORS:
                     if tail := tail_of(lanes * accs):
-                        out.append(make(tail, plan, (o, i, k, l, *sums), accs=accs))
+                        out.append(make(tail, plan, (o, i, k, gl, *sums), accs=accs))
                 continue
             if tail := tail_of(lanes):
                 out.append(make(tail, plan, (o, i, mo, mi)))
@@ -170,7 +172,7 @@ class Vectorize(Rule):
             if "(" in plan.body:  # an inner loop: outputs stay in registers across it
                 for vecs in VECTORS:
                     if vecs <= home.registers // 4 and (tail := tail_of(lanes * vecs)):
-                        out.append(make(tail, plan, (o, i, k, l), vecs=vecs))
+                        out.append(make(tail, plan, (o, i, k, gl), vecs=vecs))
         return out
 
     def lower(self, target_loop: str, args: VectorizeArgs) -> list[ExoCall]:
