@@ -118,8 +118,10 @@ class TuneResult:
         if self.gflops is not None:
             numbers.append(f"{self.gflops:.3g} GFLOP/s")
         steps = "\n".join(f"  {i}. {s}" for i, s in enumerate(self.steps, 1)) or "  (unscheduled)"
-        return (f"search {self.search_id} of {self.workload.label} ({self.status.value}, target {self.target}): "
-                f"{', '.join(numbers)}\n{steps}")
+        return (
+            f"search {self.search_id} of {self.workload.label} ({self.status.value}, target {self.target}): "
+            f"{', '.join(numbers)}\n{steps}"
+        )
 
 
 def tune(
@@ -195,11 +197,28 @@ def tune(
     sentence) for a workload, compiler, database or cluster that cannot be used.
     """
     started = time.monotonic()  # from here to the workers' start: ``time_spent.starting``
-    settings = _settings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
-                         strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
-                         cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
-                         float_mode=float_mode, timing=timing, defer_costly=defer_costly, yardstick=yardstick,
-                         confirm_best=confirm_best, compiler_notes=compiler_notes, early_stop=early_stop)
+    settings = _settings(
+        budget=budget,
+        max_candidates=max_candidates,
+        workers=workers,
+        max_depth=max_depth,
+        strategy=strategy,
+        seed=seed,
+        cc=cc,
+        cflags=cflags,
+        parallel=parallel,
+        target=target,
+        cost_model=cost_model,
+        remeasure=remeasure,
+        warm_start=warm_start,
+        float_mode=float_mode,
+        timing=timing,
+        defer_costly=defer_costly,
+        yardstick=yardstick,
+        confirm_best=confirm_best,
+        compiler_notes=compiler_notes,
+        early_stop=early_stop,
+    )
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
     with start_search(spec, settings, db=db, spelling=PYTHON) as session:
@@ -242,15 +261,31 @@ def resume(
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{name} must be a string or None, not {value!r}")
     db = _db(db)
-    with resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
-                       trust_db_source=trust_db_source, early_stop=early_stop or None, cc=cc, cflags=cflags,
-                       trust_db_config=bool(trust_db_config), auto_stop=False if early_stop is False else None,
-                       spelling=PYTHON) as session:
+    with resume_search(
+        search_id,
+        budget=budget,
+        max_candidates=max_candidates,
+        workers=workers,
+        db=db,
+        trust_db_source=trust_db_source,
+        early_stop=early_stop or None,
+        cc=cc,
+        cflags=cflags,
+        trust_db_config=bool(trust_db_config),
+        auto_stop=False if early_stop is False else None,
+        spelling=PYTHON,
+    ) as session:
         return _search(session, db, address, on_progress, progress, started)
 
 
-def apply(proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *,
-          db: str | os.PathLike | None = None, target: str | None = None, proc: str | None = None) -> Any:
+def apply(
+    proc_or_path: ProcOrPath,
+    sizes: Mapping[str, int] | None = None,
+    *,
+    db: str | os.PathLike | None = None,
+    target: str | None = None,
+    proc: str | None = None,
+) -> Any:
     """The Exo procedure with the best schedule known for this workload (same source, proc
     and sizes) on this machine (same CPU, compiler, flags and Exo version), from ``db``.
 
@@ -291,8 +326,9 @@ class LoadedSchedule:
     def target(self) -> str:
         return self.file.needs_target
 
-    def apply(self, proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *,
-              proc: str | None = None) -> Any:
+    def apply(
+        self, proc_or_path: ProcOrPath, sizes: Mapping[str, int] | None = None, *, proc: str | None = None
+    ) -> Any:
         """Replay the schedule onto ``proc_or_path`` (a ``@proc`` or a workload file; for a
         file, ``proc`` defaults to the recorded proc's name) with ``sizes`` (default: the
         recorded ones). Raises ``ReplayError`` naming the first step that does not apply."""
@@ -313,9 +349,14 @@ def load_schedule(path: str | os.PathLike) -> LoadedSchedule:
 # ------------------------------------------------------------------ helpers
 
 
-def _search(session: SearchSession, db: str | None, address: str | None,
-            on_progress: Callable[[SearchEvent], None] | None, progress: bool | None,
-            started: float | None = None) -> TuneResult:
+def _search(
+    session: SearchSession,
+    db: str | None,
+    address: str | None,
+    on_progress: Callable[[SearchEvent], None] | None,
+    progress: bool | None,
+    started: float | None = None,
+) -> TuneResult:
     config = session.config
     renderer = progress_renderer(progress, config.max_seconds, config.max_candidates, session.workload.label)
     listeners = [f for f in (renderer, on_progress) if f is not None]
@@ -342,10 +383,20 @@ def _result(workload: Workload, run: SearchRun, db: str | None) -> TuneResult:
     seconds = declared.seconds if declared is not None else None
     speedup = declared.speedup if declared is not None else None
     return TuneResult(
-        search_id=search.id, status=search.status, workload=workload, schedule=schedule, proc=tuned,
-        c_code=tuned.c_code_str(), seconds=seconds, speedup=speedup, gflops=gflops_of(workload.flops, seconds),
-        baseline_seconds=search.baseline_seconds, target=search.config.expand.target, db=db_label(db),
-        search=search, best=best,
+        search_id=search.id,
+        status=search.status,
+        workload=workload,
+        schedule=schedule,
+        proc=tuned,
+        c_code=tuned.c_code_str(),
+        seconds=seconds,
+        speedup=speedup,
+        gflops=gflops_of(workload.flops, seconds),
+        baseline_seconds=search.baseline_seconds,
+        target=search.config.expand.target,
+        db=db_label(db),
+        search=search,
+        best=best,
     )
 
 
@@ -385,21 +436,40 @@ def _caller_scopes() -> list[Mapping[str, Any]]:
     return scopes
 
 
-def _settings(*, budget: float | None, max_candidates: int | None, workers: int, max_depth: int, strategy: str,
-              seed: int, cc: str | None, cflags: str | None, parallel: bool, target: str,
-              cost_model: str, remeasure: bool = False, warm_start: bool = True,
-              float_mode: str = "strict", timing: str = "auto", defer_costly: bool = True,
-              yardstick: bool = True, confirm_best: bool = True, compiler_notes: bool = True,
-              early_stop: int | Literal[False] | None = None) -> SearchSettings:
+def _settings(
+    *,
+    budget: float | None,
+    max_candidates: int | None,
+    workers: int,
+    max_depth: int,
+    strategy: str,
+    seed: int,
+    cc: str | None,
+    cflags: str | None,
+    parallel: bool,
+    target: str,
+    cost_model: str,
+    remeasure: bool = False,
+    warm_start: bool = True,
+    float_mode: str = "strict",
+    timing: str = "auto",
+    defer_costly: bool = True,
+    yardstick: bool = True,
+    confirm_best: bool = True,
+    compiler_notes: bool = True,
+    early_stop: int | Literal[False] | None = None,
+) -> SearchSettings:
     """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
     from schedsearch.targets import TARGETS
 
     _check_limits(budget, max_candidates, workers)
-    choices = {"strategy": (strategy, [s.value for s in _Strategy]),
-               "cost_model": (cost_model, [m.value for m in CostModelMode]),
-               "target": (target, ["auto", *(t.name.value for t in TARGETS)]),
-               "float_mode": (float_mode, [m.value for m in FloatMode]),
-               "timing": (timing, [m.value for m in TimingMode])}
+    choices = {
+        "strategy": (strategy, [s.value for s in _Strategy]),
+        "cost_model": (cost_model, [m.value for m in CostModelMode]),
+        "target": (target, ["auto", *(t.name.value for t in TARGETS)]),
+        "float_mode": (float_mode, [m.value for m in FloatMode]),
+        "timing": (timing, [m.value for m in TimingMode]),
+    }
     for name, (value, allowed) in choices.items():
         if str(value) not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
@@ -408,13 +478,29 @@ def _settings(*, budget: float | None, max_candidates: int | None, workers: int,
         raise ValueError(f"max_depth must be a positive integer, not {max_depth!r}")
     if not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise ValueError(f"seed must be an integer in [0, 2**63), not {seed!r}")
-    return SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
-                          strategy=str(strategy), seed=seed, cc=cc, cflags=cflags, parallel=parallel,
-                          target=str(target), cost_model=str(cost_model), remeasure=bool(remeasure),
-                          warm_start=bool(warm_start), float_mode=str(float_mode), timing=str(timing),
-                          defer_costly=bool(defer_costly), yardstick=bool(yardstick),
-                          confirm_best=bool(confirm_best), compiler_notes=bool(compiler_notes),
-                          early_stop=early_stop or None, auto_stop=early_stop is not False)
+    return SearchSettings(
+        budget=budget,
+        max_candidates=max_candidates,
+        workers=workers,
+        max_depth=max_depth,
+        strategy=str(strategy),
+        seed=seed,
+        cc=cc,
+        cflags=cflags,
+        parallel=parallel,
+        target=str(target),
+        cost_model=str(cost_model),
+        remeasure=bool(remeasure),
+        warm_start=bool(warm_start),
+        float_mode=str(float_mode),
+        timing=str(timing),
+        defer_costly=bool(defer_costly),
+        yardstick=bool(yardstick),
+        confirm_best=bool(confirm_best),
+        compiler_notes=bool(compiler_notes),
+        early_stop=early_stop or None,
+        auto_stop=early_stop is not False,
+    )
 
 
 def _check_early_stop(early_stop: int | Literal[False] | None) -> None:
@@ -425,8 +511,9 @@ def _check_early_stop(early_stop: int | Literal[False] | None) -> None:
 
 
 def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:
-    if budget is not None and (not isinstance(budget, (int, float)) or not 0 < budget <= MAX_BUDGET
-                               or math.isnan(budget)):
+    if budget is not None and (
+        not isinstance(budget, (int, float)) or not 0 < budget <= MAX_BUDGET or math.isnan(budget)
+    ):
         raise ValueError(f"budget must be a number of seconds in (0, {MAX_BUDGET:g}], not {budget!r}")
     if max_candidates is not None and (not isinstance(max_candidates, int) or max_candidates < 1):
         raise ValueError(f"max_candidates must be a positive integer, not {max_candidates!r}")

@@ -87,8 +87,9 @@ class DeclaredBest:
         return self.record.timing.spread if self.record.timing is not None else None
 
 
-def declared_best(search: SearchRecord, declared: CandidateRecord | None,
-                  fastest: CandidateRecord | None) -> DeclaredBest | None:
+def declared_best(
+    search: SearchRecord, declared: CandidateRecord | None, fastest: CandidateRecord | None
+) -> DeclaredBest | None:
     """The best of ``search``: its declared candidate (``declared``, the record of
     ``search.best_candidate_id``) with the stored numbers, or — while no best is declared
     (a running search, one killed before it finished) — the ``fastest`` ``ok`` candidate by
@@ -96,11 +97,14 @@ def declared_best(search: SearchRecord, declared: CandidateRecord | None,
     """
     if declared is not None and declared.id == search.best_candidate_id and search.best_seconds is not None:
         remeasured = search.best_seconds != declared.seconds or (
-            search.best_speedup is not None and search.best_speedup != declared.speedup)
+            search.best_speedup is not None and search.best_speedup != declared.speedup
+        )
         if remeasured:
             flops = search.workload.flops
             return DeclaredBest(
-                record=declared, seconds=search.best_seconds, speedup=search.best_speedup,
+                record=declared,
+                seconds=search.best_seconds,
+                speedup=search.best_speedup,
                 gflops=flops / search.best_seconds / 1e9 if flops and search.best_seconds > 0 else None,
                 kind=NumberKind.REMEASURED,
                 spread=None,  # the re-measurement's spread is not stored, only its median
@@ -114,9 +118,14 @@ def declared_best(search: SearchRecord, declared: CandidateRecord | None,
 
 
 def _search_time(record: CandidateRecord) -> DeclaredBest:
-    return DeclaredBest(record=record, seconds=record.seconds, speedup=record.speedup, gflops=record.gflops,
-                        kind=NumberKind.SEARCH_TIME,
-                        spread=record.timing.spread if record.timing is not None else None)
+    return DeclaredBest(
+        record=record,
+        seconds=record.seconds,
+        speedup=record.speedup,
+        gflops=record.gflops,
+        kind=NumberKind.SEARCH_TIME,
+        spread=record.timing.spread if record.timing is not None else None,
+    )
 
 
 def load_declared_best(store: Store, search: SearchRecord) -> DeclaredBest | None:
@@ -151,8 +160,11 @@ def ending(search: SearchRecord) -> Ending:
     counters = search.counters
     if config.early_stop is not None and counters.since_best >= config.early_stop:
         return Ending.STOPPED_IMPROVING
-    if config.early_stop is None and config.auto_stop and stopped_improving(
-            counters, search.elapsed_seconds - counters.spent.baseline_wait):
+    if (
+        config.early_stop is None
+        and config.auto_stop
+        and stopped_improving(counters, search.elapsed_seconds - counters.spent.baseline_wait)
+    ):
         return Ending.STOPPED_IMPROVING
     # The loop stops searching early enough to re-measure the finalists inside the budget,
     # which counts the search's own clock (the seconds each run took to start are not, nor
@@ -191,8 +203,11 @@ def step(record: CandidateRecord, parent: CandidateRecord | None) -> Step:
     """The gain of ``record`` over ``parent`` (both search-time medians) and whether it is noise."""
     if parent is None or record.status is not Status.OK or parent.status is not Status.OK:
         return Step(record, parent, None, None)
-    gain = (parent.seconds / record.seconds
-            if parent.seconds is not None and record.seconds is not None and record.seconds > 0 else None)
+    gain = (
+        parent.seconds / record.seconds
+        if parent.seconds is not None and record.seconds is not None and record.seconds > 0
+        else None
+    )
     return Step(record, parent, gain, within_noise(parent.timing, record.timing) if gain is not None else None)
 
 

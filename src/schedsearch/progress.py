@@ -17,8 +17,9 @@ from typing import Any, TextIO
 from schedsearch.core import EventKind, SearchEvent, TimeSpent
 
 #: Events always shown at once (the others are throttled).
-KEY_EVENTS = frozenset({EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS,
-                        EventKind.FINISHED})
+KEY_EVENTS = frozenset(
+    {EventKind.STARTED, EventKind.BASELINE, EventKind.NEW_BEST, EventKind.FINALISTS, EventKind.FINISHED}
+)
 
 
 def in_notebook() -> bool:
@@ -31,8 +32,9 @@ def in_notebook() -> bool:
     return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
-def progress_renderer(show: bool | None, budget: float | None, max_candidates: int | None,
-                      label: str) -> ProgressRenderer | None:
+def progress_renderer(
+    show: bool | None, budget: float | None, max_candidates: int | None, label: str
+) -> ProgressRenderer | None:
     """The renderer to use: ``show`` True always shows progress, False never, None only in
     a notebook. The bar measures seconds against ``budget``, or candidates against
     ``max_candidates`` when that is the tighter known limit."""
@@ -68,8 +70,10 @@ def spent_text(spent: TimeSpent) -> str:
     t = spent
     if not (t.expanding or t.building or t.measuring or t.idle):
         return ""
-    return (f"workers expanding {t.expanding:.1f} s and building {t.building:.1f} s; "
-            f"verifying and timing {t.measuring:.1f} s; nothing being measured for {t.idle:.1f} s")
+    return (
+        f"workers expanding {t.expanding:.1f} s and building {t.building:.1f} s; "
+        f"verifying and timing {t.measuring:.1f} s; nothing being measured for {t.idle:.1f} s"
+    )
 
 
 def _counts_text(event: SearchEvent) -> str:
@@ -90,8 +94,9 @@ class ProgressRenderer:
 class TextProgress(ProgressRenderer):
     """One line per key event, and a line at most every ``heartbeat`` seconds otherwise."""
 
-    def __init__(self, label: str, stream: TextIO, heartbeat: float = 15.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, label: str, stream: TextIO, heartbeat: float = 15.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.label, self.stream, self.heartbeat, self.clock = label, stream, heartbeat, clock
         self._last = float("-inf")
 
@@ -100,16 +105,27 @@ class TextProgress(ProgressRenderer):
         if event.kind in KEY_EVENTS or now - self._last >= self.heartbeat:
             self._last = now
             message = f" {event.message}" if event.message else ""
-            print(f"[{event.elapsed:6.1f}s] {self.label} {event.kind.value}: {_counts_text(event)}; "
-                  f"{_best_text(event)}{message}", file=self.stream, flush=True)
+            print(
+                f"[{event.elapsed:6.1f}s] {self.label} {event.kind.value}: {_counts_text(event)}; "
+                f"{_best_text(event)}{message}",
+                file=self.stream,
+                flush=True,
+            )
 
 
 class NotebookProgress(ProgressRenderer):
     """An HTML progress bar updated in place (at most ``interval`` seconds apart, key
     events at once)."""
 
-    def __init__(self, label: str, budget: float | None, max_candidates: int | None, interval: float = 0.25,
-                 clock: Callable[[], float] = time.monotonic, handle: Any = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        budget: float | None,
+        max_candidates: int | None,
+        interval: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+        handle: Any = None,
+    ) -> None:
         self.label, self.budget, self.max_candidates = label, budget, max_candidates
         self.interval, self.clock = interval, clock
         self._handle = handle  # an IPython display handle, made on the first draw
@@ -142,14 +158,18 @@ class NotebookProgress(ProgressRenderer):
         """The bar and its caption as HTML."""
         done = self.fraction(event)
         state = event.kind.value.replace("_", " ")
-        caption = (f"<b>{html.escape(self.label)}</b> search {event.search_id} &middot; {event.elapsed:.1f} s "
-                   f"&middot; {html.escape(state)} &middot; {html.escape(_counts_text(event))} &middot; "
-                   f"{html.escape(_best_text(event))}")
+        caption = (
+            f"<b>{html.escape(self.label)}</b> search {event.search_id} &middot; {event.elapsed:.1f} s "
+            f"&middot; {html.escape(state)} &middot; {html.escape(_counts_text(event))} &middot; "
+            f"{html.escape(_best_text(event))}"
+        )
         spent = spent_text(event.counters.spent)
         if spent:
             caption += f"<br><small>{html.escape(spent)}</small>"
-        return (f'<div><progress value="{done:.3f}" max="1" style="width: 24em"></progress> '
-                f"{100 * done:.0f}%<br><span>{caption}</span></div>")
+        return (
+            f'<div><progress value="{done:.3f}" max="1" style="width: 24em"></progress> '
+            f"{100 * done:.0f}%<br><span>{caption}</span></div>"
+        )
 
     def _draw(self, event: SearchEvent) -> None:
         from IPython.display import HTML, display

@@ -149,13 +149,18 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
     except json.JSONDecodeError as e:
         raise ScheduleFileError(f"{p} is not valid JSON (line {e.lineno}): {e.msg}") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise ScheduleFileError(f"{p} is not a schedsearch schedule file (export one with `schedsearch export ... --format json`)")
+        raise ScheduleFileError(
+            f"{p} is not a schedsearch schedule file (export one with `schedsearch export ... --format json`)"
+        )
     if raw.get("version") != VERSION:
-        raise ScheduleFileError(f"{p} has schedule-file version {raw.get('version')!r}; this schedsearch reads version {VERSION}")
+        raise ScheduleFileError(
+            f"{p} has schedule-file version {raw.get('version')!r}; this schedsearch reads version {VERSION}"
+        )
     modes = [m.value for m in FloatMode]
     if raw.get("float_mode", FloatMode.STRICT.value) not in modes:
-        raise ScheduleFileError(f"{p} is malformed: its float_mode {raw.get('float_mode')!r} is not one of "
-                                + ", ".join(modes))
+        raise ScheduleFileError(
+            f"{p} is malformed: its float_mode {raw.get('float_mode')!r} is not one of " + ", ".join(modes)
+        )
     try:
         wl = raw["workload"]
         sf = ScheduleFile(

@@ -45,8 +45,9 @@ class StoppingRule:
         """Whether a search whose last real gain came at ``gain_seconds`` after
         ``gain_measured`` measured candidates, now at ``seconds`` with ``since_best``
         candidates measured since, has waited long enough without another."""
-        return (since_best >= max(self.min_candidates, self.patience * gain_measured)
-                and seconds - gain_seconds >= max(self.min_seconds, self.patience * gain_seconds))
+        return since_best >= max(self.min_candidates, self.patience * gain_measured) and seconds - gain_seconds >= max(
+            self.min_seconds, self.patience * gain_seconds
+        )
 
 
 DEFAULT_RULE = StoppingRule()

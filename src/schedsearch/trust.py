@@ -33,8 +33,9 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def schedule_workload_path(schedule_path: str | os.PathLike, workload_file: str,
-                           allowed: Iterable[str | os.PathLike] = ()) -> Path:
+def schedule_workload_path(
+    schedule_path: str | os.PathLike, workload_file: str, allowed: Iterable[str | os.PathLike] = ()
+) -> Path:
     """The workload file a schedule file names, resolved (symbolic links followed).
 
     Raises UntrustedSourceError unless it lies inside the schedule file's folder tree, is one

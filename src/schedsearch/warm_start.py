@@ -67,8 +67,10 @@ class WarmStart:
         if self.left_out:
             parts.append(f"{self.left_out} not replayed (out of time)")
         lines = [f"warm start: {self.considered} schedules{origin}: {', '.join(parts)}"]
-        lines += [f"  skipped candidate {s.past.candidate_id} of search {s.past.search_id} "
-                  f"({_sizes(s.past)}): {s.reason}" for s in self.skipped[:3]]
+        lines += [
+            f"  skipped candidate {s.past.candidate_id} of search {s.past.search_id} ({_sizes(s.past)}): {s.reason}"
+            for s in self.skipped[:3]
+        ]
         if len(self.skipped) > 3:
             lines.append(f"  ... and {len(self.skipped) - 3} more")
         return lines
@@ -76,10 +78,18 @@ class WarmStart:
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--json``."""
         return {
-            "seeds": [{"search_id": p.search_id, "candidate_id": p.candidate_id, "sizes": dict(p.sizes)}
-                      for p in self.sources],
-            "skipped": [{"search_id": s.past.search_id, "candidate_id": s.past.candidate_id,
-                         "sizes": dict(s.past.sizes), "reason": s.reason} for s in self.skipped],
+            "seeds": [
+                {"search_id": p.search_id, "candidate_id": p.candidate_id, "sizes": dict(p.sizes)} for p in self.sources
+            ],
+            "skipped": [
+                {
+                    "search_id": s.past.search_id,
+                    "candidate_id": s.past.candidate_id,
+                    "sizes": dict(s.past.sizes),
+                    "reason": s.reason,
+                }
+                for s in self.skipped
+            ],
             "duplicates": self.duplicates,
             "left_out": self.left_out,
         }
@@ -124,8 +134,9 @@ def warm_start(
     ``seconds``, whichever comes first. ``say`` is told when there is something to replay,
     before it is replayed.
     """
-    past = store.past_schedules(workload.source_sha256, workload.proc, target=options.target,
-                                per_search=PER_SEARCH, searches=SEARCHES)
+    past = store.past_schedules(
+        workload.source_sha256, workload.proc, target=options.target, per_search=PER_SEARCH, searches=SEARCHES
+    )
     usable, skipped = candidates_to_replay(past, options)
     if not usable:
         return WarmStart(skipped=tuple(skipped))

@@ -59,17 +59,34 @@ class Spelling:
             where = f", db={db!r}" if db else ""
             return f"schedsearch.tune({workload.proc}, {workload.sizes_dict!r}{where})"
         sizes = ",".join(f"{k}={v}" for k, v in workload.sizes)
-        return (f"schedsearch run {shlex.quote(workload.path)} --proc {workload.proc}"
-                + (f" --size {sizes}" if sizes else "") + (f" --db {shlex.quote(db)}" if db else ""))
+        return (
+            f"schedsearch run {shlex.quote(workload.path)} --proc {workload.proc}"
+            + (f" --size {sizes}" if sizes else "")
+            + (f" --db {shlex.quote(db)}" if db else "")
+        )
 
 
 CLI = Spelling()
-PYTHON = Spelling(db="db=", proc="proc=", budget="budget=SECONDS", max_candidates="max_candidates=N", cc="cc=",
-                  cflags="cflags=", trust_db_config="trust_db_config=True", python=True)
+PYTHON = Spelling(
+    db="db=",
+    proc="proc=",
+    budget="budget=SECONDS",
+    max_candidates="max_candidates=N",
+    cc="cc=",
+    cflags="cflags=",
+    trust_db_config="trust_db_config=True",
+    python=True,
+)
 
 
-def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "auto",
-                 float_mode: str = FloatMode.STRICT.value, timing: str = TimingMode.AUTO.value) -> BenchConfig:
+def bench_config(
+    cc: str | None,
+    cflags: str | None,
+    seed: int,
+    target: str = "auto",
+    float_mode: str = FloatMode.STRICT.value,
+    timing: str = TimingMode.AUTO.value,
+) -> BenchConfig:
     """BenchConfig from the --cc / --cflags / --seed / --target / --float / --timing options
     (defaults for the rest). The target's and the float mode's own compiler flags follow the user's
     (``targets.build_flags``)."""
@@ -79,8 +96,13 @@ def bench_config(cc: str | None, cflags: str | None, seed: int, target: str = "a
     base = BenchConfig(seed=seed)
     mode = FloatMode(float_mode)
     flags = tuple(shlex.split(cflags)) if cflags is not None else base.cflags
-    return dataclasses.replace(base, cc=cc or base.cc, float_mode=mode, timing=TimingMode(timing),
-                               cflags=build_flags(flags, resolve(target, cpu_flags()), mode))
+    return dataclasses.replace(
+        base,
+        cc=cc or base.cc,
+        float_mode=mode,
+        timing=TimingMode(timing),
+        cflags=build_flags(flags, resolve(target, cpu_flags()), mode),
+    )
 
 
 def expand_options(parallel: bool, target: str, compiler_notes: bool = False) -> ExpandOptions:
@@ -90,8 +112,9 @@ def expand_options(parallel: bool, target: str, compiler_notes: bool = False) ->
     from schedsearch.evaluate import cpu_flags
     from schedsearch.targets import resolve
 
-    return ExpandOptions(allow_parallel=parallel, target=resolve(target, cpu_flags()).name.value,
-                         compiler_notes=compiler_notes)
+    return ExpandOptions(
+        allow_parallel=parallel, target=resolve(target, cpu_flags()).name.value, compiler_notes=compiler_notes
+    )
 
 
 def reads_notes(requested: bool, bench: BenchConfig) -> bool:
@@ -137,7 +160,11 @@ def db_label(url: str | None) -> str:
 
 
 def make_executor(
-    workers: int, address: str | None, bench: BenchConfig, expand: ExpandOptions, cache_dir: Path | None = None,
+    workers: int,
+    address: str | None,
+    bench: BenchConfig,
+    expand: ExpandOptions,
+    cache_dir: Path | None = None,
     stop: threading.Event | None = None,
 ) -> Executor:
     """LocalExecutor for ``--workers 0``, otherwise a RayExecutor (local cluster or --address);
@@ -151,8 +178,9 @@ def make_executor(
         return LocalExecutor(Expander, expand, bench, cache_dir)
     from schedsearch.evaluate.ray_backend import RayExecutor
 
-    return RayExecutor(Expander, expand, bench, workers=max(workers, 1), address=address, cache_dir=cache_dir,
-                       stop=stop)
+    return RayExecutor(
+        Expander, expand, bench, workers=max(workers, 1), address=address, cache_dir=cache_dir, stop=stop
+    )
 
 
 def make_cost_model(config: SearchConfig, store: Store, executor: Executor) -> CostModel | None:

@@ -40,8 +40,9 @@ def best_known(spec: WorkloadFile | Workload, top: int, db: str | None, spelling
     workload = load(spec, spelling)
     store = open_db(db, create=False, read_only=True)
     try:
-        found = [(s, b) for s in store.list_searches(workload.key) for b in [load_declared_best(store, s)]
-                 if b is not None]
+        found = [
+            (s, b) for s in store.list_searches(workload.key) for b in [load_declared_best(store, s)] if b is not None
+        ]
         found.sort(key=lambda sb: (sb[1].seconds if sb[1].seconds is not None else math.inf, -sb[0].id))
         found = found[:top]
         lineage = tuple(store.lineage(found[0][1].record.id)) if found else ()
@@ -60,8 +61,9 @@ class KnownBest:
     speedup: float | None
 
 
-def best_on_this_machine(workload: Workload, store: Store, *, target: str | None = None, cc: str | None = None,
-                         cflags: str | None = None) -> KnownBest | None:
+def best_on_this_machine(
+    workload: Workload, store: Store, *, target: str | None = None, cc: str | None = None, cflags: str | None = None
+) -> KnownBest | None:
     """The fastest schedule recorded for ``workload`` (same source, proc and sizes) by a
     search on this machine: same CPU, compiler, flags and Exo version (the machine
     fingerprint), for ``target`` or, when None, any target this CPU has. None when none is.
@@ -81,8 +83,9 @@ def best_on_this_machine(workload: Workload, store: Store, *, target: str | None
             continue
         if search.best_candidate_id is not None:
             record = store.get_candidate(search.best_candidate_id)
-            found.append(KnownBest(search, record, search.best_seconds or record.seconds,
-                                   search.best_speedup or record.speedup))
+            found.append(
+                KnownBest(search, record, search.best_seconds or record.seconds, search.best_speedup or record.speedup)
+            )
             continue
         top = store.top_candidates(search.id, 1)
         if top:
@@ -103,8 +106,9 @@ class Applied:
     proc: Any  # the scheduled Exo Procedure, sizes bound
 
 
-def apply_best(spec: WorkloadFile | Workload, *, db: str | None, target: str | None = None,
-               spelling: Spelling = CLI) -> Applied:
+def apply_best(
+    spec: WorkloadFile | Workload, *, db: str | None, target: str | None = None, spelling: Spelling = CLI
+) -> Applied:
     """Replay the best schedule known on this machine onto the workload's proc.
 
     Only the schedule (data) comes from the database; the proc is rebuilt from the
@@ -123,7 +127,9 @@ def apply_best(spec: WorkloadFile | Workload, *, db: str | None, target: str | N
         store.close()
     if known is None:
         where = f"for target {target} " if target is not None else ""
-        raise NoScheduleError(f"no schedule known for {workload.label} {where}on this machine in {db_label(db)}; {hint}")
+        raise NoScheduleError(
+            f"no schedule known for {workload.label} {where}on this machine in {db_label(db)}; {hint}"
+        )
     return Applied(workload, known, build_proc(workload, known.record.schedule))
 
 
@@ -144,8 +150,9 @@ class Explanation:
     legal: tuple[Rewrite, ...]
 
 
-def explain(spec: WorkloadFile | Workload, *, parallel: bool = False, target: str = "auto",
-            spelling: Spelling = CLI) -> Explanation:
+def explain(
+    spec: WorkloadFile | Workload, *, parallel: bool = False, target: str = "auto", spelling: Spelling = CLI
+) -> Explanation:
     """Every rewrite the search would propose at the root, kept when Exo accepts it."""
     from schedsearch.transforms import build_proc, loop_nest_text, propose, try_apply
 
@@ -204,12 +211,15 @@ def export_py(source: ExportSource, *, trust_db_source: bool = False) -> str:
     search, record = source.search, source.record
     check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search.id}")
     try:
-        return schedule_script(search.workload, record.schedule, cc=search.machine.compiler,
-                               cflags=tuple(search.machine.cflags))
+        return schedule_script(
+            search.workload, record.schedule, cc=search.machine.compiler, cflags=tuple(search.machine.cflags)
+        )
     except MALFORMED as e:  # ArgError among them: arguments a step's kind cannot take
         why = " ".join(str(e).split())[:200]
-        raise StoreError(f"the schedule stored for candidate {record.id} of search {search.id} is malformed ({why}): "
-                         "schedsearch would not have written it, so it is not exported") from None
+        raise StoreError(
+            f"the schedule stored for candidate {record.id} of search {search.id} is malformed ({why}): "
+            "schedsearch would not have written it, so it is not exported"
+        ) from None
 
 
 def export_c(source: ExportSource, *, trust_db_source: bool = False) -> str:
@@ -226,9 +236,11 @@ def export_c(source: ExportSource, *, trust_db_source: bool = False) -> str:
     check_stored_source(workload, trust_db_source=trust_db_source, what=f"search {search.id}")
     # The flags the search built it with: its vector instructions need their -m flags.
     flags = " ".join(in_c_comment(f) for f in search.machine.cflags) or "-O3 -march=native"
-    return (f"/* {in_c_comment(workload.label)}, schedule of candidate {record.id} of search {search.id}; "
-            f"built and measured with: {in_c_comment(search.machine.compiler or 'cc')} {flags} */\n"
-            + user_c(workload, record.schedule))
+    return (
+        f"/* {in_c_comment(workload.label)}, schedule of candidate {record.id} of search {search.id}; "
+        f"built and measured with: {in_c_comment(search.machine.compiler or 'cc')} {flags} */\n"
+        + user_c(workload, record.schedule)
+    )
 
 
 def schedule_file_of(source: ExportSource, out_path: Path, db: str | None) -> ScheduleFile:
@@ -239,14 +251,22 @@ def schedule_file_of(source: ExportSource, out_path: Path, db: str | None) -> Sc
     # with its search-time median.
     best = source.declared if source.declared is not None and source.declared.record.id == record.id else None
     return ScheduleFile(
-        workload_file=relative_workload_path(workload.path, out_path), proc=workload.proc, sizes=workload.sizes,
-        source_sha256=workload.source_sha256, schedule=record.schedule, fingerprint=record.fingerprint,
+        workload_file=relative_workload_path(workload.path, out_path),
+        proc=workload.proc,
+        sizes=workload.sizes,
+        source_sha256=workload.source_sha256,
+        schedule=record.schedule,
+        fingerprint=record.fingerprint,
         speedup=best.speedup if best is not None else record.speedup,
         seconds=best.seconds if best is not None else record.seconds,
         machine=search.machine,
         float_mode=search.config.bench.float_mode,
-        origin={"db": db_label(db), "search_id": search.id, "candidate_id": record.id,
-                "numbers": (best.kind if best is not None else NumberKind.SEARCH_TIME).value},
+        origin={
+            "db": db_label(db),
+            "search_id": search.id,
+            "candidate_id": record.id,
+            "numbers": (best.kind if best is not None else NumberKind.SEARCH_TIME).value,
+        },
     )
 
 

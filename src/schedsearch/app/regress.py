@@ -84,18 +84,32 @@ class CaseResult:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "path": self.path, "name": self.name, "passed": self.passed, "skipped": self.skipped,
-            "reason": self.reason, "warning": self.warning,
-            "recorded_speedup": self.recorded_speedup, "speedup": self.speedup,
-            "fingerprint_drift": self.fingerprint_drift, "machine_differs": self.machine_differs,
-            "source_changed": self.source_changed, "recorded_on": self.recorded_on,
-            "seconds": round(self.seconds, 3), "notes": list(self.notes),
+            "path": self.path,
+            "name": self.name,
+            "passed": self.passed,
+            "skipped": self.skipped,
+            "reason": self.reason,
+            "warning": self.warning,
+            "recorded_speedup": self.recorded_speedup,
+            "speedup": self.speedup,
+            "fingerprint_drift": self.fingerprint_drift,
+            "machine_differs": self.machine_differs,
+            "source_changed": self.source_changed,
+            "recorded_on": self.recorded_on,
+            "seconds": round(self.seconds, 3),
+            "notes": list(self.notes),
         }
 
 
-def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: MachineInfo,
-              cpu_flags: tuple[str, ...], strict_machine: bool = False,
-              allowed: tuple[str, ...] = ()) -> CaseResult:
+def check_one(
+    path: Path,
+    tolerance: float,
+    bench: BenchConfig,
+    machine: MachineInfo,
+    cpu_flags: tuple[str, ...],
+    strict_machine: bool = False,
+    allowed: tuple[str, ...] = (),
+) -> CaseResult:
     """Replay, verify and time one schedule file (on a CPU with ``cpu_flags``); every outcome,
     a malformed file included, becomes a CaseResult.
 
@@ -115,24 +129,43 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
     notes: list[str] = []
 
     def result(passed: bool, reason: str = "", **kw: object) -> CaseResult:
-        return CaseResult(str(path), name, passed, reason, recorded_speedup=sf.speedup,
-                          seconds=time.monotonic() - started, notes=tuple(notes),
-                          recorded_on=sf.machine.cpu_model, **kw)  # type: ignore[arg-type]
+        return CaseResult(
+            str(path),
+            name,
+            passed,
+            reason,
+            recorded_speedup=sf.speedup,
+            seconds=time.monotonic() - started,
+            notes=tuple(notes),
+            recorded_on=sf.machine.cpu_model,
+            **kw,
+        )  # type: ignore[arg-type]
 
     try:
         needed = target(sf.needs_target)
     except WorkloadError:
-        return result(False, f"names an unknown target {sf.needs_target!r}; this schedsearch knows "
-                      + ", ".join(t.name.value for t in TARGETS))
+        return result(
+            False,
+            f"names an unknown target {sf.needs_target!r}; this schedsearch knows "
+            + ", ".join(t.name.value for t in TARGETS),
+        )
     if not needed.supported_by(cpu_flags):
-        return result(False, f"skipped: this CPU lacks the {needed.name} instructions the schedule uses "
-                      f"(needs CPU flags {' '.join(needed.cpu_flags)})", skipped=True)
+        return result(
+            False,
+            f"skipped: this CPU lacks the {needed.name} instructions the schedule uses "
+            f"(needs CPU flags {' '.join(needed.cpu_flags)})",
+            skipped=True,
+        )
     machine_differs = bool(sf.machine.cpu_model) and sf.machine.fingerprint != machine.fingerprint
     # Data never chooses code: the workload must be where the schedule file may point, and
     # be the very text that was recorded, before anything of it is imported.
     if not sf.source_sha256:
-        return result(False, "it records no source_sha256 for its workload, so the workload is not run; "
-                      "export it again with `schedsearch export ... --format json`", machine_differs=machine_differs)
+        return result(
+            False,
+            "it records no source_sha256 for its workload, so the workload is not run; "
+            "export it again with `schedsearch export ... --format json`",
+            machine_differs=machine_differs,
+        )
     try:
         workload_file = sf.workload_path(path, allowed)
     except UntrustedSourceError as e:
@@ -147,8 +180,9 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
         return result(False, f"workload does not load: {e}", machine_differs=machine_differs)
     if sf.float_mode is not bench.float_mode:
         # Measured as recorded: a relaxed schedule's speed came from relaxed builds.
-        bench = dataclasses.replace(bench, float_mode=sf.float_mode,
-                                    cflags=switch_float_mode(bench.cflags, bench.float_mode, sf.float_mode))
+        bench = dataclasses.replace(
+            bench, float_mode=sf.float_mode, cflags=switch_float_mode(bench.cflags, bench.float_mode, sf.float_mode)
+        )
         machine = machine_info(bench)
         machine_differs = bool(sf.machine.cpu_model) and sf.machine.fingerprint != machine.fingerprint
     flags = {"machine_differs": machine_differs, "source_changed": False}
@@ -172,15 +206,28 @@ def check_one(path: Path, tolerance: float, bench: BenchConfig, machine: Machine
         bad = base if base.seconds is None else mine
         return result(False, f"re-measurement failed: {bad.status.value}: {bad.error}", **flags)
     speedup = base.seconds / mine.seconds
-    passed, why, warning = verdict(speedup, base.timing, mine.timing, sf.speedup, tolerance,
-                                   machine_differs and not strict_machine,
-                                   same_code=cand.fingerprint == root.fingerprint)
+    passed, why, warning = verdict(
+        speedup,
+        base.timing,
+        mine.timing,
+        sf.speedup,
+        tolerance,
+        machine_differs and not strict_machine,
+        same_code=cand.fingerprint == root.fingerprint,
+    )
     measured = Remeasured(mine.seconds, speedup, cand.fingerprint, machine)
     return result(passed, why, speedup=speedup, warning=warning, measured=measured, **flags)
 
 
-def verdict(speedup: float, base: Timing | None, mine: Timing | None, recorded: float | None, tolerance: float,
-            lenient: bool, same_code: bool = False) -> tuple[bool, str, str]:
+def verdict(
+    speedup: float,
+    base: Timing | None,
+    mine: Timing | None,
+    recorded: float | None,
+    tolerance: float,
+    lenient: bool,
+    same_code: bool = False,
+) -> tuple[bool, str, str]:
     """(passed, reason, warning) for a schedule timed side by side with the unscheduled proc.
 
     Slower than the unscheduled proc beyond the noise fails wherever the schedule was
@@ -208,8 +255,19 @@ def update_file(path: Path, measured: Remeasured) -> None:
     """Re-record a schedule file's speedup, time, C fingerprint and machine from this run."""
     sf = read_schedule_file(path)
     # regress times the schedule side by side with the unscheduled proc, as a search's finalists
-    origin = {**sf.origin, "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-              "numbers": NumberKind.REMEASURED.value}
-    write_schedule_file(path, dataclasses.replace(
-        sf, speedup=measured.speedup, seconds=measured.seconds, fingerprint=measured.fingerprint,
-        machine=measured.machine, origin=origin))
+    origin = {
+        **sf.origin,
+        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "numbers": NumberKind.REMEASURED.value,
+    }
+    write_schedule_file(
+        path,
+        dataclasses.replace(
+            sf,
+            speedup=measured.speedup,
+            seconds=measured.seconds,
+            fingerprint=measured.fingerprint,
+            machine=measured.machine,
+            origin=origin,
+        ),
+    )

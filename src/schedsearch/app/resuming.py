@@ -31,11 +31,23 @@ from schedsearch.search.inherited import Inherited, rebuild_inherited
 SHOWN_CHARS = 80
 
 
-def resume_search(search_id: int, *, budget: float | None = None, max_candidates: int | None = None,
-                  workers: int | None = None, db: str | None = None, trust_db_source: bool = False,
-                  remeasure: bool = False, early_stop: int | None = None, cc: str | None = None,
-                  cflags: str | None = None, trust_db_config: bool = False, auto_stop: bool | None = None,
-                  spelling: Spelling = CLI, say: Say = silent) -> SearchSession:
+def resume_search(
+    search_id: int,
+    *,
+    budget: float | None = None,
+    max_candidates: int | None = None,
+    workers: int | None = None,
+    db: str | None = None,
+    trust_db_source: bool = False,
+    remeasure: bool = False,
+    early_stop: int | None = None,
+    cc: str | None = None,
+    cflags: str | None = None,
+    trust_db_config: bool = False,
+    auto_stop: bool | None = None,
+    spelling: Spelling = CLI,
+    say: Say = silent,
+) -> SearchSession:
     """Continue a search from the store: same workload (stored source), same settings
     (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
     replaces the stored one), built with ``cc`` and ``cflags`` (None: ``run``'s defaults).
@@ -65,8 +77,10 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
         if remeasure:
             config = dataclasses.replace(config, remeasure=True)
         if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
-            raise SearchCompletedError(f"search {search_id} already completed; add {spelling.budget} (or "
-                                       f"{spelling.max_candidates}) to search further")
+            raise SearchCompletedError(
+                f"search {search_id} already completed; add {spelling.budget} (or "
+                f"{spelling.max_candidates}) to search further"
+            )
         check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search_id}")
         config = dataclasses.replace(config, bench=resumed_bench(search, cc, cflags, trust_db_config, spelling))
         say(f"checking the C compiler ({config.bench.cc})")
@@ -80,13 +94,17 @@ def resume_search(search_id: int, *, budget: float | None = None, max_candidates
         lease.release()
         store.close()
         raise
-    return SearchSession(search.workload, root, config, store, search_id=search_id, lease=lease,
-                         inherited=inherited)
+    return SearchSession(search.workload, root, config, store, search_id=search_id, lease=lease, inherited=inherited)
 
 
-def resumed_config(search: SearchRecord, budget: float | None, max_candidates: int | None,
-                   workers: int | None, early_stop: int | None = None,
-                   auto_stop: bool | None = None) -> SearchConfig:
+def resumed_config(
+    search: SearchRecord,
+    budget: float | None,
+    max_candidates: int | None,
+    workers: int | None,
+    early_stop: int | None = None,
+    auto_stop: bool | None = None,
+) -> SearchConfig:
     """The stored config with budgets extended (budgets count the search's total), and
     ``workers``, ``early_stop`` and ``auto_stop`` replaced when given (``auto_stop=False``
     also drops a stored ``early_stop``: the search runs to its budget)."""
@@ -97,15 +115,19 @@ def resumed_config(search: SearchRecord, budget: float | None, max_candidates: i
     limit = old.max_candidates
     if max_candidates is not None:
         limit = search.counters.measured + max_candidates
-    return dataclasses.replace(old, max_seconds=max_seconds, max_candidates=limit,
-                               workers=old.workers if workers is None else workers,
-                               early_stop=(None if auto_stop is False else old.early_stop) if early_stop is None
-                               else early_stop,
-                               auto_stop=old.auto_stop if auto_stop is None else auto_stop)
+    return dataclasses.replace(
+        old,
+        max_seconds=max_seconds,
+        max_candidates=limit,
+        workers=old.workers if workers is None else workers,
+        early_stop=(None if auto_stop is False else old.early_stop) if early_stop is None else early_stop,
+        auto_stop=old.auto_stop if auto_stop is None else auto_stop,
+    )
 
 
-def resumed_bench(search: SearchRecord, cc: str | None, cflags: str | None, trust_db_config: bool = False,
-                  spelling: Spelling = CLI) -> BenchConfig:
+def resumed_bench(
+    search: SearchRecord, cc: str | None, cflags: str | None, trust_db_config: bool = False, spelling: Spelling = CLI
+) -> BenchConfig:
     """The stored BenchConfig with the caller's compiler and flags, made as ``run`` makes
     them (``bench_config``: the search's own target and float mode add their flags).
 
@@ -154,8 +176,7 @@ def toolchain_args(config: SearchConfig) -> str:
     worked out)."""
     bench = config.bench
     try:
-        default = bench_config(None, None, bench.seed, config.expand.target, bench.float_mode.value,
-                               bench.timing.value)
+        default = bench_config(None, None, bench.seed, config.expand.target, bench.float_mode.value, bench.timing.value)
     except SchedsearchError:
         return ""
     args = ""

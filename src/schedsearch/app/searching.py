@@ -176,9 +176,16 @@ class SearchSession:
     with ``lease`` its driver's hold on the search (a resumed search's is taken before the
     session is handed out; a new search's when it is created), released at ``close``."""
 
-    def __init__(self, workload: Workload, root: Candidate, config: SearchConfig, store: Store,
-                 search_id: int | None = None, lease: LeaseKeeper | None = None,
-                 inherited: Inherited | None = None) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        root: Candidate,
+        config: SearchConfig,
+        store: Store,
+        search_id: int | None = None,
+        lease: LeaseKeeper | None = None,
+        inherited: Inherited | None = None,
+    ) -> None:
         self.workload, self.root, self.config, self.store = workload, root, config, store
         self.search_id = search_id
         self.lease = lease
@@ -218,8 +225,9 @@ class SearchSession:
         finally:
             self.store.close()
 
-    def runner(self, address: str | None = None, stop: threading.Event | None = None,
-               say: Say = silent) -> SearchRunner:
+    def runner(
+        self, address: str | None = None, stop: threading.Event | None = None, say: Say = silent
+    ) -> SearchRunner:
         """The executor (in-process for 0 workers, else Ray: a local cluster or ``address``)
         and the cost model, ready to search; a context manager that releases both. ``stop``,
         set while a private Ray cluster starts, ends it as soon as it is up (``KeyboardInterrupt``);
@@ -241,9 +249,15 @@ class SearchSession:
             raise
         return SearchRunner(self, executor, model)
 
-    def run(self, on_event: Callable[[SearchEvent], None] = lambda e: None, *, stop: threading.Event | None = None,
-            address: str | None = None, signals: tuple[signal.Signals, ...] = (),
-            started: float | None = None) -> SearchRun:
+    def run(
+        self,
+        on_event: Callable[[SearchEvent], None] = lambda e: None,
+        *,
+        stop: threading.Event | None = None,
+        address: str | None = None,
+        signals: tuple[signal.Signals, ...] = (),
+        started: float | None = None,
+    ) -> SearchRun:
         """``runner(address)`` and ``SearchRunner.run``, in one call; the seconds from
         ``started`` (``time.monotonic()``; None: this call) to the workers' start are kept as
         ``TimeSpent.starting``, outside the time budget."""
@@ -270,8 +284,14 @@ class SearchRunner:
             self.model.close()
         self.executor.close()
 
-    def run(self, on_event: Callable[[SearchEvent], None] = lambda e: None, *, stop: threading.Event | None = None,
-            signals: tuple[signal.Signals, ...] = (), started: float | None = None) -> SearchRun:
+    def run(
+        self,
+        on_event: Callable[[SearchEvent], None] = lambda e: None,
+        *,
+        stop: threading.Event | None = None,
+        signals: tuple[signal.Signals, ...] = (),
+        started: float | None = None,
+    ) -> SearchRun:
         """Search until a budget is spent, the space is exhausted or ``stop`` is set.
 
         ``started`` (``time.monotonic()``): when the caller's command began; the seconds
@@ -288,10 +308,22 @@ class SearchRunner:
         stop = stop if stop is not None else threading.Event()
         warm = session.warm_start()
         with stop_on_signals(stop, signals):
-            outcome = run_search(session.workload, session.root, make_strategy(session.config), self.executor,
-                                 session.store, session.config, on_event, search_id=session.search_id, stop=stop,
-                                 cost_model=self.model, seeds=warm.seeds if warm is not None else (),
-                                 started=started, lease=session.lease, inherited=session.inherited)
+            outcome = run_search(
+                session.workload,
+                session.root,
+                make_strategy(session.config),
+                self.executor,
+                session.store,
+                session.config,
+                on_event,
+                search_id=session.search_id,
+                stop=stop,
+                cost_model=self.model,
+                seeds=warm.seeds if warm is not None else (),
+                started=started,
+                lease=session.lease,
+                inherited=session.inherited,
+            )
         session.search_id = outcome.search_id
         return finished(session.store, outcome.search_id, warm)
 
@@ -306,8 +338,14 @@ def finished(store: Store, search_id: int, warm: WarmStart | None = None) -> Sea
     return SearchRun(search, declared, lineage, warm)
 
 
-def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db: str | None,
-                 spelling: Spelling = CLI, say: Say = silent) -> SearchSession:
+def start_search(
+    spec: WorkloadFile | Workload,
+    settings: SearchSettings,
+    *,
+    db: str | None,
+    spelling: Spelling = CLI,
+    say: Say = silent,
+) -> SearchSession:
     """Load the workload, check the machine can build it, open (or create) the store.
 
     Every check that can fail on the user's input or machine runs before a search is
@@ -338,8 +376,11 @@ def start_search(spec: WorkloadFile | Workload, settings: SearchSettings, *, db:
 
 
 @contextmanager
-def stop_on_signals(stop: threading.Event, signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
-                    announce: Callable[[], None] | None = None) -> Iterator[None]:
+def stop_on_signals(
+    stop: threading.Event,
+    signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+    announce: Callable[[], None] | None = None,
+) -> Iterator[None]:
     """The first of ``signals`` (Ctrl-C, a notebook's interrupt) asks the search to stop
     cleanly and calls ``announce`` (once, from a thread of its own); a second one aborts.
     Outside the main thread, where Python cannot install handlers, nothing is installed."""

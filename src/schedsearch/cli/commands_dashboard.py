@@ -24,12 +24,18 @@ def dashboard_command(db: str | None, host: str, port: int) -> None:
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another --port or --host", EXIT_USAGE)
         console = stderr_console()
         if not server.is_loopback(host):
-            console.print(f"warning: listening on {host}: anyone who can reach this machine can read the results",
-                          highlight=False, markup=False)
+            console.print(
+                f"warning: listening on {host}: anyone who can reach this machine can read the results",
+                highlight=False,
+                markup=False,
+            )
 
         def ready(url: str) -> None:
-            console.print(f"schedsearch dashboard of {db_label(db)} (read-only) at {url}  (Ctrl-C stops it)",
-                          highlight=False, markup=False)
+            console.print(
+                f"schedsearch dashboard of {db_label(db)} (read-only) at {url}  (Ctrl-C stops it)",
+                highlight=False,
+                markup=False,
+            )
 
         try:
             server.serve(store, sock, label=db_label(db), on_ready=ready)

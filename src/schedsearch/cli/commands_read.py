@@ -63,8 +63,9 @@ def _record_json(r: CandidateRecord, parent: CandidateRecord | None, best: Decla
         "declared_best": best_json(best) if best is not None and best.record.id == r.id else None,
         "schedule": steps_json(r),
         # an earlier search's measurement of the same C, taken instead of measuring (None: measured here)
-        "reused_from": None if r.reused_candidate_id is None else {
-            "search_id": r.reused_search_id, "candidate_id": r.reused_candidate_id},
+        "reused_from": None
+        if r.reused_candidate_id is None
+        else {"search_id": r.reused_search_id, "candidate_id": r.reused_candidate_id},
         "paired": _paired_json(r),
     }
 
@@ -75,9 +76,14 @@ def _paired_json(r: CandidateRecord) -> dict[str, Any] | None:
     p = r.paired
     if p is None:
         return None
-    return {"yardstick": p.fingerprint, "yardstick_measured": p.timing.median if p.timing is not None else None,
-            "yardstick_seconds": p.seconds, "spared": p.spared, "factor": p.factor,
-            "measured_seconds": r.seconds / p.factor if r.seconds is not None else None}
+    return {
+        "yardstick": p.fingerprint,
+        "yardstick_measured": p.timing.median if p.timing is not None else None,
+        "yardstick_seconds": p.seconds,
+        "spared": p.spared,
+        "factor": p.factor,
+        "measured_seconds": r.seconds / p.factor if r.seconds is not None else None,
+    }
 
 
 def list_command(db: str | None, as_json: bool) -> None:
@@ -89,31 +95,52 @@ def list_command(db: str | None, as_json: bool) -> None:
     finally:
         store.close()
     if as_json:
-        print_json([{
-            "search_id": s.id, "file": s.workload.path, "proc": s.workload.proc, "sizes": s.workload.sizes_dict,
-            "status": s.status.value, "ended": ending(s).value, "strategy": s.config.strategy.value,
-            "evaluated": s.counters.evaluated, "elapsed_seconds": round(s.elapsed_seconds, 3),
-            "baseline_seconds": s.baseline_seconds,
-            "best_candidate_id": bests[s.id].record.id if bests[s.id] else None,
-            "best_seconds": bests[s.id].seconds if bests[s.id] else None,
-            "best_speedup": bests[s.id].speedup if bests[s.id] else None,
-            "best": best_json(bests[s.id]),
-        } for s in searches])
+        print_json(
+            [
+                {
+                    "search_id": s.id,
+                    "file": s.workload.path,
+                    "proc": s.workload.proc,
+                    "sizes": s.workload.sizes_dict,
+                    "status": s.status.value,
+                    "ended": ending(s).value,
+                    "strategy": s.config.strategy.value,
+                    "evaluated": s.counters.evaluated,
+                    "elapsed_seconds": round(s.elapsed_seconds, 3),
+                    "baseline_seconds": s.baseline_seconds,
+                    "best_candidate_id": bests[s.id].record.id if bests[s.id] else None,
+                    "best_seconds": bests[s.id].seconds if bests[s.id] else None,
+                    "best_speedup": bests[s.id].speedup if bests[s.id] else None,
+                    "best": best_json(bests[s.id]),
+                }
+                for s in searches
+            ]
+        )
         return
     if not searches:  # an empty list: nothing on stdout, a hint for the person reading stderr
         stderr_console().print(f"no searches in {db_label(db)} yet: start one with `schedsearch run FILE`")
         return
     console = stdout_console()
-    table = Table(title=f"searches in {db_label(db)} (best: the numbers `show` reports, re-measured side by side "
-                        f"or a search-time median ± half its interquartile range)", title_justify="left")
+    table = Table(
+        title=f"searches in {db_label(db)} (best: the numbers `show` reports, re-measured side by side "
+        f"or a search-time median ± half its interquartile range)",
+        title_justify="left",
+    )
     for col in ("id", "workload", "status", "evaluated", "elapsed", "best", "time", "speedup", "numbers"):
         table.add_column(col, justify="right" if col in ("time", "speedup") else "left")
     for s in searches:
         b = bests[s.id]
-        table.add_row(str(s.id), s.workload.label, s.status.value, str(s.counters.evaluated),
-                      f"{s.elapsed_seconds:.0f} s", f"#{b.record.id}" if b else "-",
-                      fmt_time(b.seconds, b.spread) if b else "-", fmt_num(b.speedup, "x") if b else "-",
-                      _kind_label(b))
+        table.add_row(
+            str(s.id),
+            s.workload.label,
+            s.status.value,
+            str(s.counters.evaluated),
+            f"{s.elapsed_seconds:.0f} s",
+            f"#{b.record.id}" if b else "-",
+            fmt_time(b.seconds, b.spread) if b else "-",
+            fmt_num(b.speedup, "x") if b else "-",
+            _kind_label(b),
+        )
     print_whole(console, table)
 
 
@@ -143,9 +170,17 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
         return
     console = stdout_console()
     print_whole(console, summary_grid(search, best, root, db_label(db)))
-    print_whole(console, ranked_table(records, best, title=(
-        f"top {len(records)} candidates by search-time median (time ± half the interquartile range; "
-        f"speedups against the search-time baseline)")))
+    print_whole(
+        console,
+        ranked_table(
+            records,
+            best,
+            title=(
+                f"top {len(records)} candidates by search-time median (time ± half the interquartile range; "
+                f"speedups against the search-time baseline)"
+            ),
+        ),
+    )
     console.print(best_note(best), highlight=False, markup=False)
     if best is not None:
         _print_schedule(console, f"best schedule (candidate {best.record.id})", lineage)
@@ -163,8 +198,7 @@ def tree_command(search_id: int, depth: int | None, db: str | None, as_json: boo
         by_id = {r.id: r for r in records}
         best = best_among(search, records)
         shown = records if depth is None else [r for r in records if r.depth <= depth]
-        print_json([_record_json(r, by_id.get(r.parent_id) if r.parent_id is not None else None, best)
-                    for r in shown])
+        print_json([_record_json(r, by_id.get(r.parent_id) if r.parent_id is not None else None, best) for r in shown])
         return
     print_whole(stdout_console(), search_tree(search, records, max_depth=depth, sort=TreeSort(sort)))
 
@@ -174,22 +208,46 @@ def best_command(file: str, proc: str | None, sizes: dict[str, int], top: int, d
     known = best_known(WorkloadFile.of(file, proc, sizes), top, db)
     workload, found, lineage = known.workload, list(known.found), list(known.lineage)
     if as_json:
-        print_json({
-            "file": workload.path, "proc": workload.proc, "sizes": workload.sizes_dict,
-            "best": [dict(best_json(b) or {}, search_id=s.id, schedule=steps_json(b.record)) for s, b in found],
-        })
+        print_json(
+            {
+                "file": workload.path,
+                "proc": workload.proc,
+                "sizes": workload.sizes_dict,
+                "best": [dict(best_json(b) or {}, search_id=s.id, schedule=steps_json(b.record)) for s, b in found],
+            }
+        )
         return
     if not found:
-        fail(f"no measured schedule for {workload.label} in {db_label(db)}; run `schedsearch run {file}` first", EXIT_USAGE)
-    table = Table(title=f"best known schedules for {workload.label}: each search's best, fastest first",
-                  title_justify="left")
+        fail(
+            f"no measured schedule for {workload.label} in {db_label(db)}; run `schedsearch run {file}` first",
+            EXIT_USAGE,
+        )
+    table = Table(
+        title=f"best known schedules for {workload.label}: each search's best, fastest first", title_justify="left"
+    )
     console = stdout_console()
-    for col, justify in (("", "left"), ("search", "right"), ("candidate", "right"), ("time", "right"),
-                         ("speedup", "right"), ("numbers", "left"), ("status", "left"), ("last step", "left")):
+    for col, justify in (
+        ("", "left"),
+        ("search", "right"),
+        ("candidate", "right"),
+        ("time", "right"),
+        ("speedup", "right"),
+        ("numbers", "left"),
+        ("status", "left"),
+        ("last step", "left"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for i, (s, b) in enumerate(found):
-        table.add_row(BEST_MARK if i == 0 else "", str(s.id), str(b.record.id), fmt_time(b.seconds, b.spread),
-                      fmt_num(b.speedup, "x"), _kind_label(b), s.status.value, step_text(b.record))
+        table.add_row(
+            BEST_MARK if i == 0 else "",
+            str(s.id),
+            str(b.record.id),
+            fmt_time(b.seconds, b.spread),
+            fmt_num(b.speedup, "x"),
+            _kind_label(b),
+            s.status.value,
+            step_text(b.record),
+        )
     print_whole(console, table)
     s, b = found[0]
     console.print(f"{BEST_MARK} best: search {s.id}, {best_text(s, b)}", highlight=False, markup=False)
@@ -204,8 +262,14 @@ def _print_schedule(console: Any, title: str, lineage: list[CandidateRecord]) ->
         console.print(f"  {line}", highlight=False, markup=False)
 
 
-def export_command(search_id: int | None, candidate_id: int | None, fmt: str, output: str | None, db: str | None,
-                   trust_db_source: bool = False) -> None:
+def export_command(
+    search_id: int | None,
+    candidate_id: int | None,
+    fmt: str,
+    output: str | None,
+    db: str | None,
+    trust_db_source: bool = False,
+) -> None:
     """Write a schedule as a Python script, C, or a schedule file.
 
     ``--format c`` runs the workload's stored source (to generate the C) and ``--format py``
@@ -241,8 +305,9 @@ def _check_writable(out_path: Path, shown: str) -> None:
     """Fail with one line before any work when the export cannot be written there."""
     folder = out_path.parent
     if not folder.is_dir():
-        fail(f"cannot write {shown}: the folder {folder} does not exist; create it or choose another -o path",
-             EXIT_USAGE)
+        fail(
+            f"cannot write {shown}: the folder {folder} does not exist; create it or choose another -o path", EXIT_USAGE
+        )
     if out_path.is_dir():
         fail(f"cannot write {shown}: it is a folder; give a file path with -o", EXIT_USAGE)
 
@@ -261,7 +326,10 @@ def _note_outside(workload_path: str, schedule_path: Path) -> None:
     if base not in target.parents:
         stderr_console().print(
             f"note: the workload {workload_path} lies outside {base}; `schedsearch regress` runs it only when "
-            f"named: regress ... --workloads {target.parent}", highlight=False, markup=False)
+            f"named: regress ... --workloads {target.parent}",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _warn_if_workload_changed(path: str, sha: str) -> None:
@@ -274,22 +342,31 @@ def _warn_if_workload_changed(path: str, sha: str) -> None:
         stderr_console().print(f"[yellow]warning[/yellow]: {path} changed since the search; the schedule may not apply")
 
 
-def explain_command(file: str, proc: str | None, sizes: dict[str, int], parallel: bool, target: str,
-                    as_json: bool) -> None:
+def explain_command(
+    file: str, proc: str | None, sizes: dict[str, int], parallel: bool, target: str, as_json: bool
+) -> None:
     """Loop nest and every legal rewrite at the root, one per line, with a count."""
     found = explain(WorkloadFile.of(file, proc, sizes), parallel=parallel, target=target)
     workload, legal = found.workload, found.legal
     if as_json:
-        print_json({"proc": workload.proc, "sizes": workload.sizes_dict, "flops": workload.flops,
-                    "proposed": found.proposed, "legal": [{"kind": r.kind.value, "target": r.target,
-                                                           "args": dict(r.args), "text": describe(r)} for r in legal]})
+        print_json(
+            {
+                "proc": workload.proc,
+                "sizes": workload.sizes_dict,
+                "flops": workload.flops,
+                "proposed": found.proposed,
+                "legal": [
+                    {"kind": r.kind.value, "target": r.target, "args": dict(r.args), "text": describe(r)} for r in legal
+                ],
+            }
+        )
         return
     click.echo(f"{workload.label}  ({workload.flops if workload.flops is not None else 'unknown'} FLOP per call)")
     click.echo(found.nest.rstrip())
     click.echo("")
     width = max((len(r.kind.value) for r in legal), default=0)
     for r in legal:
-        rest = describe(r)[len(r.kind.value) + 1:]
+        rest = describe(r)[len(r.kind.value) + 1 :]
         click.echo(f"{r.kind.value:<{width}}  {rest}")
     kinds: dict[str, int] = {}
     for r in legal:

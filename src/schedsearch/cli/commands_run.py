@@ -41,38 +41,99 @@ if TYPE_CHECKING:
     from schedsearch.app import SearchRun
     from schedsearch.warm_start import WarmStart
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_WORKERS", "EXIT_INTERRUPTED", "gflops", "resume_command", "run_command",
-           "run_json", "steps_json"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_WORKERS",
+    "EXIT_INTERRUPTED",
+    "gflops",
+    "resume_command",
+    "run_command",
+    "run_json",
+    "steps_json",
+]
 
 EXIT_INTERRUPTED = 130
 
 
-def run_command(file: str, proc: str | None, sizes: dict[str, int], *, budget: float | None,
-                max_candidates: int | None, workers: int | None, address: str | None, db: str | None,
-                as_json: bool, max_depth: int, strategy: str, seed: int, cc: str | None,
-                cflags: str | None, parallel: bool, target: str, cost_model: str = "rank",
-                remeasure: bool = False, warm_start: bool = True, float_mode: str = "strict",
-                timing: str = "auto", defer_costly: bool = True, yardstick: bool = True,
-                confirm_best: bool = True, compiler_notes: bool = True, early_stop: int | None = None,
-                no_early_stop: bool = False, events: TextIO | None = None) -> None:
+def run_command(
+    file: str,
+    proc: str | None,
+    sizes: dict[str, int],
+    *,
+    budget: float | None,
+    max_candidates: int | None,
+    workers: int | None,
+    address: str | None,
+    db: str | None,
+    as_json: bool,
+    max_depth: int,
+    strategy: str,
+    seed: int,
+    cc: str | None,
+    cflags: str | None,
+    parallel: bool,
+    target: str,
+    cost_model: str = "rank",
+    remeasure: bool = False,
+    warm_start: bool = True,
+    float_mode: str = "strict",
+    timing: str = "auto",
+    defer_costly: bool = True,
+    yardstick: bool = True,
+    confirm_best: bool = True,
+    compiler_notes: bool = True,
+    early_stop: int | None = None,
+    no_early_stop: bool = False,
+    events: TextIO | None = None,
+) -> None:
     """Load the workload, check the compiler, open the store, search, report (and append
     every event to ``events`` as JSON lines when given)."""
-    settings = SearchSettings(budget=budget, max_candidates=max_candidates, workers=workers, max_depth=max_depth,
-                              strategy=strategy, seed=seed, cc=cc, cflags=cflags, parallel=parallel, target=target,
-                              cost_model=cost_model, remeasure=remeasure, warm_start=warm_start,
-                              float_mode=float_mode, timing=timing, defer_costly=defer_costly,
-                              yardstick=yardstick, confirm_best=confirm_best, compiler_notes=compiler_notes,
-                              early_stop=early_stop, auto_stop=not no_early_stop)
+    settings = SearchSettings(
+        budget=budget,
+        max_candidates=max_candidates,
+        workers=workers,
+        max_depth=max_depth,
+        strategy=strategy,
+        seed=seed,
+        cc=cc,
+        cflags=cflags,
+        parallel=parallel,
+        target=target,
+        cost_model=cost_model,
+        remeasure=remeasure,
+        warm_start=warm_start,
+        float_mode=float_mode,
+        timing=timing,
+        defer_costly=defer_costly,
+        yardstick=yardstick,
+        confirm_best=confirm_best,
+        compiler_notes=compiler_notes,
+        early_stop=early_stop,
+        auto_stop=not no_early_stop,
+    )
     starting = StartingView(stderr_console(), command_started())
     with starting, start_search(WorkloadFile.of(file, proc, sizes), settings, db=db, say=starting) as session:
         _drive(session, db, address, as_json, events, starting)
 
 
-def resume_command(search_id: int, *, budget: float | None, max_candidates: int | None, workers: int | None,
-                   address: str | None, db: str | None, as_json: bool, trust_db_source: bool = False,
-                   remeasure: bool = False, early_stop: int | None = None, no_early_stop: bool = False,
-                   events: TextIO | None = None, cc: str | None = None, cflags: str | None = None,
-                   trust_db_config: bool = False) -> None:
+def resume_command(
+    search_id: int,
+    *,
+    budget: float | None,
+    max_candidates: int | None,
+    workers: int | None,
+    address: str | None,
+    db: str | None,
+    as_json: bool,
+    trust_db_source: bool = False,
+    remeasure: bool = False,
+    early_stop: int | None = None,
+    no_early_stop: bool = False,
+    events: TextIO | None = None,
+    cc: str | None = None,
+    cflags: str | None = None,
+    trust_db_config: bool = False,
+) -> None:
     """Continue a search from the store: same workload (stored source), same settings
     (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
     replaces the stored one), built with ``cc`` and ``cflags`` (``run``'s defaults when None).
@@ -83,15 +144,35 @@ def resume_command(search_id: int, *, budget: float | None, max_candidates: int 
     ``trust_db_config`` (``app.resuming``).
     """
     starting = StartingView(stderr_console(), command_started())
-    with starting, resume_search(search_id, budget=budget, max_candidates=max_candidates, workers=workers, db=db,
-                                 trust_db_source=trust_db_source, remeasure=remeasure, early_stop=early_stop,
-                                 cc=cc, cflags=cflags, trust_db_config=trust_db_config,
-                                 auto_stop=False if no_early_stop else None, say=starting) as session:
+    with (
+        starting,
+        resume_search(
+            search_id,
+            budget=budget,
+            max_candidates=max_candidates,
+            workers=workers,
+            db=db,
+            trust_db_source=trust_db_source,
+            remeasure=remeasure,
+            early_stop=early_stop,
+            cc=cc,
+            cflags=cflags,
+            trust_db_config=trust_db_config,
+            auto_stop=False if no_early_stop else None,
+            say=starting,
+        ) as session,
+    ):
         _drive(session, db, address, as_json, events, starting)
 
 
-def _drive(session: SearchSession, db: str | None, address: str | None, as_json: bool,
-           events: TextIO | None = None, starting: StartingView | None = None) -> None:
+def _drive(
+    session: SearchSession,
+    db: str | None,
+    address: str | None,
+    as_json: bool,
+    events: TextIO | None = None,
+    starting: StartingView | None = None,
+) -> None:
     """Run the session with a live view on stderr (and an event log), then report on stdout
     (and exit 130 if interrupted). ``starting`` is told each step until the search's clock
     starts (the workers are ready), then closed."""
@@ -114,14 +195,21 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
             if not searching.is_set():
                 console.print(STOPPING, highlight=False, markup=False)
 
-        with stop_on_signals(stop, (signal.SIGINT, signal.SIGTERM), announce=starting_stopped), \
-                session.runner(address, stop=stop, say=say) as runner:
+        with (
+            stop_on_signals(stop, (signal.SIGINT, signal.SIGTERM), announce=starting_stopped),
+            session.runner(address, stop=stop, say=say) as runner,
+        ):
             if stop.is_set():
                 raise KeyboardInterrupt
             if starting is not None:
                 starting.ready()  # where the start's seconds went; the search's own view takes over
-            with ProgressView(console, session.config.max_seconds, session.workload.label,
-                              session.config.max_candidates, early_stop=session.config.early_stop) as view:
+            with ProgressView(
+                console,
+                session.config.max_seconds,
+                session.workload.label,
+                session.config.max_candidates,
+                early_stop=session.config.early_stop,
+            ) as view:
                 log = EventLog(events) if events is not None else None
 
                 def observe(event: SearchEvent) -> None:
@@ -140,9 +228,11 @@ def _drive(session: SearchSession, db: str | None, address: str | None, as_json:
         # The machine, not a candidate, stopped the search: say how to continue it.
         if e.search_id is None:
             raise
-        raise type(e)(f"{e}; search {e.search_id} is marked failed and keeps everything measured — once "
-                      f"that is fixed, continue it with `schedsearch resume {e.search_id}{_db_args(db)}"
-                      f"{toolchain_args(session.config)}`") from e
+        raise type(e)(
+            f"{e}; search {e.search_id} is marked failed and keeps everything measured — once "
+            f"that is fixed, continue it with `schedsearch resume {e.search_id}{_db_args(db)}"
+            f"{toolchain_args(session.config)}`"
+        ) from e
     if run.search.status is SearchStatus.INTERRUPTED:
         sys.exit(EXIT_INTERRUPTED)
 
@@ -161,8 +251,9 @@ def _db_args(db: str | None) -> str:
     return f" --db {shlex.quote(db)}" if db else ""
 
 
-def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[CandidateRecord],
-                 db: str | None) -> list[str]:
+def report_lines(
+    search: SearchRecord, best: DeclaredBest | None, lineage: list[CandidateRecord], db: str | None
+) -> list[str]:
     """The summary ``run`` and ``resume`` print when the search ends (rich markup).
 
     The words follow what is stored: how the run ended (budget reached, candidate limit
@@ -189,11 +280,15 @@ def report_lines(search: SearchRecord, best: DeclaredBest | None, lineage: list[
             lines.append(f"schedule ({escape(STEPS_LEGEND)}):" if has_step_numbers(path) else "schedule:")
             lines += [f"  {escape(line)}" for line in step_lines(path)]
     where = _db_args(db)
-    lines.append(f"search {search.id} is in {db_label(db)}. See it: schedsearch show {search.id}{where}; "
-                 f"export it: schedsearch export {search.id} --format py{where}")
+    lines.append(
+        f"search {search.id} is in {db_label(db)}. See it: schedsearch show {search.id}{where}; "
+        f"export it: schedsearch export {search.id} --format py{where}"
+    )
     if search.status is SearchStatus.INTERRUPTED:
-        lines.append(f"[yellow]interrupted[/yellow] — everything measured is kept. Resume with:\n"
-                     f"  schedsearch resume {search.id}{where}{escape(toolchain_args(search.config))}")
+        lines.append(
+            f"[yellow]interrupted[/yellow] — everything measured is kept. Resume with:\n"
+            f"  schedsearch resume {search.id}{where}{escape(toolchain_args(search.config))}"
+        )
     return lines
 
 
@@ -222,8 +317,10 @@ def gflops(workload: Workload, seconds: float | None) -> float | None:
 
 def steps_json(record: CandidateRecord) -> list[dict[str, Any]]:
     """A schedule as a list of step objects with a readable ``text``."""
-    return [{"kind": s.kind.value, "target": s.target, "args": dict(s.args), "text": describe(s)}
-            for s in record.schedule.steps]
+    return [
+        {"kind": s.kind.value, "target": s.target, "args": dict(s.args), "text": describe(s)}
+        for s in record.schedule.steps
+    ]
 
 
 def cost_model_json(search: SearchRecord) -> dict[str, Any]:
@@ -269,8 +366,9 @@ def best_json(best: DeclaredBest | None) -> dict[str, Any] | None:
     }
 
 
-def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None,
-             warm: WarmStart | None = None) -> dict[str, Any]:
+def run_json(
+    search: SearchRecord, best: DeclaredBest | None, db: str | None, warm: WarmStart | None = None
+) -> dict[str, Any]:
     """The one JSON object ``run --json`` / ``resume --json`` print (``warm_start``: what a
     new search's warm start replayed and skipped, when it had one)."""
     c = search.counters
@@ -284,10 +382,19 @@ def run_json(search: SearchRecord, best: DeclaredBest | None, db: str | None,
         "status": search.status.value,
         "failure": search.failure,
         "elapsed_seconds": round(search.elapsed_seconds, 3),
-        "candidates": {"generated": c.generated, "duplicates": c.duplicates, "illegal": c.illegal,
-                       "evaluated": c.evaluated, "ok": c.ok, "failed": c.failed, "pruned": c.pruned,
-                       "reused": c.reused, "warm_started": c.warm_started, "since_best": c.since_best,
-                       "timed_beside": c.timed_beside},
+        "candidates": {
+            "generated": c.generated,
+            "duplicates": c.duplicates,
+            "illegal": c.illegal,
+            "evaluated": c.evaluated,
+            "ok": c.ok,
+            "failed": c.failed,
+            "pruned": c.pruned,
+            "reused": c.reused,
+            "warm_started": c.warm_started,
+            "since_best": c.since_best,
+            "timed_beside": c.timed_beside,
+        },
         "time_spent": {k: round(v, 3) for k, v in c.spent.to_json().items()},
         "early_stop": search.config.early_stop,
         "auto_stop": search.config.auto_stop,

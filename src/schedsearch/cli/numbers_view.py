@@ -34,9 +34,11 @@ NOISE_MARK = "~"
 NOISE_TEXT = "~ within noise"
 
 #: The legend of every step listing.
-STEPS_LEGEND = ("each step: the search-time median after it (± half the interquartile range), the speedup over "
-                "the unscheduled proc, and the gain of that step alone; ~ within noise: the step's gain is "
-                "smaller than the combined spread of the two times")
+STEPS_LEGEND = (
+    "each step: the search-time median after it (± half the interquartile range), the speedup over "
+    "the unscheduled proc, and the gain of that step alone; ~ within noise: the step's gain is "
+    "smaller than the combined spread of the two times"
+)
 
 
 def print_whole(console: Console, renderable: RenderableType) -> None:
@@ -90,8 +92,10 @@ def status_text(search: SearchRecord) -> str:
     if how is Ending.RUNNING:
         return how.text
     if how is Ending.STOPPED_IMPROVING:
-        return (f"{search.status.value}: {how.text} (no new best in the last {search.counters.since_best} "
-                f"candidates){last_gain_text(search)}")
+        return (
+            f"{search.status.value}: {how.text} (no new best in the last {search.counters.since_best} "
+            f"candidates){last_gain_text(search)}"
+        )
     return f"{search.status.value}: {how.text}{last_gain_text(search)}"
 
 
@@ -102,8 +106,10 @@ def last_gain_text(search: SearchRecord) -> str:
     if c.gain_measured <= 0:
         return ""
     after = search.elapsed_seconds - c.spent.baseline_wait - c.gain_seconds
-    return (f"; last real gain at {c.gain_seconds:.0f} s of search (after {c.gain_measured} candidates), "
-            f"{max(0.0, after):.0f} s before the end")
+    return (
+        f"; last real gain at {c.gain_seconds:.0f} s of search (after {c.gain_measured} candidates), "
+        f"{max(0.0, after):.0f} s before the end"
+    )
 
 
 def kind_note(best: DeclaredBest) -> str:
@@ -123,8 +129,10 @@ def best_text(search: SearchRecord, best: DeclaredBest | None) -> str:
         return f"nothing faster than the unscheduled proc found: it takes {numbers} ({kind_note(best)})"
     text = f"candidate {best.record.id}, {numbers}, {fmt_num(best.speedup)}x faster ({kind_note(best)}"
     if best.kind is NumberKind.REMEASURED:
-        text += (f"; its search-time median {fmt_time(best.search_time_seconds, best.search_time_spread)}, "
-                 f"{fmt_num(best.record.speedup)}x")
+        text += (
+            f"; its search-time median {fmt_time(best.search_time_seconds, best.search_time_spread)}, "
+            f"{fmt_num(best.record.speedup)}x"
+        )
     return text + ")"
 
 
@@ -133,8 +141,10 @@ def baseline_text(search: SearchRecord, root: CandidateRecord | None) -> str:
     if root is None or root.seconds is None:
         return fmt_seconds(search.baseline_seconds)
     if search.baseline_seconds is not None and search.baseline_seconds != root.seconds:
-        return (f"{fmt_seconds(search.baseline_seconds)}, re-measured with the finalists "
-                f"(search-time {fmt_time(root.seconds, record_spread(root))})")
+        return (
+            f"{fmt_seconds(search.baseline_seconds)}, re-measured with the finalists "
+            f"(search-time {fmt_time(root.seconds, record_spread(root))})"
+        )
     return fmt_time(root.seconds, record_spread(root))
 
 
@@ -164,35 +174,51 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
         ("search", f"{search.id}  ({db})"),
         ("workload", f"{search.workload.label}  from {search.workload.path}"),
         ("status", status_text(search)),
-        ("strategy", f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}, "
-                     f"{search.config.bench.float_mode.value} float, {search.config.bench.timing.value} timing"),
+        (
+            "strategy",
+            f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}, "
+            f"{search.config.bench.float_mode.value} float, {search.config.bench.timing.value} timing",
+        ),
         ("elapsed", elapsed_text(search)),
-        ("candidates", f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
-                       f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
-                       + (f", {c.pruned} pruned" if c.pruned else "")
-                       + (f"; {c.reused} reused from earlier searches" if c.reused else "")
-                       + (f"; {c.warm_started} warm-started" if c.warm_started else "")),
+        (
+            "candidates",
+            f"{c.generated} generated, {c.duplicates} duplicate, {c.illegal} illegal, "
+            f"{c.evaluated} evaluated ({c.ok} ok, {c.failed} failed)"
+            + (f", {c.pruned} pruned" if c.pruned else "")
+            + (f"; {c.reused} reused from earlier searches" if c.reused else "")
+            + (f"; {c.warm_started} warm-started" if c.warm_started else ""),
+        ),
         ("cost model", cost_model_text(search)),
         *([("time spent", spent)] if (spent := search_spent_text(search)) else []),
         ("baseline", baseline_text(search, root)),
         ("best", best_text(search, best)),
-        ("machine", f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}"),
+        (
+            "machine",
+            f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}",
+        ),
     ]
     for k, v in rows:
         grid.add_row(k, Text(v))
     return grid
 
 
-def ranked_table(records: Sequence[CandidateRecord], best: DeclaredBest | None, title: str = "",
-                 search_column: bool = False) -> Table:
+def ranked_table(
+    records: Sequence[CandidateRecord], best: DeclaredBest | None, title: str = "", search_column: bool = False
+) -> Table:
     """Candidates by search-time median, fastest first; the declared best marked ``*``
     (appended as a last row of its own when it is not among ``records``)."""
     table = Table(title=title or None, title_justify="left", expand=False)
     columns = [("", "left"), ("id", "right")]
     if search_column:
         columns.append(("search", "right"))
-    columns += [("depth", "right"), ("time", "right"), ("GFLOP/s", "right"), ("speedup", "right"),
-                ("status", "left"), ("last step", "left")]
+    columns += [
+        ("depth", "right"),
+        ("time", "right"),
+        ("GFLOP/s", "right"),
+        ("speedup", "right"),
+        ("status", "left"),
+        ("last step", "left"),
+    ]
     for col, justify in columns:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     rows = list(records)
@@ -203,10 +229,19 @@ def ranked_table(records: Sequence[CandidateRecord], best: DeclaredBest | None, 
         cells: list[str | Text] = [BEST_MARK if r.id == best_id else "", str(r.id)]
         if search_column:
             cells.append(str(r.search_id))
-        cells += [str(r.depth), fmt_time(r.seconds, record_spread(r)), fmt_num(r.gflops), fmt_num(r.speedup, "x"),
-                  Text(r.status.value, style=STATUS_STYLE.get(r.status, "")), Text(step_text(r))]
-        table.add_row(*cells, style="bold" if r.id == best_id else None,
-                      end_section=i == len(records) - 1 and len(rows) > len(records))
+        cells += [
+            str(r.depth),
+            fmt_time(r.seconds, record_spread(r)),
+            fmt_num(r.gflops),
+            fmt_num(r.speedup, "x"),
+            Text(r.status.value, style=STATUS_STYLE.get(r.status, "")),
+            Text(step_text(r)),
+        ]
+        table.add_row(
+            *cells,
+            style="bold" if r.id == best_id else None,
+            end_section=i == len(records) - 1 and len(rows) > len(records),
+        )
     return table
 
 
@@ -216,19 +251,23 @@ def best_note(best: DeclaredBest | None) -> str:
         return "no candidate was measured ok"
     who = "the unscheduled proc" if best.is_unscheduled else f"candidate {best.record.id}"
     if best.kind is NumberKind.REMEASURED:
-        return (f"{BEST_MARK} the best: {who}, {fmt_seconds(best.seconds)}, {fmt_num(best.speedup)}x when the "
-                f"finalists were re-measured side by side with the unscheduled proc (the table shows search-time "
-                f"medians, which rank the candidates as they were measured)")
-    return (f"{BEST_MARK} the best: {who}, by its search-time median; the finalists were not re-measured "
-            f"side by side")
+        return (
+            f"{BEST_MARK} the best: {who}, {fmt_seconds(best.seconds)}, {fmt_num(best.speedup)}x when the "
+            f"finalists were re-measured side by side with the unscheduled proc (the table shows search-time "
+            f"medians, which rank the candidates as they were measured)"
+        )
+    return f"{BEST_MARK} the best: {who}, by its search-time median; the finalists were not re-measured side by side"
 
 
 def has_step_numbers(lineage: Sequence[CandidateRecord]) -> bool:
     """True when each candidate on the path adds one step to its parent's schedule, so each
     step has the time of the candidate it made (``step_lines`` shows them, with a legend)."""
     steps = lineage[-1].schedule.steps if lineage else ()
-    return bool(steps) and len(lineage) == len(steps) + 1 and all(
-        r.schedule.steps == steps[:i] for i, r in enumerate(lineage))
+    return (
+        bool(steps)
+        and len(lineage) == len(steps) + 1
+        and all(r.schedule.steps == steps[:i] for i, r in enumerate(lineage))
+    )
 
 
 def step_lines(lineage: Sequence[CandidateRecord]) -> list[str]:
@@ -243,6 +282,8 @@ def step_lines(lineage: Sequence[CandidateRecord]) -> list[str]:
         r = s.record
         gain = f"step {fmt_num(s.gain, 'x')}" if s.gain is not None else ""
         noise = NOISE_TEXT if s.within_noise else ""
-        lines.append(f"{i + 1:2d}. {fmt_time(r.seconds, record_spread(r)):>15} {fmt_num(r.speedup, 'x'):>7}  "
-                     f"{gain:<11} {noise:<14}  {describe(steps[i])}")
+        lines.append(
+            f"{i + 1:2d}. {fmt_time(r.seconds, record_spread(r)):>15} {fmt_num(r.speedup, 'x'):>7}  "
+            f"{gain:<11} {noise:<14}  {describe(steps[i])}"
+        )
     return lines

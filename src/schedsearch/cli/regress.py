@@ -45,10 +45,14 @@ def collect(paths: tuple[str, ...]) -> list[Path]:
 
 def junit_xml(results: list[CaseResult], path: str) -> None:
     """A JUnit XML report (one testcase per schedule file) for CI systems."""
-    suite = ET.Element("testsuite", name="schedsearch.regress", tests=str(len(results)),
-                       failures=str(sum(not r.passed and not r.skipped for r in results)),
-                       skipped=str(sum(r.skipped for r in results)),
-                       time=f"{sum(r.seconds for r in results):.3f}")
+    suite = ET.Element(
+        "testsuite",
+        name="schedsearch.regress",
+        tests=str(len(results)),
+        failures=str(sum(not r.passed and not r.skipped for r in results)),
+        skipped=str(sum(r.skipped for r in results)),
+        time=f"{sum(r.seconds for r in results):.3f}",
+    )
     for r in results:
         case = ET.SubElement(suite, "testcase", classname="schedsearch.regress", name=r.name, time=f"{r.seconds:.3f}")
         if r.skipped:
@@ -64,9 +68,17 @@ def junit_xml(results: list[CaseResult], path: str) -> None:
     tree.write(path, encoding="utf-8", xml_declaration=True)
 
 
-def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None, cc: str | None,
-                    cflags: str | None, as_json: bool, strict_machine: bool = False, update: bool = False,
-                    workloads: tuple[str, ...] = ()) -> int:
+def regress_command(
+    paths: tuple[str, ...],
+    tolerance: float,
+    junit: str | None,
+    cc: str | None,
+    cflags: str | None,
+    as_json: bool,
+    strict_machine: bool = False,
+    update: bool = False,
+    workloads: tuple[str, ...] = (),
+) -> int:
     """Run every schedule file; return the exit code (0: none failed, skips included; 1: any failed).
 
     With ``update``, every schedule that replayed, verified and is not slower than the
@@ -76,8 +88,11 @@ def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None,
     setup = regress_setup(cc, cflags)
     bench, machine, flags = setup.bench, setup.machine, setup.cpu_flags
     console = stderr_console()
-    console.print(f"regress: {len(files)} schedule file(s) on {machine.cpu_model or 'an unknown CPU'}, "
-                  f"{machine.compiler_version}", highlight=False)
+    console.print(
+        f"regress: {len(files)} schedule file(s) on {machine.cpu_model or 'an unknown CPU'}, "
+        f"{machine.compiler_version}",
+        highlight=False,
+    )
     results = []
     for i, f in enumerate(files, 1):
         r = check_one(f, tolerance, bench, machine, flags, strict_machine, workloads)
@@ -93,14 +108,27 @@ def regress_command(paths: tuple[str, ...], tolerance: float, junit: str | None,
     _table(results, stderr_console() if as_json else stdout_console())
     foreign = sum(r.machine_differs for r in results)
     if foreign:
-        console.print(f"{foreign} of {len(results)} schedule(s) were recorded on another machine or toolchain "
-                      f"than this one ({machine.cpu_model or 'unknown CPU'}, {' '.join(bench.cflags)}): "
-                      + ("their timings are checked strictly" if strict_machine else
-                         "falling short of their recorded timings is a warning, not a failure"), highlight=False, soft_wrap=True)
+        console.print(
+            f"{foreign} of {len(results)} schedule(s) were recorded on another machine or toolchain "
+            f"than this one ({machine.cpu_model or 'unknown CPU'}, {' '.join(bench.cflags)}): "
+            + (
+                "their timings are checked strictly"
+                if strict_machine
+                else "falling short of their recorded timings is a warning, not a failure"
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
     failed = [r for r in results if not r.passed and not r.skipped]
     if as_json:
-        print_json({"passed": not failed, "tolerance": tolerance, "strict_machine": strict_machine,
-                    "results": [r.to_json() for r in results]})
+        print_json(
+            {
+                "passed": not failed,
+                "tolerance": tolerance,
+                "strict_machine": strict_machine,
+                "results": [r.to_json() for r in results],
+            }
+        )
     return EXIT_FAIL if failed else EXIT_PASS
 
 
@@ -110,8 +138,14 @@ def _updated(r: CaseResult) -> CaseResult:
     if r.measured is None or slower_than_unscheduled:
         return r
     update_file(Path(r.path), r.measured)
-    return dataclasses.replace(r, passed=True, reason="", warning="", recorded_speedup=r.measured.speedup,
-                               notes=r.notes + (f"re-recorded (was {fmt_num(r.recorded_speedup, 'x')})",))
+    return dataclasses.replace(
+        r,
+        passed=True,
+        reason="",
+        warning="",
+        recorded_speedup=r.measured.speedup,
+        notes=r.notes + (f"re-recorded (was {fmt_num(r.recorded_speedup, 'x')})",),
+    )
 
 
 def _table(results: list[CaseResult], console: Console) -> None:

@@ -63,13 +63,25 @@ def step_text(record: CandidateRecord) -> str:
 def candidates_table(records: Sequence[CandidateRecord], title: str = "") -> Table:
     """A table of candidates: id, depth, time (with its spread), GFLOP/s, speedup, last step."""
     table = Table(title=title or None, title_justify="left", expand=False)
-    for col, justify in (("id", "right"), ("depth", "right"), ("time", "right"), ("GFLOP/s", "right"),
-                         ("speedup", "right"), ("status", "left"), ("last step", "left")):
+    for col, justify in (
+        ("id", "right"),
+        ("depth", "right"),
+        ("time", "right"),
+        ("GFLOP/s", "right"),
+        ("speedup", "right"),
+        ("status", "left"),
+        ("last step", "left"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in records:
         table.add_row(
-            str(r.id), str(r.depth), fmt_timing(r), fmt_num(r.gflops),
-            fmt_num(r.speedup, "x"), Text(r.status.value, style=STATUS_STYLE.get(r.status, "")), Text(step_text(r)),
+            str(r.id),
+            str(r.depth),
+            fmt_timing(r),
+            fmt_num(r.gflops),
+            fmt_num(r.speedup, "x"),
+            Text(r.status.value, style=STATUS_STYLE.get(r.status, "")),
+            Text(step_text(r)),
         )
     return table
 
@@ -82,8 +94,10 @@ def cost_model_text(search: SearchRecord) -> str:
         return mode if mode == "off" else f"{mode} (no accuracy recorded)"
     if a.spearman is None:
         return f"{mode}; too few predicted-then-measured candidates to score ({a.pairs})"
-    text = (f"{mode}; rank correlation {a.spearman:.2f} over the last {a.pairs} predicted-then-measured "
-            f"candidates (model trained on {a.trained_on})")
+    text = (
+        f"{mode}; rank correlation {a.spearman:.2f} over the last {a.pairs} predicted-then-measured "
+        f"candidates (model trained on {a.trained_on})"
+    )
     if a.span is not None:
         # Near-equal times are ordered by noise: say how far apart these were, and how well
         # the model ordered the pairs the measurements do tell apart.
@@ -93,8 +107,10 @@ def cost_model_text(search: SearchRecord) -> str:
     elif a.span is not None:
         text += "; no pair told apart beyond noise"
     if a.settled_spearman is not None:
-        text += (f". Since the search's {a.settled_after}th measurement: rank correlation {a.settled_spearman:.2f} "
-                 f"over {a.settled_pairs} predicted-then-measured candidates")
+        text += (
+            f". Since the search's {a.settled_after}th measurement: rank correlation {a.settled_spearman:.2f} "
+            f"over {a.settled_pairs} predicted-then-measured candidates"
+        )
         if a.settled_span is not None:
             text += f" (times spanning {a.settled_span:.2f}x)"
         if a.settled_repeat is not None:
@@ -134,8 +150,13 @@ class StartingView:
         if self.console.is_terminal:
             # refreshed by rich's own thread: the clock moves while a step blocks
             # (a private Ray cluster starting, Exo loading)
-            self._live = Live(self._current(), console=self.console, transient=True, refresh_per_second=4,
-                              get_renderable=self._current)
+            self._live = Live(
+                self._current(),
+                console=self.console,
+                transient=True,
+                refresh_per_second=4,
+                get_renderable=self._current,
+            )
             self._live.__enter__()
         return self
 
@@ -166,8 +187,9 @@ class StartingView:
 
     def _current(self) -> Text:
         what = self._steps[-1][0] if self._steps else "..."
-        return Text.assemble(("starting: ", "bold magenta"), what, "  ",
-                             (f"{time.monotonic() - self.started:.1f} s", "dim"))
+        return Text.assemble(
+            ("starting: ", "bold magenta"), what, "  ", (f"{time.monotonic() - self.started:.1f} s", "dim")
+        )
 
 
 class ProgressView:
@@ -181,11 +203,26 @@ class ProgressView:
 
     HEARTBEAT = 15.0  # seconds between plain progress lines when not on a terminal
     #: Plain lines are printed for these at once; other events only as a heartbeat.
-    ANNOUNCED = (EventKind.STARTED, EventKind.BASELINE, EventKind.WARM_START, EventKind.REUSED, EventKind.NEW_BEST,
-                 EventKind.FINALISTS, EventKind.STOPPING, EventKind.FINISHED)
+    ANNOUNCED = (
+        EventKind.STARTED,
+        EventKind.BASELINE,
+        EventKind.WARM_START,
+        EventKind.REUSED,
+        EventKind.NEW_BEST,
+        EventKind.FINALISTS,
+        EventKind.STOPPING,
+        EventKind.FINISHED,
+    )
 
-    def __init__(self, console: Console, budget: float | None, label: str, max_candidates: int | None = None,
-                 prior_elapsed: float = 0.0, early_stop: int | None = None) -> None:
+    def __init__(
+        self,
+        console: Console,
+        budget: float | None,
+        label: str,
+        max_candidates: int | None = None,
+        prior_elapsed: float = 0.0,
+        early_stop: int | None = None,
+    ) -> None:
         self.console = console
         self.budget = budget
         self.max_candidates = max_candidates
@@ -231,11 +268,16 @@ class ProgressView:
     def _line(self, e: SearchEvent) -> str:
         c = e.counters
         best = e.best
-        best_txt = (f"best {fmt_seconds(best.seconds)} {fmt_num(best.gflops, ' GFLOP/s')} {fmt_num(best.speedup, 'x')}"
-                    if best is not None and best.seconds is not None else "best -")
+        best_txt = (
+            f"best {fmt_seconds(best.seconds)} {fmt_num(best.gflops, ' GFLOP/s')} {fmt_num(best.speedup, 'x')}"
+            if best is not None and best.seconds is not None
+            else "best -"
+        )
         msg = f" {e.message}" if e.message else ""
-        return (f"[{e.elapsed:6.1f}s] {e.kind.value:<9} {e.phase.value:<11} evaluated {c.evaluated} (ok {c.ok}, "
-                f"failed {c.failed}), generated {c.generated}, dup {c.duplicates}, illegal {c.illegal}; {best_txt}{msg}")
+        return (
+            f"[{e.elapsed:6.1f}s] {e.kind.value:<9} {e.phase.value:<11} evaluated {c.evaluated} (ok {c.ok}, "
+            f"failed {c.failed}), generated {c.generated}, dup {c.duplicates}, illegal {c.illegal}; {best_txt}{msg}"
+        )
 
     def _budget_bar(self, e: SearchEvent) -> Text:
         """``[#####.....] 42% ETA 1m10s`` of the time (or candidate) budget."""
@@ -259,12 +301,17 @@ class ProgressView:
         c = e.counters
         budget = f" / {self.budget:.0f}s" if self.budget else ""
         head = Text.assemble(
-            ("schedsearch ", "bold"), (self.label, "cyan"), f"  search {e.search_id}  ",
-            (f"{e.budget_used:.1f}s{budget}", "bold"), "  ", self._budget_bar(e),
+            ("schedsearch ", "bold"),
+            (self.label, "cyan"),
+            f"  search {e.search_id}  ",
+            (f"{e.budget_used:.1f}s{budget}", "bold"),
+            "  ",
+            self._budget_bar(e),
         )
         stopping = e.phase is Phase.STOPPING
-        phase = Text.assemble((e.phase.value, "bold yellow" if stopping else "bold magenta"),
-                              f"  {e.activity}" if e.activity else "")
+        phase = Text.assemble(
+            (e.phase.value, "bold yellow" if stopping else "bold magenta"), f"  {e.activity}" if e.activity else ""
+        )
         rate = self.rate(e)
         counts = Text(
             f"generated {c.generated}   duplicate {c.duplicates}   illegal {c.illegal}   "
@@ -276,9 +323,13 @@ class ProgressView:
         )
         best = e.best
         if best is not None and best.seconds is not None:
-            best_txt = Text.assemble(("best ", "bold"), f"#{best.id}  {fmt_timing(best)}  ",
-                                     (f"{fmt_num(best.gflops)} GFLOP/s  ", "green"),
-                                     (f"{fmt_num(best.speedup)}x", "bold green"), f"  depth {best.depth}")
+            best_txt = Text.assemble(
+                ("best ", "bold"),
+                f"#{best.id}  {fmt_timing(best)}  ",
+                (f"{fmt_num(best.gflops)} GFLOP/s  ", "green"),
+                (f"{fmt_num(best.speedup)}x", "bold green"),
+                f"  depth {best.depth}",
+            )
         else:
             best_txt = Text("best -")
         if self.early_stop:

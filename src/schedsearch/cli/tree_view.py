@@ -37,6 +37,7 @@ def _sort_key(sort: TreeSort):
             timed = r.status is Status.OK and r.seconds is not None
             return (not timed, r.seconds if timed else 0.0, r.id)
         return (r.id,)
+
     return key
 
 
@@ -50,9 +51,11 @@ def tree_header(search: SearchRecord, records: Sequence[CandidateRecord], shown:
     tampered = sum(r.status is Status.TAMPERED for r in records)
     failed = len(records) - ok - pending - tampered
     seeds = f", {c.warm_started} warm-started from earlier searches" if c.warm_started else ""
-    head = (f"search {search.id}: {len(records)} candidates (the unscheduled proc{seeds} and {new} new of "
-            f"{c.generated} rewrites tried; {c.duplicates} duplicate, {c.illegal} illegal): "
-            f"{ok} ok, {failed} failed, {pending} not measured")
+    head = (
+        f"search {search.id}: {len(records)} candidates (the unscheduled proc{seeds} and {new} new of "
+        f"{c.generated} rewrites tried; {c.duplicates} duplicate, {c.illegal} illegal): "
+        f"{ok} ok, {failed} failed, {pending} not measured"
+    )
     if tampered:
         head += f", {tampered} tampered (their stored schedule does not give their C: never used)"
     if c.reused:
@@ -64,19 +67,29 @@ def tree_header(search: SearchRecord, records: Sequence[CandidateRecord], shown:
 
 def best_line(best: DeclaredBest | None) -> str:
     """The header's second line: the best with the numbers every command reports for it."""
-    legend = (f"nodes: search-time median ±half its interquartile range, speedup; {NOISE_MARK} a step within "
-              f"noise of its parent")
+    legend = (
+        f"nodes: search-time median ±half its interquartile range, speedup; {NOISE_MARK} a step within "
+        f"noise of its parent"
+    )
     if best is None:
         return f"best: none measured ok ({legend})"
     who = "the unscheduled proc (nothing faster found)" if best.is_unscheduled else f"#{best.record.id}"
     numbers = f"{fmt_seconds(best.seconds)} {fmt_num(best.speedup, 'x')}"
-    kind = ("finalists re-measured side by side" if best.kind is NumberKind.REMEASURED
-            else "search-time median, not re-measured")
+    kind = (
+        "finalists re-measured side by side"
+        if best.kind is NumberKind.REMEASURED
+        else "search-time median, not re-measured"
+    )
     return f"best: {who}, {numbers} ({kind}; {legend})"
 
 
-def search_tree(search: SearchRecord, records: Sequence[CandidateRecord], *, max_depth: int | None = None,
-                sort: TreeSort = TreeSort.ORDER) -> Group:
+def search_tree(
+    search: SearchRecord,
+    records: Sequence[CandidateRecord],
+    *,
+    max_depth: int | None = None,
+    sort: TreeSort = TreeSort.ORDER,
+) -> Group:
     """The header (counts, the best) and a rich Tree of the search, down to ``max_depth``
     (all of it when None)."""
     by_id = {r.id: r for r in records}

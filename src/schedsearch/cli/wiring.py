@@ -44,9 +44,25 @@ from schedsearch.errors import (
 )
 
 __all__ = [
-    "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "INPUT_ERRORS", "bench_config", "command_started", "db_label",
-    "expand_options", "fail", "handle_errors", "json_stdout", "make_cost_model", "make_executor",
-    "mark_command_start", "open_db", "parse_sizes", "print_json", "refuse_transient_db", "stderr_console",
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "INPUT_ERRORS",
+    "bench_config",
+    "command_started",
+    "db_label",
+    "expand_options",
+    "fail",
+    "handle_errors",
+    "json_stdout",
+    "make_cost_model",
+    "make_executor",
+    "mark_command_start",
+    "open_db",
+    "parse_sizes",
+    "print_json",
+    "refuse_transient_db",
+    "stderr_console",
     "stdout_console",
 ]
 
@@ -54,8 +70,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Errors caused by what the user typed or pointed at, or by the machine it runs on (a
 #: compiler, disk, cache or database the user must fix): exit code 2.
-INPUT_ERRORS = (WorkloadError, ScheduleFileError, StoreError, InfrastructureError, ClusterError, ReplayError,
-                UntrustedSourceError, SearchCompletedError, NoScheduleError)
+INPUT_ERRORS = (
+    WorkloadError,
+    ScheduleFileError,
+    StoreError,
+    InfrastructureError,
+    ClusterError,
+    ReplayError,
+    UntrustedSourceError,
+    SearchCompletedError,
+    NoScheduleError,
+)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -137,7 +162,10 @@ def handle_errors(fn: F) -> F:
         except Exception as e:  # noqa: BLE001 - the last line of defence before a traceback
             if os.environ.get("SCHEDSEARCH_DEBUG"):
                 traceback.print_exc()
-            fail(f"internal error: {type(e).__name__}: {_one_line(str(e))} (set SCHEDSEARCH_DEBUG=1 for details)", EXIT_FAILURE)
+            fail(
+                f"internal error: {type(e).__name__}: {_one_line(str(e))} (set SCHEDSEARCH_DEBUG=1 for details)",
+                EXIT_FAILURE,
+            )
 
     return wrapper  # type: ignore[return-value]
 
@@ -207,7 +235,7 @@ def print_json(data: Any) -> None:
         return
     view = memoryview(text.encode())
     while view:  # os.write may write less than asked (a pipe's buffer)
-        view = view[os.write(_json_fd, view):]
+        view = view[os.write(_json_fd, view) :]
 
 
 def stdout_console() -> Console:

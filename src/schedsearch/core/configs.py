@@ -109,11 +109,20 @@ class ReuseScope(JsonRecord):
     float_mode: FloatMode = FloatMode.STRICT  # decides how the reference was built
 
     @staticmethod
-    def of(config: SearchConfig, machine_fingerprint: str, reference: str,
-           exclude_search: int | None = None) -> ReuseScope:
+    def of(
+        config: SearchConfig, machine_fingerprint: str, reference: str, exclude_search: int | None = None
+    ) -> ReuseScope:
         """The scope of a search with ``config`` measuring on ``machine_fingerprint``."""
-        return ReuseScope(machine_fingerprint, reference, config.bench.cc, tuple(config.bench.cflags),
-                          config.expand.target, config.bench.rtol, exclude_search, config.bench.float_mode)
+        return ReuseScope(
+            machine_fingerprint,
+            reference,
+            config.bench.cc,
+            tuple(config.bench.cflags),
+            config.expand.target,
+            config.bench.rtol,
+            exclude_search,
+            config.bench.float_mode,
+        )
 
     def admits(self, search_id: int, config: SearchConfig, machine_fingerprint: str, reference: str | None) -> bool:
         """Whether the measurements of search ``search_id`` — its config, machine

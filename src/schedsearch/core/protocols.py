@@ -104,9 +104,7 @@ class Executor(Protocol):
     ) -> Iterator[Measurement]:
         """One Measurement per candidate, in completion order. Never raises for a candidate."""
 
-    def remeasure(
-        self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]
-    ) -> list[Measurement]:
+    def remeasure(self, workload: Workload, reference: Candidate, candidates: Sequence[Candidate]) -> list[Measurement]:
         """Time the candidates side by side in one process (finalists); input order."""
 
     def machine(self) -> MachineInfo:
@@ -121,8 +119,14 @@ class Store(Protocol):
     """Where searches and their candidates are recorded. Only a search's driver (the holder
     of its lease) writes to it."""
 
-    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo,
-                      lease: LeaseOwner | None = None, lease_timeout: float = LEASE_TIMEOUT_SECONDS) -> int:
+    def create_search(
+        self,
+        workload: Workload,
+        config: SearchConfig,
+        machine: MachineInfo,
+        lease: LeaseOwner | None = None,
+        lease_timeout: float = LEASE_TIMEOUT_SECONDS,
+    ) -> int:
         """Record a new running search; with ``lease`` it is born leased to that owner (in the
         same transaction: no other driver can take it first)."""
 
@@ -169,7 +173,9 @@ class Store(Protocol):
 
     def seen_fingerprints(self, search_id: int) -> set[str]: ...
 
-    def training_samples(self, machine_fingerprint: str, feature_version: str, limit: int = 20000) -> list[TrainingSample]:
+    def training_samples(
+        self, machine_fingerprint: str, feature_version: str, limit: int = 20000
+    ) -> list[TrainingSample]:
         """The latest ``ok`` measurements with features of this version, from every search
         measured on this machine fingerprint (any workload), oldest first."""
 
@@ -177,8 +183,9 @@ class Store(Protocol):
         """For each fingerprint that has one, the latest original measurement in ``scope``
         (its ``search_id`` and ``id`` name the source)."""
 
-    def past_schedules(self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3,
-                       searches: int = 8) -> list[PastSchedule]:
+    def past_schedules(
+        self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3, searches: int = 8
+    ) -> list[PastSchedule]:
         """The ``per_search`` fastest ``ok`` scheduled candidates (the root left out) of each of
         the latest ``searches`` searches of this proc's source, any sizes, that have one
         (only searches of ``target`` when given): newest search first, fastest first."""
@@ -188,8 +195,7 @@ class Store(Protocol):
     # search once another owner holds it (``LeaseLostError``): a driver presumed dead that
     # wakes up cannot write beside the one that took over.
 
-    def acquire_lease(self, search_id: int, owner: LeaseOwner,
-                      timeout: float = LEASE_TIMEOUT_SECONDS) -> LeaseGrant:
+    def acquire_lease(self, search_id: int, owner: LeaseOwner, timeout: float = LEASE_TIMEOUT_SECONDS) -> LeaseGrant:
         """Take the search's lease for ``owner`` when it is free, already ``owner``'s, stale
         or its holder is gone; ``SearchBusyError`` when another driver holds it."""
 

@@ -79,14 +79,23 @@ class Plot:
     empty: bool
 
 
-def curve_of(name: str, records: Sequence[CandidateRecord], progress: Sequence[ProgressPoint],
-             started_at: float, elapsed: float, baseline: float | None) -> Curve:
+def curve_of(
+    name: str,
+    records: Sequence[CandidateRecord],
+    progress: Sequence[ProgressPoint],
+    started_at: float,
+    elapsed: float,
+    baseline: float | None,
+) -> Curve:
     """A search's curve from its candidates (any order) and its best-so-far points."""
     measured: list[tuple[float, float, int]] = []
     failed: list[tuple[float, int]] = []
     for r in records:
-        at = r.measured_at if r.measured_at is not None else (
-            r.measured_unix - started_at if r.measured_unix is not None else None)
+        at = (
+            r.measured_at
+            if r.measured_at is not None
+            else (r.measured_unix - started_at if r.measured_unix is not None else None)
+        )
         if at is None or r.status is Status.PENDING:
             continue
         if r.status is Status.OK and r.seconds is not None and r.seconds > 0:
@@ -128,10 +137,19 @@ def progress_plot(curves: Sequence[Curve], *, width: int = WIDTH, height: int = 
         dots = tuple(Dot(x(t), y(s), cid, f"#{cid}: {fmt.seconds(s)} at {t:.1f} s") for t, s, cid in c.measured)
         fails = tuple(Dot(x(t), float(bottom - 4), cid, f"#{cid}: failed at {t:.1f} s") for t, cid in c.failed)
         best = fmt.seconds(c.steps[-1].seconds) if c.steps else "-"
-        series.append(Series(c.name, PALETTE[i % len(PALETTE)], path, dots, fails,
-                             y(c.baseline) if c.baseline is not None and c.baseline > 0 else None, best))
+        series.append(
+            Series(
+                c.name,
+                PALETTE[i % len(PALETTE)],
+                path,
+                dots,
+                fails,
+                y(c.baseline) if c.baseline is not None and c.baseline > 0 else None,
+                best,
+            )
+        )
     x_ticks = tuple(Tick(x(v), _elapsed_label(v)) for v in _nice_ticks(x_max))
-    y_ticks = tuple(Tick(y(10 ** v), fmt.seconds(10 ** v)) for v in _log_ticks(lo, hi))
+    y_ticks = tuple(Tick(y(10**v), fmt.seconds(10**v)) for v in _log_ticks(lo, hi))
     return Plot(width, height, LEFT, TOP, right, bottom, x_ticks, y_ticks, tuple(series), False)
 
 

@@ -33,8 +33,10 @@ from schedsearch.errors import NotFoundError, SchedsearchError
 
 #: Sent with every page: scripts, styles and images from this server only, no framing.
 SECURITY_HEADERS = {
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                                "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"),
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",  # a running search's pages change from one poll to the next
@@ -59,8 +61,13 @@ def _describe_step() -> Callable[[Rewrite], str]:
     return describe_step
 
 
-def create_app(store: Store, *, label: str = "", describe: Callable[[Rewrite], str] | None = None,
-               allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
+def create_app(
+    store: Store,
+    *,
+    label: str = "",
+    describe: Callable[[Rewrite], str] | None = None,
+    allowed_hosts: Sequence[str] = ("*",),
+) -> Starlette:
     """The dashboard over ``store`` (which the caller opened and closes). ``label`` names
     the database in page headers; ``allowed_hosts`` are the Host headers answered (the
     server passes the loopback names when it listens on loopback, so that a web page the
@@ -69,8 +76,9 @@ def create_app(store: Store, *, label: str = "", describe: Callable[[Rewrite], s
     templates = Jinja2Templates(env=templates_env())
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
-        return templates.TemplateResponse(request, name, {"db": label, **context}, status_code=status,
-                                          headers=SECURITY_HEADERS)
+        return templates.TemplateResponse(
+            request, name, {"db": label, **context}, status_code=status, headers=SECURITY_HEADERS
+        )
 
     def int_param(request: Request, name: str) -> int | None:
         value = request.query_params.get(name, "")
@@ -104,12 +112,17 @@ def create_app(store: Store, *, label: str = "", describe: Callable[[Rewrite], s
         root = int_param(request, "root")
         if root is None:
             raise HTTPException(400, "give the subtree's root candidate: ?root=ID")
-        return page(request, "tree.html", tree=views.subtree(store, search_id, root, step_text),
-                    summary=views.search_summary(store, search_id))
+        return page(
+            request,
+            "tree.html",
+            tree=views.subtree(store, search_id, root, step_text),
+            summary=views.search_summary(store, search_id),
+        )
 
     def candidate(request: Request) -> Response:
-        return page(request, "candidate.html",
-                    page=views.candidate_page(store, request.path_params["candidate_id"], step_text))
+        return page(
+            request, "candidate.html", page=views.candidate_page(store, request.path_params["candidate_id"], step_text)
+        )
 
     def compare(request: Request) -> Response:
         a, b = int_param(request, "a"), int_param(request, "b")

@@ -55,8 +55,9 @@ def serve(store: Store, sock: socket.socket, *, label: str, on_ready: Callable[[
     host = sock.getsockname()[0]
     hosts = LOOPBACK_NAMES if is_loopback(host) else ("*",)
     app = create_app(store, label=label, allowed_hosts=hosts)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            proxy_headers=False, server_header=False)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False, server_header=False
+    )
     if on_ready is not None:
         on_ready(url_of(sock))
     uvicorn.Server(config).run(sockets=[sock])

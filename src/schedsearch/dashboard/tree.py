@@ -68,9 +68,15 @@ def best_path(by_id: Mapping[int, CandidateRecord], best_id: int | None) -> list
     return path[::-1]
 
 
-def build_tree(search_id: int, records: Sequence[CandidateRecord], *, best_id: int | None,
-               describe: Callable[[Rewrite], str], root_id: int | None = None,
-               budget: int = TREE_BUDGET) -> TreeView:
+def build_tree(
+    search_id: int,
+    records: Sequence[CandidateRecord],
+    *,
+    best_id: int | None,
+    describe: Callable[[Rewrite], str],
+    root_id: int | None = None,
+    budget: int = TREE_BUDGET,
+) -> TreeView:
     """The tree of ``records`` under ``root_id`` (the search's root when None) with at most
     ``budget`` nodes (more only when the path to the best is longer). Raises KeyError when
     ``root_id`` is not one of ``records``."""
@@ -92,7 +98,7 @@ def build_tree(search_id: int, records: Sequence[CandidateRecord], *, best_id: i
     ancestors = tuple(best_path(by_id, root.id)[:-1])
     sizes = _subtree_sizes(root.id, children)
     shown = {root.id}
-    in_subtree = path[path.index(root.id):] if root.id in path else []
+    in_subtree = path[path.index(root.id) :] if root.id in path else []
     shown.update(in_subtree)
     queue = deque([root.id])
     while queue and len(shown) < budget:
@@ -107,11 +113,17 @@ def build_tree(search_id: int, records: Sequence[CandidateRecord], *, best_id: i
         kept = tuple(node(c, r) for c in children.get(r.id, ()) if c.id in shown)
         s = step(r, parent)
         return NodeView(
-            id=r.id, depth=r.depth, status=r.status.value,
+            id=r.id,
+            depth=r.depth,
+            status=r.status.value,
             time=fmt.timed(r.seconds, r.timing.spread if r.timing is not None else None),
-            speedup=fmt.num(r.speedup, "x"), gain=fmt.num(s.gain, "x") if s.gain is not None else "",
-            noise=bool(s.within_noise), step=last_step(r, describe), on_path=r.id in on_path,
-            best=r.id == best_id, children=kept,
+            speedup=fmt.num(r.speedup, "x"),
+            gain=fmt.num(s.gain, "x") if s.gain is not None else "",
+            noise=bool(s.within_noise),
+            step=last_step(r, describe),
+            on_path=r.id in on_path,
+            best=r.id == best_id,
+            children=kept,
             # What is shown is closed upwards, so every hidden node lies under a hidden child.
             hidden=sum(sizes[c.id] for c in children.get(r.id, ()) if c.id not in shown),
         )

@@ -62,14 +62,26 @@ def summary_of(search: SearchRecord, best: DeclaredBest | None) -> SearchSummary
     """``search`` with its declared best."""
     c = search.counters
     return SearchSummary(
-        id=search.id, label=search.workload.label, path=search.workload.path, status=search.status.value,
-        running=search.status is SearchStatus.RUNNING, ending=ending(search).text, failure=search.failure,
-        strategy=search.config.strategy.value, target=search.config.expand.target,
-        started=fmt.moment(search.started_at), elapsed=fmt.elapsed(search.elapsed_seconds),
-        evaluated=c.evaluated, ok=c.ok, failed=c.failed, baseline=fmt.seconds(search.baseline_seconds),
-        best_id=best.record.id if best else None, best_seconds=best.seconds if best else None,
+        id=search.id,
+        label=search.workload.label,
+        path=search.workload.path,
+        status=search.status.value,
+        running=search.status is SearchStatus.RUNNING,
+        ending=ending(search).text,
+        failure=search.failure,
+        strategy=search.config.strategy.value,
+        target=search.config.expand.target,
+        started=fmt.moment(search.started_at),
+        elapsed=fmt.elapsed(search.elapsed_seconds),
+        evaluated=c.evaluated,
+        ok=c.ok,
+        failed=c.failed,
+        baseline=fmt.seconds(search.baseline_seconds),
+        best_id=best.record.id if best else None,
+        best_seconds=best.seconds if best else None,
         best_time=fmt.timed(best.seconds, best.spread) if best else "-",
-        best_gflops=fmt.num(best.gflops) if best else "-", best_speedup=fmt.num(best.speedup, "x") if best else "-",
+        best_gflops=fmt.num(best.gflops) if best else "-",
+        best_speedup=fmt.num(best.speedup, "x") if best else "-",
         numbers=best.kind.text if best else "",
     )
 
@@ -129,12 +141,19 @@ class SearchPage:
 
 def _row(r: CandidateRecord, parent: CandidateRecord | None, best_id: int | None, describe: Describe) -> Row:
     s = step(r, parent)
-    return Row(id=r.id, depth=r.depth, status=r.status.value,
-               time=fmt.timed(r.seconds, r.timing.spread if r.timing is not None else None),
-               gflops=fmt.num(r.gflops), speedup=fmt.num(r.speedup, "x"),
-               gain=fmt.num(s.gain, "x") if s.gain is not None else "", noise=bool(s.within_noise),
-               step=last_step(r, describe), measured_at=f"{r.measured_at:.1f} s" if r.measured_at is not None else "-",
-               best=r.id == best_id)
+    return Row(
+        id=r.id,
+        depth=r.depth,
+        status=r.status.value,
+        time=fmt.timed(r.seconds, r.timing.spread if r.timing is not None else None),
+        gflops=fmt.num(r.gflops),
+        speedup=fmt.num(r.speedup, "x"),
+        gain=fmt.num(s.gain, "x") if s.gain is not None else "",
+        noise=bool(s.within_noise),
+        step=last_step(r, describe),
+        measured_at=f"{r.measured_at:.1f} s" if r.measured_at is not None else "-",
+        best=r.id == best_id,
+    )
 
 
 def step_lines(lineage: Sequence[CandidateRecord], describe: Describe) -> tuple[StepLine, ...]:
@@ -143,23 +162,30 @@ def step_lines(lineage: Sequence[CandidateRecord], describe: Describe) -> tuple[
     if not lineage:
         return ()
     steps = lineage[-1].schedule.steps
-    one_per_step = len(lineage) == len(steps) + 1 and all(
-        r.schedule.steps == steps[:i] for i, r in enumerate(lineage))
+    one_per_step = len(lineage) == len(steps) + 1 and all(r.schedule.steps == steps[:i] for i, r in enumerate(lineage))
     if not one_per_step:
         return tuple(StepLine(i + 1, describe(s)) for i, s in enumerate(steps))
     lines = []
     for i, (parent, r) in enumerate(itertools.pairwise(lineage)):
         s = step(r, parent)
-        lines.append(StepLine(i + 1, describe(steps[i]), r.id,
-                              fmt.timed(r.seconds, r.timing.spread if r.timing is not None else None),
-                              fmt.num(r.speedup, "x"), fmt.num(s.gain, "x") if s.gain is not None else "",
-                              bool(s.within_noise)))
+        lines.append(
+            StepLine(
+                i + 1,
+                describe(steps[i]),
+                r.id,
+                fmt.timed(r.seconds, r.timing.spread if r.timing is not None else None),
+                fmt.num(r.speedup, "x"),
+                fmt.num(s.gain, "x") if s.gain is not None else "",
+                bool(s.within_noise),
+            )
+        )
     return tuple(lines)
 
 
 def _curve(store: Store, search: SearchRecord, records: Sequence[CandidateRecord], name: str) -> Curve:
-    return curve_of(name, records, store.progress(search.id), search.started_at, search.elapsed_seconds,
-                    search.baseline_seconds)
+    return curve_of(
+        name, records, store.progress(search.id), search.started_at, search.elapsed_seconds, search.baseline_seconds
+    )
 
 
 def _machine(search: SearchRecord) -> str:
@@ -172,8 +198,10 @@ def _counts(records: Sequence[CandidateRecord], search: SearchRecord) -> str:
     ok = sum(r.status is Status.OK for r in records)
     pending = sum(r.status is Status.PENDING for r in records)
     c = search.counters
-    return (f"{len(records)} candidates: {ok} ok, {len(records) - ok - pending} failed, {pending} not measured; "
-            f"{c.generated} rewrites tried ({c.duplicates} duplicate, {c.illegal} illegal)")
+    return (
+        f"{len(records)} candidates: {ok} ok, {len(records) - ok - pending} failed, {pending} not measured; "
+        f"{c.generated} rewrites tried ({c.duplicates} duplicate, {c.illegal} illegal)"
+    )
 
 
 def search_page(store: Store, search_id: int, describe: Describe) -> SearchPage:
@@ -183,15 +211,18 @@ def search_page(store: Store, search_id: int, describe: Describe) -> SearchPage:
     best = best_among(search, records)
     best_id = best.record.id if best else None
     by_id = {r.id: r for r in records}
-    timed = sorted((r for r in records if r.status is Status.OK and r.seconds is not None),
-                   key=lambda r: (r.seconds, r.id))[:TOP_ROWS]
-    top = tuple(_row(r, by_id.get(r.parent_id) if r.parent_id is not None else None, best_id, describe)
-                for r in timed)
+    timed = sorted(
+        (r for r in records if r.status is Status.OK and r.seconds is not None), key=lambda r: (r.seconds, r.id)
+    )[:TOP_ROWS]
+    top = tuple(_row(r, by_id.get(r.parent_id) if r.parent_id is not None else None, best_id, describe) for r in timed)
     lineage = [by_id[i] for i in best_path(by_id, best_id)]
     return SearchPage(
-        summary=summary_of(search, best), machine=_machine(search), counts=_counts(records, search),
+        summary=summary_of(search, best),
+        machine=_machine(search),
+        counts=_counts(records, search),
         plot=progress_plot([_curve(store, search, records, f"search {search.id}")]),
-        tree=build_tree(search_id, records, best_id=best_id, describe=describe), top=top,
+        tree=build_tree(search_id, records, best_id=best_id, describe=describe),
+        top=top,
         best_steps=step_lines(lineage, describe),
     )
 
@@ -211,8 +242,7 @@ def subtree(store: Store, search_id: int, root_id: int, describe: Describe) -> T
     if root_id not in {r.id for r in records}:
         store.get_candidate(root_id)  # NotFoundError when it is nowhere
         raise NotFoundError(f"candidate {root_id} is not in search {search_id}")
-    return build_tree(search_id, records, best_id=best.record.id if best else None, describe=describe,
-                      root_id=root_id)
+    return build_tree(search_id, records, best_id=best.record.id if best else None, describe=describe, root_id=root_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,10 +273,16 @@ def proc_diff(parent: CandidateRecord | None, record: CandidateRecord) -> tuple[
     if parent is None:
         return ()
     kinds = {"+": "add", "-": "del", "@": "hunk", " ": "same"}
-    lines = difflib.unified_diff(parent.proc_text.splitlines(), record.proc_text.splitlines(),
-                                 f"candidate {parent.id}", f"candidate {record.id}", lineterm="")
-    return tuple(DiffLine("head" if line.startswith(("---", "+++")) else kinds.get(line[:1], "same"), line)
-                 for line in lines)
+    lines = difflib.unified_diff(
+        parent.proc_text.splitlines(),
+        record.proc_text.splitlines(),
+        f"candidate {parent.id}",
+        f"candidate {record.id}",
+        lineterm="",
+    )
+    return tuple(
+        DiffLine("head" if line.startswith(("---", "+++")) else kinds.get(line[:1], "same"), line) for line in lines
+    )
 
 
 def candidate_page(store: Store, candidate_id: int, describe: Describe) -> CandidatePage:
@@ -256,14 +292,25 @@ def candidate_page(store: Store, candidate_id: int, describe: Describe) -> Candi
     parent = lineage[-2] if len(lineage) > 1 else None
     search = store.get_search(record.search_id)
     best = load_declared_best(store, search)
-    reused = (record.reused_search_id, record.reused_candidate_id) if (
-        record.reused_search_id is not None and record.reused_candidate_id is not None) else None
+    reused = (
+        (record.reused_search_id, record.reused_candidate_id)
+        if (record.reused_search_id is not None and record.reused_candidate_id is not None)
+        else None
+    )
     return CandidatePage(
-        search=summary_of(search, best), row=_row(record, parent, best.record.id if best else None, describe),
-        parent_id=record.parent_id, fingerprint=record.fingerprint, error=record.error,
-        max_error=fmt.num(record.max_error), build_seconds=f"{record.build_seconds:.2f} s",
-        run_seconds=f"{record.run_seconds:.2f} s", reused_from=reused, steps=step_lines(lineage, describe),
-        diff=proc_diff(parent, record), proc_text=record.proc_text, c_source=record.c_source,
+        search=summary_of(search, best),
+        row=_row(record, parent, best.record.id if best else None, describe),
+        parent_id=record.parent_id,
+        fingerprint=record.fingerprint,
+        error=record.error,
+        max_error=fmt.num(record.max_error),
+        build_seconds=f"{record.build_seconds:.2f} s",
+        run_seconds=f"{record.run_seconds:.2f} s",
+        reused_from=reused,
+        steps=step_lines(lineage, describe),
+        diff=proc_diff(parent, record),
+        proc_text=record.proc_text,
+        c_source=record.c_source,
     )
 
 
@@ -286,9 +333,13 @@ def compare_page(store: Store, a_id: int, b_id: int, describe: Describe) -> Comp
         best = best_among(search, records)
         by_id = {r.id: r for r in records}
         lineage = [by_id[i] for i in best_path(by_id, best.record.id if best else None)]
-        parts.append((summary_of(search, best), _curve(store, search, records, f"search {search.id}"),
-                      step_lines(lineage, describe)))
+        parts.append(
+            (
+                summary_of(search, best),
+                _curve(store, search, records, f"search {search.id}"),
+                step_lines(lineage, describe),
+            )
+        )
     (a, a_curve, a_steps), (b, b_curve, b_steps) = parts
-    ratio = (fmt.num(a.best_seconds / b.best_seconds, "x")
-             if a.best_seconds and b.best_seconds else "-")
+    ratio = fmt.num(a.best_seconds / b.best_seconds, "x") if a.best_seconds and b.best_seconds else "-"
     return ComparePage(a, b, progress_plot([a_curve, b_curve]), ratio, a_steps, b_steps)

@@ -73,9 +73,11 @@ class Verdict:
         if self.failure is Failure.CHANGED:
             return f"the kernel changed {where}, an input it only reads ({on})"
         again = f", its run {self.round + 1} on the same inputs: a data race?" if self.round else ""
-        return (f"{where} is {self.value:.9g}, expected {self.expected:.9g}: off by "
-                f"{abs(self.value - self.expected):.3g}, beyond its tolerance {self.tolerance:.3g} "
-                f"({on}{again}; max error {self.max_error:.3g})")
+        return (
+            f"{where} is {self.value:.9g}, expected {self.expected:.9g}: off by "
+            f"{abs(self.value - self.expected):.3g}, beyond its tolerance {self.tolerance:.3g} "
+            f"({on}{again}; max error {self.max_error:.3g})"
+        )
 
 
 def index_text(workload: Workload, arg: str, flat: int) -> str:
@@ -97,11 +99,22 @@ def _verdict(parts: list[str]) -> Verdict:
         return Verdict(True, maxerr, worst=float(parts[4]) if len(parts) > 4 else 0.0)
     failure, arg = Failure(parts[2]), parts[4]
     if failure is Failure.WRONG:
-        return Verdict(False, maxerr, arg, int(parts[5]), float(parts[6]), float(parts[7]), failure,
-                       tolerance=float(parts[8]), input_set=int(parts[9]), round=int(parts[10]))
+        return Verdict(
+            False,
+            maxerr,
+            arg,
+            int(parts[5]),
+            float(parts[6]),
+            float(parts[7]),
+            failure,
+            tolerance=float(parts[8]),
+            input_set=int(parts[9]),
+            round=int(parts[10]),
+        )
     if failure is Failure.CLOBBERED:
-        return Verdict(False, maxerr, arg, int(parts[6]), failure=failure, input_set=int(parts[7]),
-                       before=parts[5] == "before")
+        return Verdict(
+            False, maxerr, arg, int(parts[6]), failure=failure, input_set=int(parts[7]), before=parts[5] == "before"
+        )
     return Verdict(False, maxerr, arg, int(parts[5]), failure=failure, input_set=int(parts[6]))
 
 
@@ -245,8 +258,9 @@ def run_kernels(
     (two kernels): the second is a yardstick timed beside the first (``core.Paired``); the
     first alone is held to the budget, ``cutoff`` and ``contend``."""
     timeout = config.run_timeout if timeout is None else timeout
-    argv = run_argv(driver, reference_file, kernels, config, pin, scale, rounds, timeout, cutoff,
-                    gate is not None, contend, pair)
+    argv = run_argv(
+        driver, reference_file, kernels, config, pin, scale, rounds, timeout, cutoff, gate is not None, contend, pair
+    )
     return run_child(argv, timeout=timeout, gate=gate)
 
 

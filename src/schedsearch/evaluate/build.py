@@ -182,8 +182,7 @@ def _compile(
     try:
         src.write_text(source)
         try:
-            res = run_child(argv, timeout=limit, cwd=work, background=True,
-                            env={**os.environ, "TMPDIR": str(work)})
+            res = run_child(argv, timeout=limit, cwd=work, background=True, env={**os.environ, "TMPDIR": str(work)})
         except OSError as e:
             raise ToolchainError(f"The C compiler {config.cc!r} cannot be run ({e}).") from e
         seconds = time.perf_counter() - start
@@ -280,8 +279,14 @@ def prepare_builds(config: BenchConfig, cache_dir: Path, header: str | None) -> 
     return precompiled_immintrin(config, kernel_flags(config, False) + _lines(config), cache_dir) is not None
 
 
-def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False,
-                 timeout: float | None = None, fresh: bool = False) -> BuildResult:
+def build_kernel(
+    c_source: str,
+    config: BenchConfig,
+    cache_dir: Path,
+    openmp: bool = False,
+    timeout: float | None = None,
+    fresh: bool = False,
+) -> BuildResult:
     """Compile a candidate's C into a shared object, or return the cached one (``fresh``:
     compile it even so).
 
@@ -306,8 +311,9 @@ def build_kernel(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bo
     return BuildResult(key, path, seconds=seconds)
 
 
-def settle_fault(result: BuildResult, known_good: str, config: BenchConfig, cache_dir: Path,
-                 openmp: bool = False) -> BuildResult:
+def settle_fault(
+    result: BuildResult, known_good: str, config: BenchConfig, cache_dir: Path, openmp: bool = False
+) -> BuildResult:
     """``result`` with a suspected machine fault (``BuildResult.fault``) settled.
 
     The C ``known_good`` (the unscheduled proc's) is compiled afresh with the same compiler,
@@ -321,8 +327,12 @@ def settle_fault(result: BuildResult, known_good: str, config: BenchConfig, cach
     probe = build_kernel(known_good, config, cache_dir, openmp, fresh=True)
     if not probe.ok:
         raise machine_error(config, result.fault)
-    return BuildResult(result.key, None, f"{result.error}\n(the compiler fails on this candidate's C alone: "
-                       "the unscheduled proc builds)", result.seconds)
+    return BuildResult(
+        result.key,
+        None,
+        f"{result.error}\n(the compiler fails on this candidate's C alone: the unscheduled proc builds)",
+        result.seconds,
+    )
 
 
 def machine_error(config: BenchConfig, fault: str) -> InfrastructureError:
@@ -341,8 +351,9 @@ def writes_notes(config: BenchConfig) -> bool:
     return "gcc" in machine_info(config).compiler_version.lower() and objdump_command(config.cc) is not None
 
 
-def kernel_notes(c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False,
-                 wait: float | None = None) -> str | None:
+def kernel_notes(
+    c_source: str, config: BenchConfig, cache_dir: Path, openmp: bool = False, wait: float | None = None
+) -> str | None:
     """What the compiler made of the kernel ``c_source``, read from its machine code
     (``machine_code.summarize``: by line of C, the widest vectors and the branches), built
     now if the cache has no build of it: the build a measurement then finds ready. None

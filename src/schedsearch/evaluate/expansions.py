@@ -47,14 +47,16 @@ class RememberingExpander:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def _path(self, parent: Candidate, shard: int, shards: int, lead: int = 0,
-              part: ExpansionPart = ExpansionPart.ALL) -> Path:
+    def _path(
+        self, parent: Candidate, shard: int, shards: int, lead: int = 0, part: ExpansionPart = ExpansionPart.ALL
+    ) -> Path:
         text = json.dumps([FORMAT, self._version, parent.schedule.dumps(), shard, shards, lead, part.value])
         key = sha256_text(text)
         return self._folder / key[:2] / f"{key}.json.gz"
 
-    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0,
-               part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
+    def expand(
+        self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0, part: ExpansionPart = ExpansionPart.ALL
+    ) -> Expansion:
         """``parent``'s expansion as kept on disk, else the inner expander's (then kept)."""
         started = time.perf_counter()
         path = self._path(parent, shard, shards, lead, part)
@@ -67,8 +69,14 @@ class RememberingExpander:
         return expansion
 
 
-def expand_part(expander: Any, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0,
-                part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
+def expand_part(
+    expander: Any,
+    parent: Candidate,
+    shard: int = 0,
+    shards: int = 1,
+    lead: int = 0,
+    part: ExpansionPart = ExpansionPart.ALL,
+) -> Expansion:
     """``expander.expand`` with only the arguments that differ from their defaults: an
     expander that never shards nor splits (a test's) takes the parent alone."""
     if part is not ExpansionPart.ALL:
@@ -90,8 +98,7 @@ def remembering(expander: Any, cache_dir: Path | None) -> Any:
     return RememberingExpander(expander, cache_dir)
 
 
-def worker_expander(factory: Any, workload: Any, options: Any, bench: BenchConfig | None,
-                    cache_dir: Path) -> Any:
+def worker_expander(factory: Any, workload: Any, options: Any, bench: BenchConfig | None, cache_dir: Path) -> Any:
     """The expander a worker keeps for ``workload``: ``factory``'s, reading the notes when
     ``options.compiler_notes`` asks for them (``noting``), its expansions kept in
     ``cache_dir`` (``remembering``)."""

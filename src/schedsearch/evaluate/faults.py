@@ -31,6 +31,7 @@ _MACHINE_MESSAGES = (
     re.compile(r"fatal error: cannot (?:execute|find) \S+"),  # cc1, as, ld or collect2 missing
 )
 
+
 def machine_fault(returncode: int | None, output: str) -> str | None:
     """Why a finished compile may have failed for a reason outside the candidate, or None
     when its failure is plainly the candidate's (a compile error).

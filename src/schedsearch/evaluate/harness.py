@@ -79,8 +79,14 @@ GUARD_BYTES = 4096
 
 #: The driver's type codes (``enum`` in ``driver_sets.SETS``).
 _TYPE_CODE = {
-    DType.F16: "T_F16", DType.F32: "T_F32", DType.F64: "T_F64", DType.I8: "T_I8",
-    DType.UI8: "T_UI8", DType.UI16: "T_UI16", DType.I16: "T_I16", DType.I32: "T_I32",
+    DType.F16: "T_F16",
+    DType.F32: "T_F32",
+    DType.F64: "T_F64",
+    DType.I8: "T_I8",
+    DType.UI8: "T_UI8",
+    DType.UI16: "T_UI16",
+    DType.I16: "T_I16",
+    DType.I32: "T_I32",
 }
 
 
@@ -97,13 +103,19 @@ def driver_source(args: Sequence[ArgSpec], linked: bool = False) -> str:
     infos = [
         f'{{"{a.name}", {_TYPE_CODE[a.dtype]}, {max(1, a.elements)}ul, {a.nbytes}ul, {int(a.output)}}}' for a in args
     ]
-    bind = [f"  a{i} = ({a.dtype.c_type} *)data[{i}]; init{i} = ({a.dtype.c_type} *)sets[0].in[{i}];"
-            for i, a in enumerate(args)]
-    reset = [f"  memcpy(a{i}, init{i}, {max(1, a.elements)}ul * sizeof({a.dtype.c_type}));"
-             for i, a in enumerate(args) if a.output]
+    bind = [
+        f"  a{i} = ({a.dtype.c_type} *)data[{i}]; init{i} = ({a.dtype.c_type} *)sets[0].in[{i}];"
+        for i, a in enumerate(args)
+    ]
+    reset = [
+        f"  memcpy(a{i}, init{i}, {max(1, a.elements)}ul * sizeof({a.dtype.c_type}));"
+        for i, a in enumerate(args)
+        if a.output
+    ]
     types = sorted({a.dtype for a in args}, key=list(DType).index)
     header = f"schedsearch reference, harness {HARNESS_VERSION}, {INPUT_SETS} sets: " + (
-        ", ".join(f"{a.dtype.value}[{max(1, a.elements)}]{' out' if a.output else ''}" for a in args) or "no arguments")
+        ", ".join(f"{a.dtype.value}[{max(1, a.elements)}]{' out' if a.output else ''}" for a in args) or "no arguments"
+    )
     fills = {
         "VERSION": HARNESS_VERSION,
         "DL_INCLUDE": "" if linked else "#include <dlfcn.h>\n",
@@ -115,7 +127,9 @@ def driver_source(args: Sequence[ArgSpec], linked: bool = False) -> str:
         "HEADER": header,
         "DECLS": "\n".join(f"static {a.dtype.c_type} *a{i}, *init{i};" for i, a in enumerate(args)),
         "GET_CASES": "\n".join(f"    case {_TYPE_CODE[t]}: return (double)((const {t.c_type} *)p)[e];" for t in types),
-        "PUT_CASES": "\n".join(f"    case {_TYPE_CODE[t]}: (({t.c_type} *)p)[e] = ({t.c_type})v; break;" for t in types),
+        "PUT_CASES": "\n".join(
+            f"    case {_TYPE_CODE[t]}: (({t.c_type} *)p)[e] = ({t.c_type})v; break;" for t in types
+        ),
         "BIND": "\n".join(bind),
         "CALL_ARGS": ", ".join(["NULL"] + [f"a{i}" for i in range(len(args))]),
         "LOADER": _loader(linked, params),

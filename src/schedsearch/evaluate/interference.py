@@ -80,8 +80,9 @@ class Verdict:
     disturbs: bool | None  # None: not judged yet
 
 
-def evidence_of(samples: Sequence[float], yardstick_samples: Sequence[float] = (), yardstick: str = "",
-                quiet: bool = True) -> Evidence | None:
+def evidence_of(
+    samples: Sequence[float], yardstick_samples: Sequence[float] = (), yardstick: str = "", quiet: bool = True
+) -> Evidence | None:
     """The evidence of one timing from its samples (seconds a call, one per round) and the
     yardstick's timed beside it in the same rounds; None when it has too few rounds."""
     paired = len(yardstick_samples) == len(samples) and all(y > 0 for y in yardstick_samples)

@@ -82,5 +82,6 @@ def worker_failure(job: Job, text: str) -> JobResult:
     ``run_error`` measurement for each candidate (nobody else is blamed)."""
     if job.kind is JobKind.EXPAND:
         return JobResult(job, expansion=Expansion(job.candidates[0].fingerprint, (), error=text))
-    return JobResult(job, measurements=tuple(Measurement(c.fingerprint, Status.RUN_ERROR, error=text)
-                                             for c in job.candidates))
+    return JobResult(
+        job, measurements=tuple(Measurement(c.fingerprint, Status.RUN_ERROR, error=text) for c in job.candidates)
+    )

@@ -13,6 +13,7 @@ def memory_needed(args: tuple[ArgSpec, ...]) -> int:
     """Bytes the benchmark driver holds for one workload (``harness``): every argument once,
     between its guard zones, and for each input set every argument's contents, the outputs'
     reference results and the float outputs' magnitudes (8 bytes an element)."""
+
     def one_set(a: ArgSpec) -> int:
         if not a.output:
             return a.nbytes

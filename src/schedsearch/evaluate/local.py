@@ -77,9 +77,16 @@ def serve(read_fd: int, write_fd: int) -> None:
         conn.send((job.id, _run_job(workload, reference, job, factory, options, bench, cache_dir, expanders)))
 
 
-def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callable[[Workload, ExpandOptions], Any],
-             options: ExpandOptions, bench: BenchConfig, cache_dir: Path,
-             expanders: dict[str, Any]) -> JobResult | SchedsearchError:
+def _run_job(
+    workload: Workload,
+    reference: Candidate,
+    job: Job,
+    factory: Callable[[Workload, ExpandOptions], Any],
+    options: ExpandOptions,
+    bench: BenchConfig,
+    cache_dir: Path,
+    expanders: dict[str, Any],
+) -> JobResult | SchedsearchError:
     from schedsearch.evaluate.expansions import expand_part, worker_expander
     from schedsearch.evaluate.pipeline import evaluate_candidate, remeasure
 
@@ -95,14 +102,31 @@ def _run_job(workload: Workload, reference: Candidate, job: Job, factory: Callab
                     expander = expanders[workload.key] = worker_expander(factory, workload, options, bench, cache_dir)
                 return JobResult(job, expansion=expand_part(expander, job.candidates[0], part=job.part))
         if job.kind is JobKind.EVALUATE:
-            return JobResult(job, measurements=(
-                evaluate_candidate(workload, reference, job.candidates[0], bench, cache_dir, job.cutoff, job.contend,
-                                   job.yardstick, job.quiet),))
+            return JobResult(
+                job,
+                measurements=(
+                    evaluate_candidate(
+                        workload,
+                        reference,
+                        job.candidates[0],
+                        bench,
+                        cache_dir,
+                        job.cutoff,
+                        job.contend,
+                        job.yardstick,
+                        job.quiet,
+                    ),
+                ),
+            )
         return JobResult(job, measurements=tuple(remeasure(workload, reference, job.candidates, bench, cache_dir)))
     except SchedsearchError as e:
         if job.kind is JobKind.EXPAND:  # a parent that cannot be replayed is data
-            return JobResult(job, expansion=Expansion(job.candidates[0].fingerprint, (), error=str(e),
-                                                      seconds=time.perf_counter() - started))
+            return JobResult(
+                job,
+                expansion=Expansion(
+                    job.candidates[0].fingerprint, (), error=str(e), seconds=time.perf_counter() - started
+                ),
+            )
         return e  # broken infrastructure: re-raised by the caller's poll
     except Exception as e:  # noqa: BLE001 - an internal error on one job must not end the search
         return worker_failure(job, f"{type(e).__name__}: {e}")
@@ -139,7 +163,8 @@ class _Worker:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "schedsearch.evaluate.worker_process", str(child_read), str(child_write)],
-                pass_fds=(child_read, child_write), stdin=subprocess.DEVNULL,
+                pass_fds=(child_read, child_write),
+                stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONPATH": path},
             )
         finally:

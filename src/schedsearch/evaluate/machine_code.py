@@ -98,8 +98,9 @@ def machine_notes(shared_object: Path, objdump: str, timeout: float = OBJDUMP_TI
     """The summary of ``shared_object``'s machine code (``summarize``); None when objdump
     cannot read it (no line tables, a foreign format, a timeout)."""
     try:
-        res = run_child([objdump, "-d", "-l", "--no-show-raw-insn", str(shared_object)], timeout=timeout,
-                        background=True)
+        res = run_child(
+            [objdump, "-d", "-l", "--no-show-raw-insn", str(shared_object)], timeout=timeout, background=True
+        )
     except OSError:
         return None
     if res.timed_out or res.returncode != 0:

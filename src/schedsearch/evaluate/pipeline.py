@@ -242,8 +242,7 @@ class _Gate:
         if self.config.timing is not TimingMode.AUTO or self.quiet is None:
             return
         paired = yardstick.samples if yardstick is not None else ()
-        of_node(self.cache_dir).record(
-            evidence_of(report.samples, paired, fingerprint if paired else "", self.quiet))
+        of_node(self.cache_dir).record(evidence_of(report.samples, paired, fingerprint if paired else "", self.quiet))
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,8 +259,14 @@ class Built:
 
 
 def evaluate_candidate(
-    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path,
-    cutoff: float | None = None, contend: float | None = None, yardstick: Candidate | None = None,
+    workload: Workload,
+    reference: Candidate,
+    candidate: Candidate,
+    config: BenchConfig,
+    cache_dir: Path,
+    cutoff: float | None = None,
+    contend: float | None = None,
+    yardstick: Candidate | None = None,
     quiet: bool = False,
 ) -> Measurement:
     """Build ``candidate``, then (holding the node's benchmark lock) verify it against
@@ -294,7 +299,11 @@ def prepare_node(config: BenchConfig, cache_dir: Path, header: str | None) -> bo
 
 
 def build_candidate(
-    workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path,
+    workload: Workload,
+    reference: Candidate,
+    candidate: Candidate,
+    config: BenchConfig,
+    cache_dir: Path,
     yardstick: Candidate | None = None,
 ) -> Built | Measurement:
     """Compile ``candidate`` (and the reference, the driver and the ``yardstick``, usually
@@ -305,8 +314,13 @@ def build_candidate(
     with _infrastructure_errors(cache_dir), working(cache_dir):
         driver, cand, ref = _build_both(workload, reference, candidate, config, Path(cache_dir))
         if not cand.ok:
-            return Measurement(candidate.fingerprint, Status.BUILD_ERROR, error=cand.error,
-                               build_seconds=cand.seconds, machine=machine_info(config))
+            return Measurement(
+                candidate.fingerprint,
+                Status.BUILD_ERROR,
+                error=cand.error,
+                build_seconds=cand.seconds,
+                machine=machine_info(config),
+            )
         if not ref.ok:
             raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
         yard = None
@@ -318,8 +332,15 @@ def build_candidate(
 
 
 def run_candidate(
-    workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
-    cache_dir: Path, cutoff: float | None = None, contend: float | None = None, quiet: bool = False,
+    workload: Workload,
+    reference: Candidate,
+    candidate: Candidate,
+    built: Built,
+    config: BenchConfig,
+    cache_dir: Path,
+    cutoff: float | None = None,
+    contend: float | None = None,
+    quiet: bool = False,
 ) -> Measurement:
     """Verify a built candidate against the reference and time it, holding the node's
     benchmark lock (one timing at a time per node); one whose verification call takes more
@@ -332,8 +353,15 @@ def run_candidate(
 
 
 def _run(
-    workload: Workload, reference: Candidate, candidate: Candidate, built: Built, config: BenchConfig,
-    cache_dir: Path, cutoff: float | None, contend: float | None = None, quiet: bool = False,
+    workload: Workload,
+    reference: Candidate,
+    candidate: Candidate,
+    built: Built,
+    config: BenchConfig,
+    cache_dir: Path,
+    cutoff: float | None,
+    contend: float | None = None,
+    quiet: bool = False,
 ) -> Measurement:
     machine = machine_info(config)
     cand, ref = built.kernel, built.reference
@@ -344,14 +372,27 @@ def _run(
         cutoff = max(cutoff or 0.0, ONE_CALL_SECONDS)
     with bench_lock(cache_dir):
         started = time.perf_counter()
-        ref_file, failure, first = timed_answer_key(built.driver, ref, workload.args, for_reference(workload, config),
-                                                    cache_dir)
-        if is_root and failure is None and first is not None and first > (cutoff or ONE_CALL_SECONDS) and cand.key == ref.key:
+        ref_file, failure, first = timed_answer_key(
+            built.driver, ref, workload.args, for_reference(workload, config), cache_dir
+        )
+        if (
+            is_root
+            and failure is None
+            and first is not None
+            and first > (cutoff or ONE_CALL_SECONDS)
+            and cand.key == ref.key
+        ):
             # The root built as the reference is the reference: its outputs are the answer key
             # itself, and a call this slow is timed by one call, which the key just took.
-            return Measurement(candidate.fingerprint, Status.OK, timing=timing_from_samples([first], 1),
-                               max_error=0.0, build_seconds=cand.seconds,
-                               run_seconds=time.perf_counter() - started, machine=machine)
+            return Measurement(
+                candidate.fingerprint,
+                Status.OK,
+                timing=timing_from_samples([first], 1),
+                max_error=0.0,
+                build_seconds=cand.seconds,
+                run_seconds=time.perf_counter() - started,
+                machine=machine,
+            )
         if failure is not None:
             if is_root:
                 return Measurement(
@@ -366,9 +407,19 @@ def _run(
         assert ref_file is not None
         kernels = [cand.path] + ([built.yardstick.path] if built.yardstick and built.yardstick.path else [])
         gate = _Gate(config, cache_dir, required=quiet)
-        res = run_kernels(built.driver, ref_file, kernels, config, pin=not candidate.uses_openmp,
-                          scale=atol_scale(workload), rounds=verification_rounds(candidate.uses_openmp),
-                          cutoff=cutoff, contend=contend, gate=gate, pair=len(kernels) == 2)
+        res = run_kernels(
+            built.driver,
+            ref_file,
+            kernels,
+            config,
+            pin=not candidate.uses_openmp,
+            scale=atol_scale(workload),
+            rounds=verification_rounds(candidate.uses_openmp),
+            cutoff=cutoff,
+            contend=contend,
+            gate=gate,
+            pair=len(kernels) == 2,
+        )
     m = _measurement_from_report(workload, candidate, 0, res, len(kernels), config, cand.seconds, machine)
     if m.status is Status.OK:
         m = dataclasses.replace(m, quiet=gate.quiet)
@@ -427,17 +478,27 @@ def _remeasure(
     if not live:
         return [m for m in results if m is not None]
     pin = not any(candidates[i].uses_openmp for i in live)
-    timeout = sum(for_reference(workload, config).run_timeout if c.fingerprint == reference.fingerprint
-                  else config.run_timeout for c in (candidates[i] for i in live))
+    timeout = sum(
+        for_reference(workload, config).run_timeout if c.fingerprint == reference.fingerprint else config.run_timeout
+        for c in (candidates[i] for i in live)
+    )
     with bench_lock(cache_dir):
         ref_file, failure = answer_key(driver, ref, workload.args, for_reference(workload, config), cache_dir)
         if failure is not None:
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
         paths = [builds[i].path for i in live]
-        res = run_kernels(driver, ref_file, [p for p in paths if p is not None], config, pin=pin,
-                          scale=atol_scale(workload), rounds=verification_rounds(not pin), timeout=timeout,
-                          gate=_quiet_gate(config, cache_dir))
+        res = run_kernels(
+            driver,
+            ref_file,
+            [p for p in paths if p is not None],
+            config,
+            pin=pin,
+            scale=atol_scale(workload),
+            rounds=verification_rounds(not pin),
+            timeout=timeout,
+            gate=_quiet_gate(config, cache_dir),
+        )
     if res.returncode != 0:
         return [
             m if m is not None else evaluate_candidate(workload, reference, c, config, cache_dir)

@@ -130,8 +130,13 @@ def run_child(
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 rest_out, rest_err = proc.communicate()
-                return ChildResult(None, _text(out + (rest_out or b"")), _text(err + (rest_err or b"")),
-                                   time.perf_counter() - start, timed_out=True)
+                return ChildResult(
+                    None,
+                    _text(out + (rest_out or b"")),
+                    _text(err + (rest_err or b"")),
+                    time.perf_counter() - start,
+                    timed_out=True,
+                )
     except BaseException:
         # KeyboardInterrupt or a cancelled worker: never leave a runaway kernel behind.
         _kill_group(proc)

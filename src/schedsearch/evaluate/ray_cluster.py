@@ -148,8 +148,7 @@ class RayCluster:
         self.owns_ray = False
         self._watchdog: subprocess.Popen[bytes] | None = None
 
-    def connect(self, address: str | None, timeout: float, workers: int,
-                stop: threading.Event | None = None) -> None:
+    def connect(self, address: str | None, timeout: float, workers: int, stop: threading.Event | None = None) -> None:
         """Join the cluster at ``address``, or start a private one of ``workers`` CPUs (unless
         this process is connected already). ``stop`` set while a private cluster starts:
         ``KeyboardInterrupt`` once ``ray.init`` returns (``close`` then shuts it down)."""

@@ -125,14 +125,18 @@ class RayExecutor(BlockingCalls):
             self._runner_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
             self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
             self._factory, self._options = expander_factory, expand_options
-            self._actors = [self._actor_cls.remote(expander_factory, expand_options, self._cache_dir, bench)
-                            for _ in range(workers)]
+            self._actors = [
+                self._actor_cls.remote(expander_factory, expand_options, self._cache_dir, bench) for _ in range(workers)
+            ]
             # The target's header is precompiled on a build core while the root is expanded,
             # not by the first builds of its children, after it: on a 2-core Zen 3 that put
             # SGEMM 256's first measured child 3.5-4 s later. Nothing waits for the task.
             header = target(expand_options.target).header
-            self._prepared = ray.remote(num_cpus=1, max_retries=0)(_prepare_task).remote(
-                bench, self._cache_dir, header) if header else None
+            self._prepared = (
+                ray.remote(num_cpus=1, max_retries=0)(_prepare_task).remote(bench, self._cache_dir, header)
+                if header
+                else None
+            )
         except BaseException:
             self.close()
             raise
@@ -159,7 +163,8 @@ class RayExecutor(BlockingCalls):
             # Ray starts its workers at niceness 15; the runner's kernels run at the normal
             # priority instead, above the node's compilers and expanders (niceness 19).
             runner = self._runners[node] = self._runner_cls.options(
-                scheduling_strategy=strategy, runtime_env={"env_vars": {"RAY_worker_niceness": "0"}}).remote()
+                scheduling_strategy=strategy, runtime_env={"env_vars": {"RAY_worker_niceness": "0"}}
+            ).remote()
         return runner
 
     def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
@@ -234,8 +239,9 @@ class RayExecutor(BlockingCalls):
         the end of a search, and the best SGEMM 256 kernel measured 2.5 times its time."""
         actor = self._actors[index]
         if actor is None:
-            actor = self._actors[index] = self._actor_cls.remote(self._factory, self._options, self._cache_dir,
-                                                                 self._bench)
+            actor = self._actors[index] = self._actor_cls.remote(
+                self._factory, self._options, self._cache_dir, self._bench
+            )
         return actor
 
     def _expanding(self) -> set[int]:
@@ -287,11 +293,15 @@ class RayExecutor(BlockingCalls):
                 value = ray.get(ref)
             except ray.exceptions.RayError as e:
                 if stage == "expand":
-                    value = Expansion(job.candidates[0].fingerprint, (),
-                                      error=f"expansion worker failed: {type(e).__name__}: {_first_line(e)}")
+                    value = Expansion(
+                        job.candidates[0].fingerprint,
+                        (),
+                        error=f"expansion worker failed: {type(e).__name__}: {_first_line(e)}",
+                    )
                 else:
-                    results.append(worker_failure(
-                        job, f"evaluation worker failed: {type(e).__name__}: {_first_line(e)}"))
+                    results.append(
+                        worker_failure(job, f"evaluation worker failed: {type(e).__name__}: {_first_line(e)}")
+                    )
                     continue
             result = self._advance(job, stage, detail, value)
             if result is not None:
@@ -321,8 +331,9 @@ class RayExecutor(BlockingCalls):
                 return JobResult(job, measurements=(built,))
             wref, rref = detail
             runner = self._runner(node)
-            ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff,
-                                    job.contend, job.quiet)
+            ref = runner.run.remote(
+                wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff, job.contend, job.quiet
+            )
             self._flight[ref] = (job, "run", runner)
             return None
         if isinstance(value, SchedsearchError):

@@ -27,7 +27,11 @@ from schedsearch.errors import SchedsearchError
 
 
 def _build_task(
-    workload: Workload, reference: Candidate, candidate: Candidate, bench: BenchConfig, cache_dir: Path | None,
+    workload: Workload,
+    reference: Candidate,
+    candidate: Candidate,
+    bench: BenchConfig,
+    cache_dir: Path | None,
     yardstick: Candidate | None = None,
 ) -> tuple[Any, str]:
     """Runs in a Ray worker: a ``Built`` (or the build_error Measurement, or the
@@ -48,15 +52,25 @@ def _build_task(
 class _Runner:
     """Ray actor body: the benchmark runner of one node; it times one kernel at a time."""
 
-    def run(self, workload: Workload, reference: Candidate, candidate: Candidate, built: Any, bench: BenchConfig,
-            cache_dir: Path | None, cutoff: float | None = None,
-            contend: float | None = None, quiet: bool = False) -> Measurement | SchedsearchError:
+    def run(
+        self,
+        workload: Workload,
+        reference: Candidate,
+        candidate: Candidate,
+        built: Any,
+        bench: BenchConfig,
+        cache_dir: Path | None,
+        cutoff: float | None = None,
+        contend: float | None = None,
+        quiet: bool = False,
+    ) -> Measurement | SchedsearchError:
         from schedsearch.evaluate import default_cache_dir
         from schedsearch.evaluate.pipeline import run_candidate
 
         try:
-            return run_candidate(workload, reference, candidate, built, bench, cache_dir or default_cache_dir(),
-                                 cutoff, contend, quiet)
+            return run_candidate(
+                workload, reference, candidate, built, bench, cache_dir or default_cache_dir(), cutoff, contend, quiet
+            )
         except SchedsearchError as e:
             return e
 
@@ -97,8 +111,13 @@ def _machine_task(bench: BenchConfig) -> MachineInfo:
 class _ExpanderHost:
     """Ray actor body: one expander per workload, kept for its replay cache."""
 
-    def __init__(self, factory: Callable[[Workload, ExpandOptions], Any], options: ExpandOptions,
-                 cache_dir: Path | None = None, bench: BenchConfig | None = None) -> None:
+    def __init__(
+        self,
+        factory: Callable[[Workload, ExpandOptions], Any],
+        options: ExpandOptions,
+        cache_dir: Path | None = None,
+        bench: BenchConfig | None = None,
+    ) -> None:
         from schedsearch.evaluate import default_cache_dir
         from schedsearch.evaluate.process import collect_cycles_less, run_in_background
 
@@ -110,8 +129,15 @@ class _ExpanderHost:
         run_in_background()  # Exo must not take the CPU from a kernel being timed
         collect_cycles_less()  # this process is the actor's: it only expands
 
-    def expand(self, workload: Workload, parent: Candidate, shard: int = 0, shards: int = 1,
-               lead: int = 0, part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
+    def expand(
+        self,
+        workload: Workload,
+        parent: Candidate,
+        shard: int = 0,
+        shards: int = 1,
+        lead: int = 0,
+        part: ExpansionPart = ExpansionPart.ALL,
+    ) -> Expansion:
         from schedsearch.evaluate.quiet import working
 
         # Registered as busy: the node's benchmark runner pauses it while it times a kernel.
@@ -121,7 +147,8 @@ class _ExpanderHost:
                 from schedsearch.evaluate.expansions import worker_expander
 
                 expander = self._expanders[workload.key] = worker_expander(
-                    self._factory, workload, self._options, self._bench, self._cache_dir)
+                    self._factory, workload, self._options, self._bench, self._cache_dir
+                )
             try:
                 from schedsearch.evaluate.expansions import expand_part
 

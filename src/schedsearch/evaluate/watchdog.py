@@ -36,7 +36,7 @@ def table() -> dict[int, Proc]:
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 stat = f.read()
-            rest = stat[stat.rindex(b")") + 2:].split()
+            rest = stat[stat.rindex(b")") + 2 :].split()
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmd = f.read()
             procs[int(name)] = (int(rest[1]), int(rest[19]), cmd)

@@ -83,8 +83,10 @@ def nodes_frame(nodes: Sequence[TreeNode]) -> pandas.DataFrame:
     return frame
 
 
-def top_frame(records: Sequence[CandidateRecord], describe: Callable[[Rewrite], str] = Rewrite.describe,
-              ) -> pandas.DataFrame:
+def top_frame(
+    records: Sequence[CandidateRecord],
+    describe: Callable[[Rewrite], str] = Rewrite.describe,
+) -> pandas.DataFrame:
     """Ranked table of candidates (already sorted fastest first) with their full schedules."""
     pd = require("pandas")
     rows = [

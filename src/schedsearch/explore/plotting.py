@@ -33,9 +33,7 @@ STATUS_STYLE: dict[Status, tuple[str, str]] = {
 LABEL_LIMIT = 40
 
 
-def plot_tree(
-    tree: SearchTree, ax: Axes | None = None, *, labels: bool | None = None, cmap: str = "viridis"
-) -> Axes:
+def plot_tree(tree: SearchTree, ax: Axes | None = None, *, labels: bool | None = None, cmap: str = "viridis") -> Axes:
     """Draw ``tree`` by depth; see ``SearchTree.plot``. Returns the axes drawn on.
 
     Node collections carry a ``gid`` of ``nodes:<status>`` so callers can find them.
@@ -65,9 +63,7 @@ def plot_tree(
     if ok:
         speedups = [r.speedup if r.speedup is not None else math.nan for r in ok]
         finite = sorted(s for s in speedups if s > 0 and math.isfinite(s))
-        style = dict(
-            s=size, zorder=3, edgecolors="k", linewidths=0.3, label=f"ok ({len(ok)})", gid="nodes:ok"
-        )
+        style = dict(s=size, zorder=3, edgecolors="k", linewidths=0.3, label=f"ok ({len(ok)})", gid="nodes:ok")
         if finite:
             # From the median to the best: the top half spreads over the whole colour map
             # instead of sharing one end of it with a long tail of slow candidates.
@@ -76,8 +72,13 @@ def plot_tree(
                 low, high = low / 1.1, high * 1.1
             colours = mpl.colormaps[cmap].with_extremes(bad="lightgray")
             points = ax.scatter(*_xy(ok, pos), c=speedups, cmap=colours, norm=LogNorm(low, high), **style)
-            ax.figure.colorbar(points, ax=ax, label="speedup × (vs unscheduled)", pad=0.01,
-                               extend="min" if finite[0] < low else "neither")
+            ax.figure.colorbar(
+                points,
+                ax=ax,
+                label="speedup × (vs unscheduled)",
+                pad=0.01,
+                extend="min" if finite[0] < low else "neither",
+            )
         else:
             ax.scatter(*_xy(ok, pos), color="tab:blue", **style)
 
@@ -113,15 +114,22 @@ def plot_tree(
 
     for record in path[1:]:
         kind = record.schedule.steps[-1].kind.value if record.schedule.steps else ""
-        note = ax.annotate(kind, pos[record.id], xytext=(6, -10), textcoords="offset points", fontsize=7,
-                           color="darkgoldenrod")
+        note = ax.annotate(
+            kind, pos[record.id], xytext=(6, -10), textcoords="offset points", fontsize=7, color="darkgoldenrod"
+        )
         note.set_gid("best-path:label")
     declared = tree.declared_best
     if declared is not None and declared.record.id in pos and declared.speedup is not None:
         # The numbers every command reports for the best (re-measured side by side when it was).
         bid = declared.record.id
-        note = ax.annotate(f"best #{bid}: {declared.speedup:.3g}×", pos[bid], xytext=(6, 8),
-                           textcoords="offset points", fontsize=8, fontweight="bold")
+        note = ax.annotate(
+            f"best #{bid}: {declared.speedup:.3g}×",
+            pos[bid],
+            xytext=(6, 8),
+            textcoords="offset points",
+            fontsize=8,
+            fontweight="bold",
+        )
         note.set_gid("best:label")
 
     if labels if labels is not None else len(pos) <= LABEL_LIMIT:
@@ -139,8 +147,14 @@ def plot_tree(
     return ax
 
 
-def plot_progress(tree: SearchTree, ax: Axes | None = None, *, x: Literal["time", "count"] = "time",
-                  scale: Literal["linear", "log"] = "linear", zoom: float | None = None) -> Axes:
+def plot_progress(
+    tree: SearchTree,
+    ax: Axes | None = None,
+    *,
+    x: Literal["time", "count"] = "time",
+    scale: Literal["linear", "log"] = "linear",
+    zoom: float | None = None,
+) -> Axes:
     """Best-so-far against time or evaluation count; see ``SearchTree.plot_progress``.
 
     The curve is the Line2D with ``gid="progress"`` (one point per improvement); a dashed
@@ -166,12 +180,24 @@ def plot_progress(tree: SearchTree, ax: Axes | None = None, *, x: Literal["time"
 
     by_speedup = all(p.speedup is not None for p in points)
     measured = tree.measured_order()
-    dots = [(float(n) if x == "count" else t, r.speedup if by_speedup else r.seconds)
-            for n, (r, t) in enumerate(measured, 1) if r.status is Status.OK and r.seconds is not None]
+    dots = [
+        (float(n) if x == "count" else t, r.speedup if by_speedup else r.seconds)
+        for n, (r, t) in enumerate(measured, 1)
+        if r.status is Status.OK and r.seconds is not None
+    ]
     dots = [(a, b) for a, b in dots if b is not None]
     if dots:
-        ax.scatter([a for a, _ in dots], [b for _, b in dots], s=8, color="0.65", alpha=0.6, zorder=1,
-                   linewidths=0, label=f"candidates ({len(dots)})", gid="candidates")
+        ax.scatter(
+            [a for a, _ in dots],
+            [b for _, b in dots],
+            s=8,
+            color="0.65",
+            alpha=0.6,
+            zorder=1,
+            linewidths=0,
+            label=f"candidates ({len(dots)})",
+            gid="candidates",
+        )
     xs = [p.elapsed if x == "time" else float(p.count) for p in points]
     ys = [p.speedup if by_speedup else p.seconds for p in points]
     last = points[-1]
@@ -194,7 +220,5 @@ def plot_progress(tree: SearchTree, ax: Axes | None = None, *, x: Literal["time"
     return ax
 
 
-def _xy(
-    records: list[CandidateRecord], pos: Mapping[int, tuple[float, float]]
-) -> tuple[list[float], list[float]]:
+def _xy(records: list[CandidateRecord], pos: Mapping[int, tuple[float, float]]) -> tuple[list[float], list[float]]:
     return [pos[r.id][0] for r in records], [pos[r.id][1] for r in records]

@@ -65,8 +65,10 @@ def summary_data(tree: SearchTree) -> dict[str, Any]:
         "best_numbers": best.kind.value if best is not None else None,
         "best_remeasured": best is not None and best.kind is NumberKind.REMEASURED,
         "best_is_unscheduled": best is not None and best.is_unscheduled,
-        "top": [(r.id, r.depth, r.seconds, r.timing.spread if r.timing is not None else None, r.gflops, r.speedup)
-                for r in tree.best(TOP_ROWS)],
+        "top": [
+            (r.id, r.depth, r.seconds, r.timing.spread if r.timing is not None else None, r.gflops, r.speedup)
+            for r in tree.best(TOP_ROWS)
+        ],
     }
 
 
@@ -90,10 +92,12 @@ def summary_html(tree: SearchTree) -> str:
     else:
         best += f"best <b>{format_speedup(data['best_speedup'])}</b>"
     if data["best_candidate_id"] is not None:
-        note = ("finalists re-measured side by side" if data["best_remeasured"]
-                else "search-time median, not re-measured side by side")
-        best += (f" (#{data['best_candidate_id']}, {format_time(data['best_seconds'], data['best_spread'])}, "
-                 f"{note})")
+        note = (
+            "finalists re-measured side by side"
+            if data["best_remeasured"]
+            else "search-time median, not re-measured side by side"
+        )
+        best += f" (#{data['best_candidate_id']}, {format_time(data['best_seconds'], data['best_spread'])}, {note})"
     rows = "".join(
         "<tr>"
         f"<td>{rank}</td><td>#{cid}{' *' if cid == data['best_candidate_id'] else ''}</td><td>{depth}</td>"

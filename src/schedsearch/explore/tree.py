@@ -50,8 +50,11 @@ class TreeNode:
     run_seconds: float = 0.0
 
     @staticmethod
-    def of(record: CandidateRecord, describe: Callable[[Rewrite], str] = Rewrite.describe,
-           parent: CandidateRecord | None = None) -> TreeNode:
+    def of(
+        record: CandidateRecord,
+        describe: Callable[[Rewrite], str] = Rewrite.describe,
+        parent: CandidateRecord | None = None,
+    ) -> TreeNode:
         """Flatten a stored candidate; ``describe`` prints its last step; ``parent`` gives its gain."""
         steps = record.schedule.steps
         s = step(record, parent)
@@ -100,9 +103,7 @@ class SearchTree:
                 children.setdefault(r.parent_id, []).append(r.id)
         # Frozen: the indexes are derived once here and exposed read-only.
         object.__setattr__(self, "_by_id", types.MappingProxyType(by_id))
-        object.__setattr__(
-            self, "_children", types.MappingProxyType({k: tuple(v) for k, v in children.items()})
-        )
+        object.__setattr__(self, "_children", types.MappingProxyType({k: tuple(v) for k, v in children.items()}))
 
     @classmethod
     def load(cls, store: Store, search_id: int, describe: Callable[[Rewrite], str] = Rewrite.describe) -> SearchTree:
@@ -158,8 +159,10 @@ class SearchTree:
     def nodes(self) -> list[TreeNode]:
         """Every candidate as a flat TreeNode, in insertion order."""
         by_id = self._by_id
-        return [TreeNode.of(r, self.describe, by_id.get(r.parent_id) if r.parent_id is not None else None)
-                for r in self.records]
+        return [
+            TreeNode.of(r, self.describe, by_id.get(r.parent_id) if r.parent_id is not None else None)
+            for r in self.records
+        ]
 
     def children(self, candidate_id: int) -> list[CandidateRecord]:
         """The direct children of a candidate, in the order the search produced them."""
@@ -287,8 +290,14 @@ class SearchTree:
         """
         return plotting.plot_tree(self, ax, labels=labels, cmap=cmap)
 
-    def plot_progress(self, ax: Axes | None = None, x: Literal["time", "count"] = "time", *,
-                      scale: Literal["linear", "log"] = "linear", zoom: float | None = None) -> Axes:
+    def plot_progress(
+        self,
+        ax: Axes | None = None,
+        x: Literal["time", "count"] = "time",
+        *,
+        scale: Literal["linear", "log"] = "linear",
+        zoom: float | None = None,
+    ) -> Axes:
         """Best-so-far speedup against elapsed seconds (``x="time"``) or evaluations
         (``"count"``), every measured candidate scattered behind it.
 

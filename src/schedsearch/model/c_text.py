@@ -29,9 +29,23 @@ DECL = re.compile(
 )
 _PARAM = re.compile(r"(?:const )?(float|double|int8_t|uint8_t|int16_t|uint16_t|int32_t|_Float16)\*\s*(\w+)")
 _ELEMENT_BYTES = {
-    "float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "_Float16": 2,
-    "__m512": 64, "__m512i": 64, "__m512d": 64, "__m256": 32, "__m256i": 32, "__m256d": 32,
-    "__m128": 16, "__m128i": 16, "__m128d": 16,
+    "float": 4,
+    "double": 8,
+    "int8_t": 1,
+    "uint8_t": 1,
+    "int16_t": 2,
+    "uint16_t": 2,
+    "int32_t": 4,
+    "_Float16": 2,
+    "__m512": 64,
+    "__m512i": 64,
+    "__m512d": 64,
+    "__m256": 32,
+    "__m256i": 32,
+    "__m256d": 32,
+    "__m128": 16,
+    "__m128i": 16,
+    "__m128d": 16,
 }
 
 

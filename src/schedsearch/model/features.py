@@ -197,8 +197,13 @@ def _intrinsic_kind(name: str) -> str:
 
 
 def candidate_features(
-    c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None,
-    root_work: float | None = None, notes: str | None = None, root_vector_work: float | None = None,
+    c_source: str,
+    schedule: Schedule,
+    workload: Workload,
+    caches: CacheSizes | None = None,
+    root_work: float | None = None,
+    notes: str | None = None,
+    root_vector_work: float | None = None,
 ) -> CandidateFeatures:
     """The features of the candidate whose kernel C is ``c_source``. Deterministic.
     ``root_work``: the unscheduled proc's ``log2_dynamic_statements`` (None: this is it).
@@ -224,7 +229,8 @@ def candidate_features(
 
     # Work only: no frees, and no declarations without a value (they emit no instruction).
     real = [
-        s for s in stmts
+        s
+        for s in stmts
         if not s.text.startswith(("free(", "return")) and not ((m := c_text.DECL.match(s.text)) and not m.group(4))
     ]
     dynamic = [c_text.dynamic(s) for s in real]
@@ -248,8 +254,9 @@ def candidate_features(
         f["log2_vector_work"] = _log2(vector_work)
         if root_vector_work is not None:
             f["log2_vector_work_over_root"] = f["log2_vector_work"] - root_vector_work
-        f["compiler_vectorized_share"] = sum(d for d, n in zip(dynamic, lanes, strict=True) if n > 1) / total \
-            if total else 0.0
+        f["compiler_vectorized_share"] = (
+            sum(d for d, n in zip(dynamic, lanes, strict=True) if n > 1) / total if total else 0.0
+        )
         f["compiler_vector_bytes"] = _log2(max((read.vectors.get(s.line, 0) for s in real), default=0))
         # a loop whose line compiled to no conditional branch: unrolled, or vectorized, away
         lines_of_loops = {loop.line for s in stmts for loop in s.chain}
@@ -289,8 +296,9 @@ def candidate_features(
             # Every access of the innermost loop's body (the hot statement's siblings load
             # and store too: ``a = A[..]; C[..] += a * b`` is one computation).
             body = [s.text for s in real if s.chain and s.chain[-1].uid == inner.uid]
-            strides = [c_text.stride(index, inner.var, names)
-                       for text in body for _, index in c_text.ACCESS.findall(text)]
+            strides = [
+                c_text.stride(index, inner.var, names) for text in body for _, index in c_text.ACCESS.findall(text)
+            ]
             known = [s for s in strides if s is not None]
             if known:
                 f["innermost_unit_stride_share"] = sum(abs(s) == 1 for s in known) / len(known)
@@ -351,8 +359,13 @@ _VECTOR_WORK_INDEX = FEATURE_NAMES.index("log2_vector_work_over_root")
 
 
 def feature_vector(
-    c_source: str, schedule: Schedule, workload: Workload, caches: CacheSizes | None = None,
-    root_work: float | None = None, notes: str | None = None, root_vector_work: float | None = None,
+    c_source: str,
+    schedule: Schedule,
+    workload: Workload,
+    caches: CacheSizes | None = None,
+    root_work: float | None = None,
+    notes: str | None = None,
+    root_vector_work: float | None = None,
 ) -> FeatureVector:
     """``candidate_features(...)`` as the plain vector a ``Candidate`` carries."""
     return candidate_features(c_source, schedule, workload, caches, root_work, notes, root_vector_work).vector()

@@ -92,7 +92,8 @@ def fit_gbm(samples: Sequence[TrainingSample], seed: int = 0, base: Base = no_ba
     y = np.asarray([s.log_ratio for s in rows], dtype=np.float64)
     params = dict(PARAMS, seed=seed)
     init = np.asarray([base(s.features) for s in rows], dtype=np.float64)
-    data = lightgbm.Dataset(x, label=y, init_score=init,
-                            params={"verbosity": -1, "min_data_in_bin": 1, "num_threads": THREADS})
+    data = lightgbm.Dataset(
+        x, label=y, init_score=init, params={"verbosity": -1, "min_data_in_bin": 1, "num_threads": THREADS}
+    )
     booster = lightgbm.train(params, data, num_boost_round=ROUNDS)
     return GbmPredictor(booster, version, len(rows), base)

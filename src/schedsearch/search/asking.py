@@ -127,9 +127,13 @@ class Asker:
         if not self.late_said:
             self.late_said = True
             queued = len(cur.queue) if cur is not None else 0
-            self.ledger.emit(EventKind.ASKED, message=(
-                f"round held back: expanding {', '.join(f'#{p.id}' for p in parents)} would take about {seconds:.0f} s "
-                f"and {max(0.0, left):.0f} s are left; the {queued} children queued are measured first"))
+            self.ledger.emit(
+                EventKind.ASKED,
+                message=(
+                    f"round held back: expanding {', '.join(f'#{p.id}' for p in parents)} would take about {seconds:.0f} s "
+                    f"and {max(0.0, left):.0f} s are left; the {queued} children queued are measured first"
+                ),
+            )
         return True
 
     def submit(self, parents: list[CandidateRecord], cur: Round | None) -> Round:
@@ -148,8 +152,15 @@ class Asker:
             # A leading model goes on once every register tile is in (``rounds.leaders_in``):
             # they come first. Otherwise the cheap rewrites share the shards with all but the
             # first tile per worker: measured as they come, they keep the builders busy.
-            job = Job(next(self.job_ids), JobKind.EXPAND, (self.ledger.parent(parent),), stream=stream, part=part,
-                      priority=expansion_priority(parent), all_heavy_first=stream and self.config.model_leads)
+            job = Job(
+                next(self.job_ids),
+                JobKind.EXPAND,
+                (self.ledger.parent(parent),),
+                stream=stream,
+                part=part,
+                priority=expansion_priority(parent),
+                all_heavy_first=stream and self.config.model_leads,
+            )
             rnd.expanding[job.id] = parent
             self.pace.ask(job.id, self.ledger.elapsed(), part is ExpansionPart.DEFERRED)
             jobs.append(job)

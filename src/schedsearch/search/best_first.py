@@ -47,8 +47,9 @@ def tied(best: CandidateRecord, other: CandidateRecord, share: float = TIE_SHARE
 class BestFirst(FrontierStrategy):
     """``core.SearchStrategy`` ordering the frontier by measured median seconds."""
 
-    def __init__(self, max_depth: int, seed: int = 0, explore_every: int = 8, key: RankKey = rank_key,
-                 predictions: bool = False) -> None:
+    def __init__(
+        self, max_depth: int, seed: int = 0, explore_every: int = 8, key: RankKey = rank_key, predictions: bool = False
+    ) -> None:
         if explore_every < 0:
             raise ValueError("explore_every must be >= 0")
         super().__init__(max_depth, seed, key)

@@ -101,16 +101,28 @@ def finish(
     baseline = ledger.baseline
     if best is not None and status is not SearchStatus.INTERRUPTED:
         best, best_seconds, best_speedup, baseline = _finalists(
-            ledger, best, executor, budget, stop=stop, job_ids=job_ids, cancel=cancel, poll_seconds=poll_seconds,
+            ledger,
+            best,
+            executor,
+            budget,
+            stop=stop,
+            job_ids=job_ids,
+            cancel=cancel,
+            poll_seconds=poll_seconds,
         )
     elif best is not None:
-        ledger.emit(EventKind.FINALISTS, message="interrupted: finalists not re-measured; "
-                                                 "the search's own times stand")
+        ledger.emit(EventKind.FINALISTS, message="interrupted: finalists not re-measured; the search's own times stand")
     ledger.phase = Phase.DONE
     elapsed = ledger.elapsed()
     ledger.store.update_search(
-        ledger.sid, status=status, ended_at=time.time(), counters=ledger.counters, elapsed_seconds=elapsed,
-        best_candidate_id=best.id if best else None, best_seconds=best_seconds, best_speedup=best_speedup,
+        ledger.sid,
+        status=status,
+        ended_at=time.time(),
+        counters=ledger.counters,
+        elapsed_seconds=elapsed,
+        best_candidate_id=best.id if best else None,
+        best_seconds=best_seconds,
+        best_speedup=best_speedup,
         baseline_seconds=baseline,
     )
     ledger.emit(EventKind.FINISHED, ledger.top[0] if ledger.top else best, message=status.value)
@@ -138,14 +150,16 @@ def _finalists(
     # Only what the ledger can build: a row of an earlier run that was not rebuilt from its
     # schedule is left out (``Ledger.candidate``).
     top = [
-        r for r in ledger.store.top_candidates(ledger.sid, max(1, budget.config.finalists))
+        r
+        for r in ledger.store.top_candidates(ledger.sid, max(1, budget.config.finalists))
         if r.status is Status.OK and r.id != ledger.root_record.id and ledger.candidate(r) is not None
     ]
     if not top:
         return fallback
     contenders = [ledger.root_record, *top]
-    contenders += [r for r in near_ancestors(ledger.store, top[0], {r.id for r in contenders})
-                   if ledger.candidate(r) is not None]
+    contenders += [
+        r for r in near_ancestors(ledger.store, top[0], {r.id for r in contenders}) if ledger.candidate(r) is not None
+    ]
     built = tuple(c for r in contenders for c in [ledger.candidate(r)] if c is not None)
     ledger.phase = Phase.REMEASURING
     ledger.emit(EventKind.TICK, message=f"re-measuring {len(contenders)} side by side")
@@ -184,9 +198,11 @@ def _finalists(
     # From here on events show the side-by-side times: they decide the winner.
     ledger.top = timed[:TOP_N]
     if winner is not fastest:
-        message += (f"; #{winner.id} ({_steps(winner.depth)}) ties the fastest, #{fastest.id} "
-                    f"({_steps(fastest.depth)}), within noise side by side "
-                    f"({winner.seconds / fastest.seconds - 1:+.1%}): the shorter schedule wins")
+        message += (
+            f"; #{winner.id} ({_steps(winner.depth)}) ties the fastest, #{fastest.id} "
+            f"({_steps(fastest.depth)}), within noise side by side "
+            f"({winner.seconds / fastest.seconds - 1:+.1%}): the shorter schedule wins"
+        )
     ledger.emit(EventKind.FINALISTS, winner, message=message, top=tuple(timed))
     stored = ledger.store.get_candidate(winner.id)
     return stored, winner.seconds, winner.speedup, reference
@@ -209,9 +225,14 @@ def near_ancestors(store: Store, best: CandidateRecord, skip: Collection[int]) -
         path.append(record)
         parent = record.parent_id
     near = [
-        r for r in reversed(path)
-        if r.parent_id is not None and r.id not in skip and r.status is Status.OK and r.seconds is not None
-        and best.seconds is not None and r.seconds <= best.seconds * ANCESTOR_WITHIN
+        r
+        for r in reversed(path)
+        if r.parent_id is not None
+        and r.id not in skip
+        and r.status is Status.OK
+        and r.seconds is not None
+        and best.seconds is not None
+        and r.seconds <= best.seconds * ANCESTOR_WITHIN
     ]
     return near[:ANCESTORS]
 
@@ -235,9 +256,11 @@ def drift_note(searched: Sequence[CandidateRecord], timed: Sequence[CandidateRec
         note += f"; #{wid} is the fastest side by side, #{leader} was by the search's own times"
     moved = max(abs((side / wside) / (own / wown) - 1.0) for _, side, own in pairs[1:])
     if moved >= DRIFT_NOTE:
-        note += (f"; a finalist's time relative to the winner moved by up to {moved:.0%} from the search's own: "
-                 f"candidates closer than that were ordered by the moment they were measured (this machine's speed "
-                 f"drifts)")
+        note += (
+            f"; a finalist's time relative to the winner moved by up to {moved:.0%} from the search's own: "
+            f"candidates closer than that were ordered by the moment they were measured (this machine's speed "
+            f"drifts)"
+        )
     return note
 
 
@@ -254,12 +277,13 @@ def _remeasured(
     of the time budget (plus a little grace) comes first."""
     while True:
         if stop.is_set():
-            ledger.emit(EventKind.FINALISTS, message="stopped during the re-measurement; "
-                                                     "the search's own times stand")
+            ledger.emit(EventKind.FINALISTS, message="stopped during the re-measurement; the search's own times stand")
             return None
         if budget.overrun(FINALIST_GRACE_SECONDS):
-            ledger.emit(EventKind.FINALISTS, message="the re-measurement outlasted the time budget; "
-                                                     "the search's own times stand")
+            ledger.emit(
+                EventKind.FINALISTS,
+                message="the re-measurement outlasted the time budget; the search's own times stand",
+            )
             return None
         for result in executor.poll(poll_seconds):
             if result.job.id == job.id:

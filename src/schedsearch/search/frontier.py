@@ -17,10 +17,7 @@ from schedsearch.core import CandidateRecord, Status
 def expandable(record: CandidateRecord, max_depth: int) -> bool:
     """True when ``record`` may be expanded: measured ``ok``, not yet expanded, not at max depth."""
     return (
-        record.status is Status.OK
-        and record.seconds is not None
-        and not record.expanded
-        and record.depth < max_depth
+        record.status is Status.OK and record.seconds is not None and not record.expanded and record.depth < max_depth
     )
 
 

@@ -38,8 +38,7 @@ class Ordering:
 class Guidance:
     """The cost model's part in one run of a search (one instance per run)."""
 
-    def __init__(self, model: CostModel, seed: int, *, prune: bool, workload_key: str = "",
-                 apart: float = 0.0) -> None:
+    def __init__(self, model: CostModel, seed: int, *, prune: bool, workload_key: str = "", apart: float = 0.0) -> None:
         self.model = model
         self.prune = prune
         self.apart = apart  # children predicted alike: one of each first (``ranking.measuring_order``)
@@ -86,7 +85,9 @@ class Guidance:
         explored = frozenset(children[i].fingerprint for i in drawn)
         predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
         short = ranking.budget_is_short(
-            len(ordered), seconds_left=seconds_left, seconds_per_candidate=seconds_per_candidate,
+            len(ordered),
+            seconds_left=seconds_left,
+            seconds_per_candidate=seconds_per_candidate,
             candidates_left=candidates_left,
         )
         if not (self.prune and prune and short):
@@ -118,11 +119,16 @@ class Guidance:
         timings = [t for _, _, t in self._scored]
         share, distinct = ranking.concordance(predicted, timings)
         return ModelAccuracy(
-            spearman=ranking.spearman(predicted, measured), pairs=len(self._scored),
-            window=ranking.ACCURACY_WINDOW, trained_on=self.model.trained_on(),
-            span=ranking.span([t.median for t in timings]), concordance=share, distinct_pairs=distinct,
+            spearman=ranking.spearman(predicted, measured),
+            pairs=len(self._scored),
+            window=ranking.ACCURACY_WINDOW,
+            trained_on=self.model.trained_on(),
+            span=ranking.span([t.median for t in timings]),
+            concordance=share,
+            distinct_pairs=distinct,
             settled_after=ranking.SETTLED_AFTER,
             settled_spearman=ranking.spearman([p for p, _, _ in self._settled], [m for _, m, _ in self._settled]),
-            settled_pairs=len(self._settled), settled_span=ranking.span([t.median for _, _, t in self._settled]),
+            settled_pairs=len(self._settled),
+            settled_span=ranking.span([t.median for _, _, t in self._settled]),
             settled_repeat=ranking.repeatability([t for _, _, t in self._settled]),
         )

@@ -68,18 +68,22 @@ class Inherited:
         if not self.rebuilt and not self.tampered:
             return []
         n = len(self.rebuilt)
-        line = (f"resume: {n} stored candidate{'s' if n != 1 else ''} rebuilt from "
-                f"{'their schedules' if n != 1 else 'its schedule'} in {self.seconds:.1f} s (no stored C is compiled)")
+        line = (
+            f"resume: {n} stored candidate{'s' if n != 1 else ''} rebuilt from "
+            f"{'their schedules' if n != 1 else 'its schedule'} in {self.seconds:.1f} s (no stored C is compiled)"
+        )
         if self.left:
             line += f"; {self.left} pending left for a later run (more than this run can measure)"
         lines = [line]
         if self.tampered:
             ids = sorted(self.tampered)
             shown = ", ".join(f"#{i}" for i in ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
-            lines.append(f"resume: {len(ids)} stored candidate{'s' if len(ids) != 1 else ''} ({shown}) "
-                         f"{'do' if len(ids) != 1 else 'does'} not replay to the C recorded for "
-                         f"{'them' if len(ids) != 1 else 'it'}: marked tampered, never built or ranked "
-                         f"(#{ids[0]}: {self.tampered[ids[0]]})")
+            lines.append(
+                f"resume: {len(ids)} stored candidate{'s' if len(ids) != 1 else ''} ({shown}) "
+                f"{'do' if len(ids) != 1 else 'does'} not replay to the C recorded for "
+                f"{'them' if len(ids) != 1 else 'it'}: marked tampered, never built or ranked "
+                f"(#{ids[0]}: {self.tampered[ids[0]]})"
+            )
         return lines
 
 
@@ -107,8 +111,11 @@ def rebuild_inherited(
         return Inherited()  # another proc than the search's: the run refuses it (``run_search``)
     books = _Books(root_id=roots[0].id if roots else None, root_fingerprint=root.fingerprint, replay=replay)
     for record in records:
-        if record.id != books.root_id and record.status is not Status.TAMPERED \
-                and sha256_text(record.c_source) != record.fingerprint:
+        if (
+            record.id != books.root_id
+            and record.status is not Status.TAMPERED
+            and sha256_text(record.c_source) != record.fingerprint
+        ):
             books.tampered[record.id] = "its stored C does not hash to its fingerprint: it was edited"
     by_id = {r.id: r for r in records}
     fastest: list[CandidateRecord] = []
@@ -166,8 +173,9 @@ class _Books:
             self.tampered[record.id] = f"its schedule does not replay: {reason}"
             return False
         if candidate.fingerprint != record.fingerprint:
-            self.tampered[record.id] = (f"its schedule replays to C {candidate.fingerprint[:12]}, not the "
-                                        f"{record.fingerprint[:12]} it records")
+            self.tampered[record.id] = (
+                f"its schedule replays to C {candidate.fingerprint[:12]}, not the {record.fingerprint[:12]} it records"
+            )
             return False
         self.rebuilt[record.id] = candidate
         return True

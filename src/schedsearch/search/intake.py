@@ -29,8 +29,9 @@ from schedsearch.search.rounds import Round, expansion_message, take_shards
 class Intake:
     """Takes in the expansions of one run's rounds (one instance per run)."""
 
-    def __init__(self, store: Store, ledger: Ledger, measuring: Measuring, parts: TwoParts,
-                 earlier: EarlierSearches) -> None:
+    def __init__(
+        self, store: Store, ledger: Ledger, measuring: Measuring, parts: TwoParts, earlier: EarlierSearches
+    ) -> None:
         self.store, self.ledger, self.measuring, self.parts, self.earlier = store, ledger, measuring, parts, earlier
 
     def take_in(self, rnd: Round, seen: set[str]) -> list[Measurement]:

@@ -67,8 +67,9 @@ class LeaseKeeper:
         """Record a new running search, born leased to this keeper's owner, and keep it alive."""
         if self.search_id is not None:
             raise ValueError(f"this keeper holds search {self.search_id} already")
-        self.search_id = self.store.create_search(workload, config, machine, lease=self.owner,
-                                                  lease_timeout=self.timeout)
+        self.search_id = self.store.create_search(
+            workload, config, machine, lease=self.owner, lease_timeout=self.timeout
+        )
         self._start()
         return self.search_id
 

@@ -120,16 +120,29 @@ class Ledger:
         unscheduled kernel does not pay."""
         return self.elapsed() - self.unbilled
 
-    def emit(self, kind: EventKind, record: CandidateRecord | None = None, message: str = "",
-             top: tuple[CandidateRecord, ...] | None = None) -> None:
+    def emit(
+        self,
+        kind: EventKind,
+        record: CandidateRecord | None = None,
+        message: str = "",
+        top: tuple[CandidateRecord, ...] | None = None,
+    ) -> None:
         """Send the observer an event (``top``: the fastest so far unless given)."""
         assert self.sid is not None
         if top is None:
             top = tuple(self.top)
         self.last_event = self.clock()
         event = SearchEvent(
-            kind=kind, search_id=self.sid, elapsed=self.elapsed(), counters=self.counters, record=record,
-            best=top[0] if top else None, top=top, message=message, phase=self.phase, activity=self.activity(),
+            kind=kind,
+            search_id=self.sid,
+            elapsed=self.elapsed(),
+            counters=self.counters,
+            record=record,
+            best=top[0] if top else None,
+            top=top,
+            message=message,
+            phase=self.phase,
+            activity=self.activity(),
             budget_spent=self.budget_spent(),
         )
         try:
@@ -146,17 +159,29 @@ class Ledger:
         """``m`` on the search's scale (``Yardsticks.place``; as it is without a yardstick)."""
         return self.yardsticks.place(m) if self.yardsticks is not None else m
 
-    def spend(self, *, expanding: float = 0.0, idle: float = 0.0, starting: float = 0.0, baseline_wait: float = 0.0,
-              measurements: tuple[Measurement, ...] = ()) -> None:
+    def spend(
+        self,
+        *,
+        expanding: float = 0.0,
+        idle: float = 0.0,
+        starting: float = 0.0,
+        baseline_wait: float = 0.0,
+        measurements: tuple[Measurement, ...] = (),
+    ) -> None:
         """Count time spent (``Counters.spent``): an expansion's seconds, wall seconds with
         nothing being measured, a run's start, and the build and run seconds of ``measurements`` as they
         come back from the executor (every one: a confirmation's second measurement and
         the finalists' re-measurement cost time too, though neither is recorded alone)."""
         building = sum(m.build_seconds for m in measurements if m.reused_candidate_id is None)
         measuring = sum(m.run_seconds for m in measurements if m.reused_candidate_id is None)
-        spent = self.counters.spent.plus(expanding=max(0.0, expanding), idle=max(0.0, idle),
-                                         starting=max(0.0, starting), baseline_wait=max(0.0, baseline_wait),
-                                         building=building, measuring=measuring)
+        spent = self.counters.spent.plus(
+            expanding=max(0.0, expanding),
+            idle=max(0.0, idle),
+            starting=max(0.0, starting),
+            baseline_wait=max(0.0, baseline_wait),
+            building=building,
+            measuring=measuring,
+        )
         self.counters = dataclasses.replace(self.counters, spent=spent)
 
     def record(self, m: Measurement, *, announce: bool, tell: bool = True, note: str = "") -> CandidateRecord:
@@ -175,8 +200,13 @@ class Ledger:
         record = self.store.record_measurement(self.sid, m, gflops, speedup)
         ok = record.status is Status.OK
         reused = m.reused_candidate_id is not None
-        self.counters = self.counters.plus(evaluated=1, ok=int(ok), failed=int(not ok), reused=int(reused),
-                                           timed_beside=int(m.quiet is False and not reused))
+        self.counters = self.counters.plus(
+            evaluated=1,
+            ok=int(ok),
+            failed=int(not ok),
+            reused=int(reused),
+            timed_beside=int(m.quiet is False and not reused),
+        )
         if tell:
             self.strategy.tell(record)
         if self.guide is not None:
@@ -210,8 +240,9 @@ class Ledger:
 
     def _gain(self) -> None:
         """A real gain now: the run without progress starts again from here."""
-        self.counters = dataclasses.replace(self.counters, since_best=0, gain_seconds=self.search_seconds(),
-                                            gain_measured=self.counters.measured)
+        self.counters = dataclasses.replace(
+            self.counters, since_best=0, gain_seconds=self.search_seconds(), gain_measured=self.counters.measured
+        )
 
     def search_seconds(self) -> float:
         """Seconds this search has searched: ``elapsed`` without its waits for the baseline."""
@@ -248,11 +279,17 @@ class Ledger:
             rebuilt = self.inherited.rebuilt.get(record.id)
             if rebuilt is None or rebuilt.fingerprint != record.fingerprint:
                 return None
-            return dataclasses.replace(rebuilt, parent=parent, depth=record.depth, features=record.features,
-                                       built=False)
+            return dataclasses.replace(
+                rebuilt, parent=parent, depth=record.depth, features=record.features, built=False
+            )
         return Candidate(
-            schedule=record.schedule, c_source=record.c_source, fingerprint=record.fingerprint,
-            proc_text=record.proc_text, depth=record.depth, parent=parent, features=record.features,
+            schedule=record.schedule,
+            c_source=record.c_source,
+            fingerprint=record.fingerprint,
+            proc_text=record.proc_text,
+            depth=record.depth,
+            parent=parent,
+            features=record.features,
         )
 
     def parent(self, record: CandidateRecord) -> Candidate:
@@ -263,8 +300,12 @@ class Ledger:
         if candidate is not None:
             return candidate
         return Candidate(
-            schedule=record.schedule, c_source="", fingerprint=record.fingerprint, proc_text=record.proc_text,
-            depth=record.depth, parent=self.fp_of.get(record.parent_id) if record.parent_id is not None else None,
+            schedule=record.schedule,
+            c_source="",
+            fingerprint=record.fingerprint,
+            proc_text=record.proc_text,
+            depth=record.depth,
+            parent=self.fp_of.get(record.parent_id) if record.parent_id is not None else None,
             features=record.features,
         )
 
@@ -274,6 +315,10 @@ class Ledger:
             return
         with contextlib.suppress(Exception):  # the original error is the one to report
             self.store.update_search(
-                self.sid, status=status, ended_at=time.time(), counters=self.counters, elapsed_seconds=self.elapsed(),
+                self.sid,
+                status=status,
+                ended_at=time.time(),
+                counters=self.counters,
+                elapsed_seconds=self.elapsed(),
                 failure=failure,
             )

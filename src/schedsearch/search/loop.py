@@ -150,8 +150,21 @@ def run_search(
     if config.cost_model is CostModelMode.OFF:
         cost_model = None
     head_start = clock() - started if started is not None else 0.0
-    run = _Run(workload, root, strategy, executor, store, config, on_event, stop or threading.Event(), clock,
-               cost_model, seeds, head_start, inherited or Inherited())
+    run = _Run(
+        workload,
+        root,
+        strategy,
+        executor,
+        store,
+        config,
+        on_event,
+        stop or threading.Event(),
+        clock,
+        cost_model,
+        seeds,
+        head_start,
+        inherited or Inherited(),
+    )
     return run.execute(search_id, lease)
 
 
@@ -181,16 +194,33 @@ class _Run:
         self.stop = stop
         self.seeds = tuple(seeds)
         guide = (
-            Guidance(cost_model, config.seed, prune=config.cost_model is CostModelMode.PRUNE, workload_key=workload.key,
-                     apart=ALIKE if config.model_leads else 0.0)
-            if cost_model is not None else None
+            Guidance(
+                cost_model,
+                config.seed,
+                prune=config.cost_model is CostModelMode.PRUNE,
+                workload_key=workload.key,
+                apart=ALIKE if config.model_leads else 0.0,
+            )
+            if cost_model is not None
+            else None
         )
         self.job_ids = itertools.count(1)
-        self.ledger = Ledger(workload, root, strategy, store, on_event, clock, guide, activity=self._activity,
-                             yardstick=config.yardstick, short_call=config.bench.min_sample_seconds,
-                             head_start=head_start)
-        self.pipeline = Pipeline(workload, root, strategy, executor, store, config, self.ledger, guide, stop,
-                                 self.job_ids)
+        self.ledger = Ledger(
+            workload,
+            root,
+            strategy,
+            store,
+            on_event,
+            clock,
+            guide,
+            activity=self._activity,
+            yardstick=config.yardstick,
+            short_call=config.bench.min_sample_seconds,
+            head_start=head_start,
+        )
+        self.pipeline = Pipeline(
+            workload, root, strategy, executor, store, config, self.ledger, guide, stop, self.job_ids
+        )
 
     def _activity(self) -> str:
         """What events say the pipeline is doing (the ledger is made before the pipeline)."""
@@ -219,8 +249,16 @@ class _Run:
                 status = SearchStatus.INTERRUPTED
             pipeline.keep_expanded()
             pipeline.cancel()
-            return finish(ledger, status, self.executor, pipeline.budget, stop=self.stop, job_ids=self.job_ids,
-                          cancel=pipeline.cancel, poll_seconds=POLL_SECONDS)
+            return finish(
+                ledger,
+                status,
+                self.executor,
+                pipeline.budget,
+                stop=self.stop,
+                job_ids=self.job_ids,
+                cancel=pipeline.cancel,
+                poll_seconds=POLL_SECONDS,
+            )
         except KeyboardInterrupt:
             pipeline.cancel()
             ledger.abort(SearchStatus.INTERRUPTED)
@@ -268,8 +306,15 @@ class _Run:
         # ended is read against the limits it ran with; ``remeasure`` stays as the search was
         # started (a resume's own ``--remeasure`` is for that run alone).
         config = dataclasses.replace(self.config, remeasure=search.config.remeasure)
-        self.store.update_search(ledger.sid, status=SearchStatus.RUNNING, failure="", best_candidate_id=None,
-                                 best_seconds=None, best_speedup=None, config=config)
+        self.store.update_search(
+            ledger.sid,
+            status=SearchStatus.RUNNING,
+            failure="",
+            best_candidate_id=None,
+            best_seconds=None,
+            best_speedup=None,
+            config=config,
+        )
         records = self.store.candidates(ledger.sid)
         self.pipeline.seen = set(self.store.seen_fingerprints(ledger.sid))
         ledger.fp_of = {r.id: r.fingerprint for r in records}
@@ -281,8 +326,10 @@ class _Run:
         records = self._mark_tampered(records)
         ledger.earlier = frozenset(r.id for r in records)
         ledger.inherited = self.inherited
-        ledger.emit(EventKind.STARTED, message=f"resuming search {ledger.sid} of {self.workload.label}"
-                                               f"{self._start_note()}{self._tampered_note()}")
+        ledger.emit(
+            EventKind.STARTED,
+            message=f"resuming search {ledger.sid} of {self.workload.label}{self._start_note()}{self._tampered_note()}",
+        )
         if not roots:
             self._start()
             return
@@ -292,8 +339,9 @@ class _Run:
         if rerun_baseline:
             self._baseline()
         elif ledger.root_record.status is not Status.OK:
-            raise SearchError(f"search {ledger.sid} cannot resume: its unscheduled proc failed "
-                              f"({ledger.root_record.status.value})")
+            raise SearchError(
+                f"search {ledger.sid} cannot resume: its unscheduled proc failed ({ledger.root_record.status.value})"
+            )
         # Measured records rebuild the strategy's frontier (their expanded flags included).
         for r in records:
             if r.status is Status.PENDING or (rerun_baseline and r.id == ledger.root_record.id):
@@ -365,9 +413,16 @@ class _Run:
         self.strategy.tell(dataclasses.replace(record, expanded=True) if expanding else record)
         ledger.root_record = record
         self.store.update_search(ledger.sid, baseline_seconds=ledger.baseline)
-        ledger.emit(EventKind.BASELINE, record, message=f"baseline {m.seconds:.3g} s" + (
-            f" (measuring it took {ledger.unbilled:.1f} s, which the budget does not count)"
-            if ledger.unbilled >= UNBILLED_NOTE_SECONDS else ""))
+        ledger.emit(
+            EventKind.BASELINE,
+            record,
+            message=f"baseline {m.seconds:.3g} s"
+            + (
+                f" (measuring it took {ledger.unbilled:.1f} s, which the budget does not count)"
+                if ledger.unbilled >= UNBILLED_NOTE_SECONDS
+                else ""
+            ),
+        )
 
     # ------------------------------------------------------------------ earlier searches
 

@@ -80,8 +80,7 @@ class Measuring:
         are placed, while the ask is pending or the next round (``nxt``) is being expanded
         from its answer. That round's children are to be measured before this round's
         also-rans (they join one queue), and the expanders keep the CPU meanwhile."""
-        return (self.merging(rnd) and rnd.placed >= rnd.open_until
-                and (bool(rnd.ask_after) or nxt is not None))
+        return self.merging(rnd) and rnd.placed >= rnd.open_until and (bool(rnd.ask_after) or nxt is not None)
 
     def runner_idle(self, rnd: Round, nxt: Round | None) -> bool:
         """Whether an also-ran of the gated round ``rnd`` is measured now, one at a time: the
@@ -89,8 +88,13 @@ class Measuring:
         expanded. Only one whose kernel was built for gcc's notes is taken
         (``rounds.next_built``): it costs the benchmark runner's time alone, which would
         otherwise go unused until the merge."""
-        return (self.config.model_leads and not rnd.measuring and nxt is not None
-                and not nxt.expanded() and not rnd.ask_after)
+        return (
+            self.config.model_leads
+            and not rnd.measuring
+            and nxt is not None
+            and not nxt.expanded()
+            and not rnd.ask_after
+        )
 
     def cutoff(self) -> float | None:
         """Seconds per call beyond which a candidate is timed by its verification call alone:
@@ -112,8 +116,15 @@ class Measuring:
         """A job measuring ``child`` beside the current yardstick, with the cutoff of the
         best so far (and ``contend``, see ``contend``; ``quiet``, see ``Job.quiet``)."""
         yardsticks = self.ledger.yardsticks
-        return Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self.cutoff(), contend=contend,
-                   yardstick=yardsticks.current if yardsticks is not None else None, quiet=quiet)
+        return Job(
+            next(self.job_ids),
+            JobKind.EVALUATE,
+            (child,),
+            cutoff=self.cutoff(),
+            contend=contend,
+            yardstick=yardsticks.current if yardsticks is not None else None,
+            quiet=quiet,
+        )
 
     def fill(self, rnd: Round | None, nxt: Round | None) -> None:
         """Submit ``rnd``'s next children (the round being measured; ``nxt``: the one being
@@ -149,8 +160,9 @@ class Measuring:
         self.executor.submit(self.workload, self.root, [job])
         return job.id
 
-    def order(self, fresh: list[Candidate], queued: Sequence[Candidate], seen: set[str]
-              ) -> tuple[list[Candidate], dict[str, float], frozenset[str]]:
+    def order(
+        self, fresh: list[Candidate], queued: Sequence[Candidate], seen: set[str]
+    ) -> tuple[list[Candidate], dict[str, float], frozenset[str]]:
         """New children (``fresh``) and those still queued from earlier shards of the round,
         in measuring order, the predictions (by fingerprint; none: proposal order) and the
         children an exploration draw placed.

@@ -128,11 +128,22 @@ class Pipeline:
         self.next: Round | None = None  # parents being expanded
         self.budget = Budget(config, ledger)
         self.measuring = Measuring(workload, root, strategy, executor, config, ledger, self.budget, guide, job_ids)
-        self.asker = Asker(workload, root, strategy, executor, config, ledger, self.budget, job_ids,
-                           workers=self.measuring.workers, in_flight_cap=self.measuring.in_flight_cap)
+        self.asker = Asker(
+            workload,
+            root,
+            strategy,
+            executor,
+            config,
+            ledger,
+            self.budget,
+            job_ids,
+            workers=self.measuring.workers,
+            in_flight_cap=self.measuring.in_flight_cap,
+        )
         self.confirms = Confirmations(config.confirm_best, ledger, strategy)
-        self.intake = Intake(store, ledger, self.measuring, self.asker.parts,
-                             EarlierSearches(config, store, executor, root, ledger))
+        self.intake = Intake(
+            store, ledger, self.measuring, self.asker.parts, EarlierSearches(config, store, executor, root, ledger)
+        )
         # The last look that found nothing being measured (``_count_idle``; None: something was).
         self.idle_since: float | None = None
 
@@ -184,8 +195,9 @@ class Pipeline:
     def _check_stop(self) -> None:
         if self.stop.is_set():
             self.ledger.phase = Phase.STOPPING
-            self.ledger.emit(EventKind.STOPPING, message="stopping: cancelling the work in flight; "
-                                                         "everything measured is kept")
+            self.ledger.emit(
+                EventKind.STOPPING, message="stopping: cancelling the work in flight; everything measured is kept"
+            )
             raise Stopped
 
     def wait_for(self, job: Job) -> JobResult:
@@ -352,8 +364,7 @@ class Pipeline:
         # A streamed next round (nothing was queued when it was asked for) merges with its
         # first shard, as a streamed round starts measuring with it.
         ready = nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards()))
-        if (cur is None or nxt is None or not ready or not self.measuring.merging(cur)
-                or cur.placed < cur.open_until):
+        if cur is None or nxt is None or not ready or not self.measuring.merging(cur) or cur.placed < cur.open_until:
             return
         if likely(cur) and not cur.shut():
             return
@@ -372,8 +383,10 @@ class Pipeline:
         job = result.job
         nxt, cur = self.next, self.current
         # Time spent counts whether or not the job is still wanted: it was spent.
-        self.ledger.spend(expanding=result.expansion.seconds if result.expansion is not None else 0.0,
-                          measurements=result.measurements)
+        self.ledger.spend(
+            expanding=result.expansion.seconds if result.expansion is not None else 0.0,
+            measurements=result.measurements,
+        )
         if result.expansion is not None:
             for rnd in (nxt, cur):
                 if rnd is not None and job.id in rnd.expanding:
@@ -410,8 +423,11 @@ class Pipeline:
         if rnd is self.current:
             self._take_in(rnd)
             if self.measuring.merging(rnd) and leaders_in(
-                    rnd.parts.get(parent.fingerprint, ()), parent.depth, workers=self.measuring.workers,
-                    model_leads=self.config.model_leads):
+                rnd.parts.get(parent.fingerprint, ()),
+                parent.depth,
+                workers=self.measuring.workers,
+                model_leads=self.config.model_leads,
+            ):
                 self._plan_next(rnd)
             self._fill()
             if rnd.expanded():

@@ -43,9 +43,13 @@ REPEAT_SAMPLE = 400
 IQR_PER_SIGMA = 1.349
 
 
-def measuring_order(predictions: Sequence[float], rng: random.Random,
-                    explore: float = EXPLORE_SHARE, apart: float = 0.0,
-                    kinds: Sequence[str] | None = None) -> tuple[list[int], frozenset[int]]:
+def measuring_order(
+    predictions: Sequence[float],
+    rng: random.Random,
+    explore: float = EXPLORE_SHARE,
+    apart: float = 0.0,
+    kinds: Sequence[str] | None = None,
+) -> tuple[list[int], frozenset[int]]:
     """Indices of the children, predicted-fastest first, with each slot taken by a random
     remaining child with probability ``explore`` (drawn from ``rng``: seeded, reproducible;
     ties keep proposal order), and the indices those draws placed (put in a slot the
@@ -125,8 +129,9 @@ def expansion_priority(parent: CandidateRecord) -> float:
     return math.log(seconds) + parent.depth * math.log(DEPTH_HANDICAP)
 
 
-def budget_is_short(children: int, *, seconds_left: float | None, seconds_per_candidate: float | None,
-                    candidates_left: int | None) -> bool:
+def budget_is_short(
+    children: int, *, seconds_left: float | None, seconds_per_candidate: float | None, candidates_left: int | None
+) -> bool:
     """True when measuring all ``children`` would not fit in what is left of the budget:
     more children than candidates left, or more than the seconds left at the search's pace
     so far (elapsed seconds per evaluated candidate)."""

@@ -91,11 +91,11 @@ class EarlierSearches:
         if self.config.remeasure or not candidates:
             return [], list(candidates)
         if self.scope is None:
-            self.scope = ReuseScope.of(self.config, self.executor.machine().fingerprint, self.root.fingerprint,
-                                       exclude_search=self.ledger.sid)
+            self.scope = ReuseScope.of(
+                self.config, self.executor.machine().fingerprint, self.root.fingerprint, exclude_search=self.ledger.sid
+            )
         found = self.store.reusable_measurements([c.fingerprint for c in candidates], self.scope)
         reused, rest = split(candidates, found)
         if reused:
             self.ledger.emit(EventKind.REUSED, message=reuse_message(reused))
         return reused, rest
-

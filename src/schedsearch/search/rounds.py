@@ -246,7 +246,7 @@ def take_shards(rnd: Round, seen: set[str], counters: Counters) -> tuple[list[Ca
         fp = parent.fingerprint
         shards = rnd.parts.get(fp, [])
         tally = rnd.tally.setdefault(fp, Tally())
-        for expansion in shards[rnd.taken.get(fp, 0):]:
+        for expansion in shards[rnd.taken.get(fp, 0) :]:
             new = 0
             dups = expansion.duplicates
             for child in expansion.children:
@@ -260,9 +260,9 @@ def take_shards(rnd: Round, seen: set[str], counters: Counters) -> tuple[list[Ca
             # generated = every rewrite tried, so generated - duplicates - illegal is
             # exactly the number of new candidates recorded
             counters = counters.plus(
-                generated=max(expansion.attempted,
-                              len(expansion.children) + expansion.duplicates + expansion.illegal),
-                duplicates=dups, illegal=expansion.illegal,
+                generated=max(expansion.attempted, len(expansion.children) + expansion.duplicates + expansion.illegal),
+                duplicates=dups,
+                illegal=expansion.illegal,
             )
             tally.new += new
             tally.duplicates += dups

@@ -13,8 +13,9 @@ def make_strategy(config: SearchConfig) -> SearchStrategy:
     """The strategy of ``config.strategy``, seeded with ``config.seed``; unless the cost
     model is off, best-first breaks ties between measured nodes with its predictions."""
     if config.strategy is StrategyKind.BEST_FIRST:
-        return BestFirst(config.max_depth, config.seed, key=rank_key,
-                         predictions=config.cost_model is not CostModelMode.OFF)
+        return BestFirst(
+            config.max_depth, config.seed, key=rank_key, predictions=config.cost_model is not CostModelMode.OFF
+        )
     if config.strategy is StrategyKind.BEAM:
         return Beam(config.beam_width, config.max_depth, key=rank_key)
     if config.strategy is StrategyKind.RANDOM:

@@ -147,7 +147,7 @@ class ScheduleReader:
         if parent is None:
             return None
         try:
-            rest = json.loads("[" + text[cut + 1:-2] + "]")
+            rest = json.loads("[" + text[cut + 1 : -2] + "]")
         except ValueError:
             return None
         return Schedule(parent.steps + tuple(self._step(s) for s in rest))

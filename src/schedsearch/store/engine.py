@@ -118,7 +118,7 @@ _DETAIL_CHARS = 160
 def _damaged(where: str, detail: str) -> StoreError:
     detail = " ".join(detail.split())
     if len(detail) > _DETAIL_CHARS:
-        detail = detail[:_DETAIL_CHARS - 1].rstrip() + "…"
+        detail = detail[: _DETAIL_CHARS - 1].rstrip() + "…"
     return StoreError(
         f"{where} cannot be read as an SQLite database: it is damaged ({detail}), and was left exactly as it was; "
         f"recover what SQLite can with `sqlite3 {where} .recover | sqlite3 recovered.db`, or restore a backup"

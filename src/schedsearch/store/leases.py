@@ -28,12 +28,21 @@ def check_timeout(timeout: float) -> float:
     """A lease timeout a store accepts: a finite number of seconds in (0, one day]."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
         raise ValueError(
-            f"a lease timeout must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:.0f}], got {timeout!r}")
+            f"a lease timeout must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:.0f}], got {timeout!r}"
+        )
     return float(timeout)
 
 
-def stored_lease(search_id: int, token: object, host: object, pid: object, acquired_at: object,
-                 heartbeat_at: object, timeout: object, now: float) -> Lease | None:
+def stored_lease(
+    search_id: int,
+    token: object,
+    host: object,
+    pid: object,
+    acquired_at: object,
+    heartbeat_at: object,
+    timeout: object,
+    now: float,
+) -> Lease | None:
     """The lease of a stored row, or None when the row holds none (no token).
 
     Whatever else the row holds, a lease comes back: a field that makes no sense makes it
@@ -43,13 +52,20 @@ def stored_lease(search_id: int, token: object, host: object, pid: object, acqui
         return None
     text_host = host if isinstance(host, str) else "?"
     number_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else 0
-    times = [t if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) else None
-             for t in (acquired_at, heartbeat_at, timeout)]
+    times = [
+        t if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) else None
+        for t in (acquired_at, heartbeat_at, timeout)
+    ]
     if any(t is None for t in times) or times[2] <= 0:  # type: ignore[operator]
         return Lease(search_id, LeaseOwner(text_host, number_pid, str(token)), 0.0, 0.0, 0.0)
     acquired, beat, span = times  # type: ignore[misc]
-    return Lease(search_id, LeaseOwner(text_host, number_pid, str(token)), min(acquired, now), min(beat, now),
-                 min(span, MAX_TIMEOUT_SECONDS))
+    return Lease(
+        search_id,
+        LeaseOwner(text_host, number_pid, str(token)),
+        min(acquired, now),
+        min(beat, now),
+        min(span, MAX_TIMEOUT_SECONDS),
+    )
 
 
 def holder_alive(owner: LeaseOwner) -> bool | None:
@@ -109,8 +125,10 @@ def lost(where: str, search_id: int, current: Lease | None) -> LeaseLostError:
     if current is None:
         how = "its lease was freed by another process"
     else:
-        how = (f"it was taken over by {current.owner.label} at {clock_text(current.acquired_at)}, which found "
-               "this run's driver stopped (no heartbeat within the lease's timeout)")
+        how = (
+            f"it was taken over by {current.owner.label} at {clock_text(current.acquired_at)}, which found "
+            "this run's driver stopped (no heartbeat within the lease's timeout)"
+        )
     return LeaseLostError(
         f"search {search_id} in {where} is no longer this run's: {how}; this run stops and writes nothing "
         "more to it (everything it recorded before is kept)"

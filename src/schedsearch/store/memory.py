@@ -58,8 +58,15 @@ class InMemoryStore:
         """A second handle on the same data with leases of its own (as a second process
         would open the same database). Closing either one forgets the data of both."""
         other = InMemoryStore()
-        for name in ("_workloads", "_searches", "_candidates", "_by_search", "_by_fingerprint", "_leases",
-                     "_lease_lock"):
+        for name in (
+            "_workloads",
+            "_searches",
+            "_candidates",
+            "_by_search",
+            "_by_fingerprint",
+            "_leases",
+            "_lease_lock",
+        ):
             setattr(other, name, getattr(self, name))
         return other
 
@@ -74,8 +81,14 @@ class InMemoryStore:
 
     # ------------------------------------------------------------------ writing
 
-    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo,
-                      lease: LeaseOwner | None = None, lease_timeout: float = LEASE_TIMEOUT_SECONDS) -> int:
+    def create_search(
+        self,
+        workload: Workload,
+        config: SearchConfig,
+        machine: MachineInfo,
+        lease: LeaseOwner | None = None,
+        lease_timeout: float = LEASE_TIMEOUT_SECONDS,
+    ) -> int:
         """Record a new running search of ``workload`` and return its id; with ``lease`` the
         search is born leased to that owner."""
         timeout = leases.check_timeout(lease_timeout)
@@ -213,8 +226,15 @@ class InMemoryStore:
 
     def close(self) -> None:
         """Forget everything."""
-        for table in (self._workloads, self._searches, self._candidates, self._by_search, self._by_fingerprint,
-                      self._leases, self._held):
+        for table in (
+            self._workloads,
+            self._searches,
+            self._candidates,
+            self._by_search,
+            self._by_fingerprint,
+            self._leases,
+            self._held,
+        ):
             table.clear()
 
     # ------------------------------------------------------------------ reading
@@ -279,11 +299,15 @@ class InMemoryStore:
         )
         return rules.progress_points(
             search.started_at,
-            (rules.Measured(c.id, c.status, c.seconds, c.speedup, c.measured_unix, c.measured_at)  # type: ignore[arg-type]
-             for c in measured),
+            (
+                rules.Measured(c.id, c.status, c.seconds, c.speedup, c.measured_unix, c.measured_at)  # type: ignore[arg-type]
+                for c in measured
+            ),
         )
 
-    def training_samples(self, machine_fingerprint: str, feature_version: str, limit: int = 20000) -> list[TrainingSample]:
+    def training_samples(
+        self, machine_fingerprint: str, feature_version: str, limit: int = 20000
+    ) -> list[TrainingSample]:
         """The latest ``ok`` measurements with features of this version from every search on
         this machine fingerprint, oldest first (see ``core.Store``)."""
         searches = {s.id: s for s in self._searches.values() if s.machine.fingerprint == machine_fingerprint}
@@ -292,8 +316,9 @@ class InMemoryStore:
             search = searches.get(c.search_id)
             if search is None or c.status is not Status.OK:
                 continue
-            sample = rules.training_sample(c.features, feature_version, c.seconds, search.baseline_seconds,
-                                           search.workload.key)
+            sample = rules.training_sample(
+                c.features, feature_version, c.seconds, search.baseline_seconds, search.workload.key
+            )
             if sample is not None:
                 samples.append(sample)
         return samples[-limit:] if limit > 0 else []
@@ -313,8 +338,9 @@ class InMemoryStore:
                 found[c.fingerprint] = c
         return found
 
-    def past_schedules(self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3,
-                       searches: int = 8) -> list[PastSchedule]:
+    def past_schedules(
+        self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3, searches: int = 8
+    ) -> list[PastSchedule]:
         """The fastest scheduled ``ok`` candidates of the latest searches of this proc's
         source, any sizes (see ``core.Store``)."""
         out: list[PastSchedule] = []

@@ -126,8 +126,9 @@ def stands_for_a_measurement(record: CandidateRecord) -> bool:
     )
 
 
-def past_schedule(record: CandidateRecord, workload_key: str, sizes: tuple[tuple[str, int], ...],
-                  target: str) -> PastSchedule:
+def past_schedule(
+    record: CandidateRecord, workload_key: str, sizes: tuple[tuple[str, int], ...], target: str
+) -> PastSchedule:
     """A measured ``ok`` candidate as a warm-start seed."""
     assert record.seconds is not None
     return PastSchedule(

@@ -99,7 +99,11 @@ def _v5_to_v6(conn: Connection) -> None:
 
 #: ``MIGRATIONS[v]`` upgrades a database of version ``v`` to ``v + 1``.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
-    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 
 #: Execution option read by the SQLite "begin" listener: how to BEGIN (e.g. "IMMEDIATE").

@@ -107,8 +107,14 @@ class SqlStore(sql_leases.LeaseMethods):
 
     # ------------------------------------------------------------------ writing
 
-    def create_search(self, workload: Workload, config: SearchConfig, machine: MachineInfo,
-                      lease: LeaseOwner | None = None, lease_timeout: float = LEASE_TIMEOUT_SECONDS) -> int:
+    def create_search(
+        self,
+        workload: Workload,
+        config: SearchConfig,
+        machine: MachineInfo,
+        lease: LeaseOwner | None = None,
+        lease_timeout: float = LEASE_TIMEOUT_SECONDS,
+    ) -> int:
         """Record a new running search of ``workload`` and return its id; with ``lease`` the
         search is born leased to that owner."""
         timeout = leases.check_timeout(lease_timeout)
@@ -366,7 +372,9 @@ class SqlStore(sql_leases.LeaseMethods):
             self._search_row(s, search_id)
             return set(s.scalars(select(CandidateRow.fingerprint).where(CandidateRow.search_id == search_id)))
 
-    def training_samples(self, machine_fingerprint: str, feature_version: str, limit: int = 20000) -> list[TrainingSample]:
+    def training_samples(
+        self, machine_fingerprint: str, feature_version: str, limit: int = 20000
+    ) -> list[TrainingSample]:
         """The latest ``ok`` measurements with features of this version from every search on
         this machine fingerprint, oldest first (see ``core.Store``)."""
         stmt = (
@@ -425,16 +433,18 @@ class SqlStore(sql_leases.LeaseMethods):
             for row, config in sorted(rows, key=lambda item: item[0].id):  # the latest wins
                 if row.search_id not in configs:
                     configs[row.search_id] = SearchConfig.from_json(config)
-                if not scope.admits(row.search_id, configs[row.search_id], scope.machine_fingerprint,
-                                    references.get(row.search_id)):
+                if not scope.admits(
+                    row.search_id, configs[row.search_id], scope.machine_fingerprint, references.get(row.search_id)
+                ):
                     continue
                 record = convert.candidate_record(row)
                 if rules.stands_for_a_measurement(record):
                     found[record.fingerprint] = record
         return found
 
-    def past_schedules(self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3,
-                       searches: int = 8) -> list[PastSchedule]:
+    def past_schedules(
+        self, source_sha256: str, proc: str, *, target: str | None = None, per_search: int = 3, searches: int = 8
+    ) -> list[PastSchedule]:
         """The fastest scheduled ``ok`` candidates of the latest searches of this proc's
         source, any sizes (see ``core.Store``)."""
         stmt = (
@@ -458,8 +468,10 @@ class SqlStore(sql_leases.LeaseMethods):
                 if fastest:
                     used += 1
                 workload = convert.workload_record(workload_row)
-                out.extend(rules.past_schedule(convert.candidate_record(r), workload.key, workload.sizes, search_target)
-                           for r in fastest)
+                out.extend(
+                    rules.past_schedule(convert.candidate_record(r), workload.key, workload.sizes, search_target)
+                    for r in fastest
+                )
         return out
 
     def frontier(self, search_id: int) -> list[CandidateRecord]:

@@ -47,15 +47,25 @@ def columns(owner: LeaseOwner, acquired_at: float, heartbeat_at: float, timeout:
 
 def read(row: SearchRow, now: float) -> Lease | None:
     """The row's lease (checked: see ``leases.stored_lease``), or None when it is free."""
-    return leases.stored_lease(row.id, row.lease_token, row.lease_host, row.lease_pid, row.lease_acquired_at,
-                               row.lease_heartbeat_at, row.lease_timeout, now)
+    return leases.stored_lease(
+        row.id,
+        row.lease_token,
+        row.lease_host,
+        row.lease_pid,
+        row.lease_acquired_at,
+        row.lease_heartbeat_at,
+        row.lease_timeout,
+        now,
+    )
 
 
 def _as_read(row: SearchRow) -> list[ColumnElement[bool]]:
     """The row's lease is still the one read: same token, same last heartbeat."""
     same = [SearchRow.id == row.id]
-    for column, value in ((SearchRow.lease_token, row.lease_token),
-                          (SearchRow.lease_heartbeat_at, row.lease_heartbeat_at)):
+    for column, value in (
+        (SearchRow.lease_token, row.lease_token),
+        (SearchRow.lease_heartbeat_at, row.lease_heartbeat_at),
+    ):
         same.append(column.is_(None) if value is None else column == value)
     return same
 
@@ -68,8 +78,12 @@ def acquire(s: Session, row: SearchRow, owner: LeaseOwner, timeout: float, now: 
         assert current is not None
         raise leases.busy(where, current, now)
     acquired = current.acquired_at if found is LeaseState.MINE and current is not None else now
-    taken = s.execute(update(SearchRow).where(*_as_read(row)).values(columns(owner, acquired, now, timeout))
-                      .execution_options(synchronize_session=False))
+    taken = s.execute(
+        update(SearchRow)
+        .where(*_as_read(row))
+        .values(columns(owner, acquired, now, timeout))
+        .execution_options(synchronize_session=False)
+    )
     if taken.rowcount != 1:  # unreachable under the transaction's lock; never hand a lease out twice
         raise StoreError(f"the lease of search {row.id} in {where} changed while it was being taken; try again")
     previous = current if found in (LeaseState.STALE, LeaseState.GONE) else None
@@ -78,15 +92,23 @@ def acquire(s: Session, row: SearchRow, owner: LeaseOwner, timeout: float, now: 
 
 def renew(s: Session, search_id: int, owner: LeaseOwner, now: float) -> bool:
     """Move ``owner``'s heartbeat to ``now``; False when ``owner`` does not hold the lease."""
-    beat = s.execute(update(SearchRow).where(SearchRow.id == search_id, SearchRow.lease_token == owner.token)
-                     .values(lease_heartbeat_at=now).execution_options(synchronize_session=False))
+    beat = s.execute(
+        update(SearchRow)
+        .where(SearchRow.id == search_id, SearchRow.lease_token == owner.token)
+        .values(lease_heartbeat_at=now)
+        .execution_options(synchronize_session=False)
+    )
     return beat.rowcount == 1
 
 
 def release(s: Session, search_id: int, owner: LeaseOwner) -> bool:
     """Free the lease if ``owner`` holds it."""
-    freed = s.execute(update(SearchRow).where(SearchRow.id == search_id, SearchRow.lease_token == owner.token)
-                      .values(FREE).execution_options(synchronize_session=False))
+    freed = s.execute(
+        update(SearchRow)
+        .where(SearchRow.id == search_id, SearchRow.lease_token == owner.token)
+        .values(FREE)
+        .execution_options(synchronize_session=False)
+    )
     return freed.rowcount == 1
 
 

@@ -121,8 +121,9 @@ def fake_features(schedule: Schedule, moves: int) -> FeatureVector:
     return FeatureVector(FAKE_FEATURES, (*counts, float(len(schedule))))
 
 
-def _candidate(schedule: Schedule, parent: str | None, depth: int, moves: int | None = None,
-               unbuilt: frozenset[str] = frozenset()) -> Candidate:
+def _candidate(
+    schedule: Schedule, parent: str | None, depth: int, moves: int | None = None, unbuilt: frozenset[str] = frozenset()
+) -> Candidate:
     """A fake node; with features (``moves``) it is built where it was made (as with gcc's
     notes), unless its label is in ``unbuilt``."""
     label = label_of(schedule)
@@ -218,8 +219,13 @@ class FakeTree:
             proposed = [m for m in proposed if self.costly(m) is (part is ExpansionPart.DEFERRED)]
         moves = self.moves if self.features else None
         children = tuple(
-            _candidate(parent.schedule.then(Rewrite.make(RewriteKind.SPLIT, m)), parent.fingerprint, parent.depth + 1,
-                       moves, self.unbuilt)
+            _candidate(
+                parent.schedule.then(Rewrite.make(RewriteKind.SPLIT, m)),
+                parent.fingerprint,
+                parent.depth + 1,
+                moves,
+                self.unbuilt,
+            )
             for m in proposed
         )
         return Expansion(
@@ -430,12 +436,18 @@ class FakeExecutor:
             n = self.stream_shards
             lead = min(self.stream_leads if job.all_heavy_first else 0, n - 1, len(whole.children))
             rest = whole.children[lead:]
-            groups = [whole.children[k:k + 1] for k in range(lead)] + [rest[k::n - lead] for k in range(n - lead)]
+            groups = [whole.children[k : k + 1] for k in range(lead)] + [rest[k :: n - lead] for k in range(n - lead)]
             self._shards_left[job.id] = [
-                dataclasses.replace(whole, children=group, duplicates=whole.duplicates if k == 0 else 0,
-                                    illegal=whole.illegal if k == 0 else 0,
-                                    attempted=len(group) + (whole.duplicates + whole.illegal if k == 0 else 0),
-                                    leads=lead, leading=k < lead, shards=n)
+                dataclasses.replace(
+                    whole,
+                    children=group,
+                    duplicates=whole.duplicates if k == 0 else 0,
+                    illegal=whole.illegal if k == 0 else 0,
+                    attempted=len(group) + (whole.duplicates + whole.illegal if k == 0 else 0),
+                    leads=lead,
+                    leading=k < lead,
+                    shards=n,
+                )
                 for k, group in enumerate(groups)
             ]
         shards = self._shards_left[job.id]
@@ -460,11 +472,15 @@ class FakeExecutor:
     def _duration(self, job: Job) -> float:
         if job.kind is JobKind.EXPAND and job.stream:
             return self.expand_seconds / self.stream_shards
-        if job.kind is JobKind.EVALUATE and self.root_seconds is not None and any(
-                c.parent is None for c in job.candidates):
+        if (
+            job.kind is JobKind.EVALUATE
+            and self.root_seconds is not None
+            and any(c.parent is None for c in job.candidates)
+        ):
             return self.root_seconds
         return {JobKind.EXPAND: self.expand_seconds, JobKind.EVALUATE: self.eval_seconds}.get(
-            job.kind, self.remeasure_seconds)
+            job.kind, self.remeasure_seconds
+        )
 
     def cancel(self) -> None:
         self.cancelled += len(self._flight)

@@ -268,8 +268,9 @@ class StoreContract(ReuseContract, LeaseContract):
         again = store.record_measurement(sid, make_measurement(a, 0.25), None, None)
         assert again.paired is None and store.get_candidate(recs["a"].id) == again
 
-    @pytest.mark.parametrize("status", [Status.BUILD_ERROR, Status.WRONG_RESULT, Status.TIMEOUT, Status.ILLEGAL,
-                                        Status.TAMPERED])
+    @pytest.mark.parametrize(
+        "status", [Status.BUILD_ERROR, Status.WRONG_RESULT, Status.TIMEOUT, Status.ILLEGAL, Status.TAMPERED]
+    )
     def test_record_measurement_failure(self, store: Any, status: Status) -> None:
         sid, recs = _tree(store)
         rec = store.record_measurement(sid, make_measurement(make_candidate("root"), None, status), None, None)
@@ -431,8 +432,12 @@ class StoreContract(ReuseContract, LeaseContract):
 
         here, elsewhere = make_machine(), MachineInfo(cpu_model="another cpu", cores=64)
         other_workload = Workload(
-            path="/w/other.py", source="# other\n", source_sha256=sha256_text("# other\n"), proc="other",
-            sizes=(("N", 8),), args=(),
+            path="/w/other.py",
+            source="# other\n",
+            source_sha256=sha256_text("# other\n"),
+            proc="other",
+            sizes=(("N", 8),),
+            args=(),
         )
         plan = [(make_workload(), here, 0.5), (other_workload, here, 0.25), (make_workload(), elsewhere, 0.5)]
         for n, (workload, machine, seconds) in enumerate(plan):
@@ -446,8 +451,9 @@ class StoreContract(ReuseContract, LeaseContract):
                 cand = dataclasses.replace(make_candidate(tag), features=FeatureVector(version, (float(n), 1.0)))
                 store.add_candidate(sid, cand)
                 store.record_measurement(sid, make_measurement(cand, secs, status), None, None)
-            store.add_candidate(sid, dataclasses.replace(make_candidate(f"s{n}-pending"),
-                                                         features=FeatureVector("v1", (9.0, 9.0))))
+            store.add_candidate(
+                sid, dataclasses.replace(make_candidate(f"s{n}-pending"), features=FeatureVector("v1", (9.0, 9.0)))
+            )
         samples = store.training_samples(here.fingerprint, "v1")
         assert [s.features.values for s in samples] == [(0.0, 1.0), (1.0, 1.0)]
         assert [s.log_ratio for s in samples] == [math.log(0.5), math.log(0.25)]

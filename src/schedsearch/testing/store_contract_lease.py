@@ -23,8 +23,10 @@ from schedsearch.testing.builders import make_candidate, make_config, make_machi
 #: A holder on another host: this one cannot tell whether its process lives, so only its
 #: timeout can end its lease.
 ELSEWHERE = "another-host.invalid"
-BUSY = (r"search \d+ in .+ is being run by pid \d+ on host .+ since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d .*; "
-        r"wait for it or stop it")
+BUSY = (
+    r"search \d+ in .+ is being run by pid \d+ on host .+ since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d .*; "
+    r"wait for it or stop it"
+)
 
 
 def _far(pid: int = 4242, token: str = "far") -> LeaseOwner:
@@ -127,10 +129,12 @@ class LeaseContract:
         assert second.acquire_lease(sid, taker).found is LeaseState.STALE
         before = (second.get_search(sid), second.candidates(sid))
         child = make_candidate("child", root)
-        for write in (lambda: store.add_candidate(sid, child),
-                      lambda: store.record_measurement(sid, make_measurement(root, 0.5), None, None),
-                      lambda: store.mark_expanded(sid, before[1][0].id),
-                      lambda: store.update_search(sid, failure="late")):
+        for write in (
+            lambda: store.add_candidate(sid, child),
+            lambda: store.record_measurement(sid, make_measurement(root, 0.5), None, None),
+            lambda: store.mark_expanded(sid, before[1][0].id),
+            lambda: store.update_search(sid, failure="late"),
+        ):
             with pytest.raises(LeaseLostError, match=rf"search {sid} .*no longer this run's.*writes nothing more"):
                 write()
         assert (second.get_search(sid), second.candidates(sid)) == before

@@ -44,8 +44,16 @@ _PLAN: Plan = {
 }
 
 
-def _search(store: Any, plan: Plan, *, config: SearchConfig | None = None, machine: MachineInfo | None = None,
-            root: str = "root", n: int = 64, pending: tuple[str, ...] = ("e",)) -> int:
+def _search(
+    store: Any,
+    plan: Plan,
+    *,
+    config: SearchConfig | None = None,
+    machine: MachineInfo | None = None,
+    root: str = "root",
+    n: int = 64,
+    pending: tuple[str, ...] = ("e",),
+) -> int:
     """A search whose root (measured, 1 s) has the children of ``plan`` measured as planned,
     and the ``pending`` ones never measured."""
     sid = store.create_search(make_workload(n=n), config or make_config(), machine or make_machine())
@@ -56,16 +64,18 @@ def _search(store: Any, plan: Plan, *, config: SearchConfig | None = None, machi
     for tag, (seconds, status) in plan.items():
         child = make_candidate(tag, root_candidate)
         store.add_candidate(sid, child)
-        store.record_measurement(sid, make_measurement(child, seconds, status), None,
-                                 1.0 / seconds if seconds else None)
+        store.record_measurement(
+            sid, make_measurement(child, seconds, status), None, 1.0 / seconds if seconds else None
+        )
     for tag in pending:
         store.add_candidate(sid, make_candidate(tag, root_candidate))
     return sid
 
 
 def _scope(exclude: int | None = None, config: SearchConfig | None = None) -> ReuseScope:
-    return ReuseScope.of(config or make_config(), make_machine().fingerprint, make_candidate("root").fingerprint,
-                         exclude)
+    return ReuseScope.of(
+        config or make_config(), make_machine().fingerprint, make_candidate("root").fingerprint, exclude
+    )
 
 
 def _fps(*tags: str) -> list[str]:
@@ -78,8 +88,9 @@ def _with(**changes: Any) -> SearchConfig:
     base = make_config()
     bench = {k: v for k, v in changes.items() if k in {f.name for f in dataclasses.fields(BenchConfig)}}
     expand = {k: v for k, v in changes.items() if k in {f.name for f in dataclasses.fields(ExpandOptions)}}
-    return dataclasses.replace(base, bench=dataclasses.replace(base.bench, **bench),
-                               expand=dataclasses.replace(base.expand, **expand))
+    return dataclasses.replace(
+        base, bench=dataclasses.replace(base.bench, **bench), expand=dataclasses.replace(base.expand, **expand)
+    )
 
 
 class ReuseContract:
@@ -182,8 +193,13 @@ class ReuseContract:
     # ---------------------------------------------------------------- warm starts
 
     def test_past_schedules_of_the_same_source_any_size(self, store: Any) -> None:
-        plan: Plan = {"a": (0.5, Status.OK), "b": (0.25, Status.OK), "c": (0.75, Status.OK),
-                      "d": (0.125, Status.OK), "x": (None, Status.WRONG_RESULT)}
+        plan: Plan = {
+            "a": (0.5, Status.OK),
+            "b": (0.25, Status.OK),
+            "c": (0.75, Status.OK),
+            "d": (0.125, Status.OK),
+            "x": (None, Status.WRONG_RESULT),
+        }
         first = _search(store, plan, n=64)
         second = _search(store, {"a": (0.5, Status.OK)}, n=128)
         other_proc = store.create_search(make_workload("sgemv"), make_config(), make_machine())
@@ -191,8 +207,7 @@ class ReuseContract:
         w = make_workload()
         got = store.past_schedules(w.source_sha256, w.proc, per_search=3)
         # newest search first, each one's fastest first; never the root, a failure or a pending one
-        assert [(p.search_id, p.seconds) for p in got] == [(second, 0.5), (first, 0.125), (first, 0.25),
-                                                           (first, 0.5)]
+        assert [(p.search_id, p.seconds) for p in got] == [(second, 0.5), (first, 0.125), (first, 0.25), (first, 0.5)]
         d = store.candidate_by_fingerprint(first, _fps("d")[0])
         assert got[1].candidate_id == d.id and got[1].schedule == d.schedule and got[1].speedup == 8.0
         assert got[0].workload_key == make_workload(n=128).key and got[0].sizes == make_workload(n=128).sizes

@@ -72,9 +72,7 @@ def capture_proc(obj: object, scopes: Sequence[Mapping[str, Any]] = ()) -> Captu
     be found, or a name it uses cannot be written down.
     """
     if not isinstance(obj, Procedure):
-        raise WorkloadError(
-            f"expected an Exo @proc or the path of a workload file, not {type(obj).__name__}."
-        )
+        raise WorkloadError(f"expected an Exo @proc or the path of a workload file, not {type(obj).__name__}.")
     capture = _Capture(scopes)
     name = capture.add_proc(obj)
     info = obj._loopir_proc.srcinfo
@@ -163,8 +161,10 @@ class _Capture:
         if name in self.values:
             if self.values[name] is value or (isinstance(value, _CONSTANTS) and self.values[name] == value):
                 return
-            raise WorkloadError(f"proc {proc} uses {name}, which means different things in the procs it is "
-                                "captured with; give them different names.")
+            raise WorkloadError(
+                f"proc {proc} uses {name}, which means different things in the procs it is "
+                "captured with; give them different names."
+            )
         if isinstance(value, Procedure) and not _library_home(value, name):
             defined = self.add_proc(value)
             self.values[name] = value
@@ -195,8 +195,10 @@ def _module_imports(name: str, module: types.ModuleType, chains: list[list[str]]
     """``import a.b.c`` lines for a module used as ``name.x.y``: the deepest submodules the
     proc reaches through it are imported too (a fresh process may not have loaded them)."""
     if not _is_library(module):
-        raise WorkloadError(f"the module {module.__name__} is not an installed library, so a worker may not have it; "
-                            "import what the proc needs from installed libraries only.")
+        raise WorkloadError(
+            f"the module {module.__name__} is not an installed library, so a worker may not have it; "
+            "import what the proc needs from installed libraries only."
+        )
     first = f"import {module.__name__}" if module.__name__ == name else f"import {module.__name__} as {name}"
     deeper: list[str] = []
     for chain in chains:
@@ -228,7 +230,9 @@ def _definition(filename: str, lineno: int, name: str) -> tuple[ast.FunctionDef,
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        raise WorkloadError(f"the source of proc {name} ({filename}) no longer parses; pass the path of its file.") from None
+        raise WorkloadError(
+            f"the source of proc {name} ({filename}) no longer parses; pass the path of its file."
+        ) from None
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.lineno == lineno and node.name == name:
             first = min([d.lineno for d in node.decorator_list] + [node.lineno])

@@ -67,8 +67,9 @@ def propose(proc, options: ExpandOptions = ExpandOptions()) -> list[Rewrite]:
     return propose_all(proc, options)
 
 
-def dealt(rewrites: Sequence[Rewrite], shard: int, shards: int, lead: int = 0,
-          pool: Sequence[int] | None = None) -> list[int]:
+def dealt(
+    rewrites: Sequence[Rewrite], shard: int, shards: int, lead: int = 0, pool: Sequence[int] | None = None
+) -> list[int]:
     """The positions (in proposal order) of the rewrites shard ``shard`` of ``shards`` tries,
     out of ``pool`` (positions; default: all of them).
 
@@ -104,8 +105,9 @@ DEFER_FROM_STATEMENTS = 32
 def proc_statements(text: str) -> int:
     """Statements of a proc as ``codegen.proc_text`` prints it, one a line (loops and
     allocations included; the header, its decorator and the assertions left out)."""
-    return sum(1 for line in text.splitlines()
-               if line.strip() and not line.lstrip().startswith(("def ", "assert ", "@")))
+    return sum(
+        1 for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("def ", "assert ", "@"))
+    )
 
 
 def in_part(rewrites: Sequence[Rewrite], part: ExpansionPart, large: bool) -> list[int]:
@@ -175,9 +177,12 @@ class Expander:
             ask = self._notes
             with ThreadPoolExecutor(max_workers=min(len(made), os.cpu_count() or 1)) as pool:
                 notes = list(pool.map(lambda c: ask(c, "#pragma omp" in c), [c for c, _ in made]))
-        return [feature_vector(c, schedule, self.workload, self.caches, root_work, n,
-                               root_vector_work if n is not None else None)
-                for (c, schedule), n in zip(made, notes, strict=True)]
+        return [
+            feature_vector(
+                c, schedule, self.workload, self.caches, root_work, n, root_vector_work if n is not None else None
+            )
+            for (c, schedule), n in zip(made, notes, strict=True)
+        ]
 
     @functools.cached_property
     def cache_version(self) -> str:
@@ -185,8 +190,13 @@ class Expander:
         workload, the options, the caches its features compare with, Exo's version and
         schedsearch's own code. Two expanders with the same version expand a parent alike,
         so an expansion kept under it (``evaluate.expansions``) may stand in for a new one."""
-        parts = [code_version(), self.workload.key, json.dumps(self.options.to_json(), sort_keys=True),
-                 repr(self.caches), self._notes_version]
+        parts = [
+            code_version(),
+            self.workload.key,
+            json.dumps(self.options.to_json(), sort_keys=True),
+            repr(self.caches),
+            self._notes_version,
+        ]
         return sha256_text("\n".join(parts))
 
     @functools.cached_property
@@ -269,8 +279,9 @@ class Expander:
             if not rejected_by_exo(exc):
                 raise
             reason = " ".join(str(exc).split()) or type(exc).__name__
-            raise ReplayError(f"the scheduled proc's C cannot be generated: {reason}", step=len(schedule) - 1,
-                              reason=reason) from None
+            raise ReplayError(
+                f"the scheduled proc's C cannot be generated: {reason}", step=len(schedule) - 1, reason=reason
+            ) from None
         return Candidate(
             schedule=schedule,
             c_source=c_source,
@@ -296,21 +307,27 @@ class Expander:
                 free = rule.sized_args() | rule.naming_args()
                 fixed = {k: v for k, v in step.args if k not in free}
                 for other in propose(proc, self.options):
-                    if other.kind is step.kind and other.target == step.target and \
-                            {k: v for k, v in other.args if k not in free} == fixed:
+                    if (
+                        other.kind is step.kind
+                        and other.target == step.target
+                        and {k: v for k, v in other.args if k not in free} == fixed
+                    ):
                         child = try_apply(proc, other)
                         if child is not None:
                             step = other
                             break
             if child is None:
-                raise ReplayError(f"step {index} ({describe(step)}) does not apply at these sizes, "
-                                  "nor does any variant of it", step=index)
+                raise ReplayError(
+                    f"step {index} ({describe(step)}) does not apply at these sizes, nor does any variant of it",
+                    step=index,
+                )
             steps.append(step)
             proc = child
         return self.candidate(Schedule(tuple(steps)))
 
-    def expand(self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0,
-               part: ExpansionPart = ExpansionPart.ALL) -> Expansion:
+    def expand(
+        self, parent: Candidate, shard: int = 0, shards: int = 1, lead: int = 0, part: ExpansionPart = ExpansionPart.ALL
+    ) -> Expansion:
         """Children of ``parent`` whose C differs from the parent's and each other's.
 
         Only the rewrites of ``part`` are tried (``in_part``); a FIRST expansion says how
@@ -364,8 +381,16 @@ class Expander:
             made.append((schedule, c_source, fp, proc_text(child)))
         features = self._features_of([(c_source, schedule) for schedule, c_source, _, _ in made])
         children = [
-            Candidate(schedule=schedule, c_source=c_source, fingerprint=fp, proc_text=text,
-                      parent=parent.fingerprint, depth=parent.depth + 1, features=vector, built=noted(vector))
+            Candidate(
+                schedule=schedule,
+                c_source=c_source,
+                fingerprint=fp,
+                proc_text=text,
+                parent=parent.fingerprint,
+                depth=parent.depth + 1,
+                features=vector,
+                built=noted(vector),
+            )
             for (schedule, c_source, fp, text), vector in zip(made, features, strict=True)
         ]
         return Expansion(

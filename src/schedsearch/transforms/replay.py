@@ -135,4 +135,3 @@ def build_proc(workload: Workload, schedule: Schedule = Schedule()):
 def user_c(workload: Workload, schedule: Schedule) -> str:
     """C of the scheduled proc under the user's own proc name (for export)."""
     return build_proc(workload, schedule).c_code_str()
-

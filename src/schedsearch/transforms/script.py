@@ -83,7 +83,9 @@ def schedule_script(workload: Workload, schedule: Schedule, *, cc: str = "", cfl
         lines.append(f"# step {index}: {in_comment(describe(step))}")
         lines.extend(render(call) for call in calls)
     used_ops = sorted({call.op for call in all_calls} & OPS) or ["simplify"]
-    imports = "".join(f"from {module} import {', '.join(names)}\n" for module, names in imports_needed(all_calls).items())
+    imports = "".join(
+        f"from {module} import {', '.join(names)}\n" for module, names in imports_needed(all_calls).items()
+    )
     helpers = helpers_source(all_calls)
     bind = ""
     if workload.sizes:
@@ -128,4 +130,3 @@ def _reads_back(literal: str, text: str) -> bool:
         return ast.literal_eval(literal) == text
     except (SyntaxError, ValueError):
         return False
-

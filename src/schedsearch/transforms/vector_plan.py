@@ -39,8 +39,13 @@ OP_ROLES = {"+": Role.ADD, "-": Role.SUB, "*": Role.MUL, "/": Role.DIV}
 #: Each instruction's form in a masked tail. ZERO and ACC have none (a masked tail
 #: broadcasts a zero constant instead of zeroing).
 MASKED = {
-    Role.LOAD: Role.MASKED_LOAD, Role.STORE: Role.MASKED_STORE, Role.BROADCAST: Role.MASKED_BROADCAST,
-    Role.FMA: Role.MASKED_FMA, Role.ADD: Role.MASKED_ADD, Role.SUB: Role.MASKED_SUB, Role.MUL: Role.MASKED_MUL,
+    Role.LOAD: Role.MASKED_LOAD,
+    Role.STORE: Role.MASKED_STORE,
+    Role.BROADCAST: Role.MASKED_BROADCAST,
+    Role.FMA: Role.MASKED_FMA,
+    Role.ADD: Role.MASKED_ADD,
+    Role.SUB: Role.MASKED_SUB,
+    Role.MUL: Role.MASKED_MUL,
     Role.DIV: Role.MASKED_DIV,
 }
 

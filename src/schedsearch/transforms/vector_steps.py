@@ -36,7 +36,9 @@ class Bind:
         return self.kind == "c"
 
     def encode(self) -> str:
-        return f"{'.'.join(map(str, self.leaf))}/{self.expr}={self.name}" + ("" if self.kind == "v" else f":{self.kind}")
+        return f"{'.'.join(map(str, self.leaf))}/{self.expr}={self.name}" + (
+            "" if self.kind == "v" else f":{self.kind}"
+        )
 
     @staticmethod
     def decode(token: str) -> Bind:
@@ -78,7 +80,9 @@ class Plan:
             "ops": ",".join(r.value for r in self.roles),
         }
         if self.folds:
-            args["folds"] = " ".join(".".join(map(str, leaf)) + ("/c" if commuted else "") for leaf, commuted in self.folds)
+            args["folds"] = " ".join(
+                ".".join(map(str, leaf)) + ("/c" if commuted else "") for leaf, commuted in self.folds
+            )
         return args
 
     @staticmethod
@@ -88,7 +92,8 @@ class Plan:
         stages = tuple((s.partition(">")[0], s.partition(">")[2]) for s in str(arg("stages", "")).split(";") if s)
         roles = tuple(Role(r) for r in str(arg("ops")).split(","))
         folds = tuple(
-            (tuple(int(i) for i in t.partition("/")[0].split(".")), t.endswith("/c")) for t in str(arg("folds", "")).split()
+            (tuple(int(i) for i in t.partition("/")[0].split(".")), t.endswith("/c"))
+            for t in str(arg("folds", "")).split()
         )
         return Plan(str(arg("mode")), str(arg("dtype")), binds, stages, str(arg("body")), roles, folds)
 
@@ -193,8 +198,10 @@ def lane_loops(
             # copy per lane and loads it with a masked load instead
             calls += [ExoCall("expand_dim", (alloc, 1, "0")), ExoCall("set_memory", (alloc, STACK))]
         else:
-            calls += [ExoCall("expand_dim", (alloc, lanes, lane)),
-                      ExoCall("set_memory", (alloc, STACK if kind == "c" else vector))]
+            calls += [
+                ExoCall("expand_dim", (alloc, lanes, lane)),
+                ExoCall("set_memory", (alloc, STACK if kind == "c" else vector)),
+            ]
         calls.append(ExoCall("lift_alloc", (alloc,), (("n_lifts", depth + guarded + shared),)))
     return calls + _split(lane, k, parse(plan.body), guarded)
 

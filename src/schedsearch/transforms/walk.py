@@ -65,8 +65,13 @@ class WriteInfo:
     loops: tuple[str, ...]  # patterns of enclosing loops, outermost first
 
 
-_FOLD = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-         "/": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None}
+_FOLD = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a // b if b else None,
+    "%": lambda a, b: a % b if b else None,
+}
 
 
 def literal(expr) -> int | None:

@@ -130,13 +130,16 @@ def bound_proc_from_source(workload: Workload) -> Procedure:
     return proc.partial_eval(**workload.sizes_dict) if workload.sizes else proc
 
 
-def _pick_proc(path: str, procs: dict[str, Procedure], name: str | None, default: str | None,
-               proc_option: str = "--proc") -> str:
+def _pick_proc(
+    path: str, procs: dict[str, Procedure], name: str | None, default: str | None, proc_option: str = "--proc"
+) -> str:
     if not procs:
         raise WorkloadError(f"{path} defines no @proc procedures.")
     if name is None and default is not None:
         if default not in procs:
-            raise WorkloadError(f"{path} sets {PROC_ATTRIBUTE} = {default!r} but defines no such proc; available: {', '.join(procs)}.")
+            raise WorkloadError(
+                f"{path} sets {PROC_ATTRIBUTE} = {default!r} but defines no such proc; available: {', '.join(procs)}."
+            )
         return default
     if name is None:
         if len(procs) > 1:

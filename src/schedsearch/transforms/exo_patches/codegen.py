@@ -53,4 +53,5 @@ def expected(loopir_compiler) -> bool:
     """Whether Exo's C backend module has the ``Compiler`` this was written for."""
     compiler = getattr(loopir_compiler, "Compiler", None)
     return isinstance(compiler, type) and all(
-        callable(getattr(compiler, name, None)) for name in ("comp_s", "window_struct_fields", "comp_fnarg"))
+        callable(getattr(compiler, name, None)) for name in ("comp_s", "window_struct_fields", "comp_fnarg")
+    )

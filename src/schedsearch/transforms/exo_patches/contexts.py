@@ -74,4 +74,5 @@ def expected(new_eff) -> bool:
     extraction = getattr(new_eff, "ContextExtraction", None)
     return isinstance(extraction, type) and all(
         callable(getattr(extraction, name, None))
-        for name in ("get_control_predicate", "get_pre_globenv", "ctrlp_stmts", "preenv_stmts"))
+        for name in ("get_control_predicate", "get_pre_globenv", "ctrlp_stmts", "preenv_stmts")
+    )

@@ -178,8 +178,15 @@ def plain_ir_checks() -> bool:
             inner = _closure(outer["point_valid"])
             if set(inner) != {"convert", "typ"} or not isinstance(inner["typ"], type):
                 continue  # a field checked by a function of Exo's own: left as it is
-            replacements.append((namespace, name, _remembering(
-                inner["typ"], inner["convert"], outer["seq"], outer["opt"], validators.ValidationError)))
+            replacements.append(
+                (
+                    namespace,
+                    name,
+                    _remembering(
+                        inner["typ"], inner["convert"], outer["seq"], outer["opt"], validators.ValidationError
+                    ),
+                )
+            )
     for cls in classes[1:]:
         # not asdl_adt's own base: classes made later inherit its metaclass, and they may
         # yet have virtual subclasses

@@ -120,10 +120,17 @@ def z3_mode_only(smt_solver: type) -> bool:
         source = inspect.getsource(smt_solver)
     except (OSError, TypeError):
         return False
-    uses = {line.split("self.solver.")[1].split("(")[0] for line in source.splitlines()
-            if "self.solver." in line and not line.strip().startswith("#")}
-    return "self.Z3_MODE = True" in source and "self.Z3_MODE = False" not in source and \
-        uses <= {"push", "pop", "get_py_values"} and 'raise NotImplementedError("Out of Date")' in source
+    uses = {
+        line.split("self.solver.")[1].split("(")[0]
+        for line in source.splitlines()
+        if "self.solver." in line and not line.strip().startswith("#")
+    }
+    return (
+        "self.Z3_MODE = True" in source
+        and "self.Z3_MODE = False" not in source
+        and uses <= {"push", "pop", "get_py_values"}
+        and 'raise NotImplementedError("Out of Date")' in source
+    )
 
 
 class ScopedValues:
@@ -176,8 +183,7 @@ def lifting_to_cir(loopir, cir, range_analysis):
     children's, with the operations Exo's ``index_range_analysis`` applies to them."""
     read, const, binop, usub = loopir.Read, loopir.Const, loopir.BinOp, loopir.USub
     index_range, is_zero = range_analysis.IndexRange, range_analysis.is_zero
-    combine = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.floordiv,
-               "%": operator.mod}
+    combine = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.floordiv, "%": operator.mod}
 
     def non_negative(rng) -> bool:
         # check_expr_bound(0, leq, e): a constant, or a range of no free variable, from 0 up

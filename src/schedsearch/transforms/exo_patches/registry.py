@@ -58,8 +58,9 @@ def _lift_to_cir() -> bool:
     from exo.core.LoopIR import CIR, LoopIR
     from exo.rewrite import range_analysis
 
-    if getattr(LoopIR_compiler.lift_to_cir, "__module__", None) != LoopIR_compiler.__name__ or \
-            not all(hasattr(range_analysis, name) for name in ("IndexRange", "is_zero")):
+    if getattr(LoopIR_compiler.lift_to_cir, "__module__", None) != LoopIR_compiler.__name__ or not all(
+        hasattr(range_analysis, name) for name in ("IndexRange", "is_zero")
+    ):
         return False
     LoopIR_compiler.lift_to_cir = overheads.lifting_to_cir(LoopIR, CIR, range_analysis)
     return True
@@ -83,8 +84,9 @@ def _unchanged_when_equal() -> bool:
     if not all(callable(getattr(getattr(LoopIR_scheduling, name, None), "map_e", None)) for name in passes):
         return False
     LoopIR_scheduling._DoNormalize.map_e = overheads.unchanged_when_equal(LoopIR_scheduling._DoNormalize.map_e)
-    LoopIR_scheduling.DoSimplify.map_e = overheads.unchanged_when_equal(LoopIR_scheduling.DoSimplify.map_e,
-                                                                        LoopIR.Const)
+    LoopIR_scheduling.DoSimplify.map_e = overheads.unchanged_when_equal(
+        LoopIR_scheduling.DoSimplify.map_e, LoopIR.Const
+    )
     return True
 
 
@@ -114,47 +116,61 @@ def _ir_checks() -> bool:
         return False
     # a class with a virtual subclass keeps ABCMeta's checks, and the formulas their checks
     if ir_checks.plain_ir_checks():
-        ir_checks.trusting_formulas((new_analysis_core.A, new_eff.LS, new_eff.E, boundscheck.E),
-                                    checks_only=(new_analysis_core.is_type_bound, new_eff.is_type_bound))
+        ir_checks.trusting_formulas(
+            (new_analysis_core.A, new_eff.LS, new_eff.E, boundscheck.E),
+            checks_only=(new_analysis_core.is_type_bound, new_eff.is_type_bound),
+        )
     return True
 
 
 #: Every patch, in the order applied.
 PATCHES: tuple[Patch, ...] = (
-    Patch("cheap_inspect", (
-        (f"{_EXO_FRONTEND}.pattern_match:inspect", "module inspect"),
-        (f"{_EXO_FRONTEND}.parse_fragment:inspect", "module inspect"),
-    ), _cheap_inspect),
-    Patch("solvers", (
-        (f"{_EXO_FRONTEND}.boundscheck:_get_smt_solver", "3edd77c76e6e202d"),
-        (f"{_EXO_REWRITE}.LoopIR_unification:_get_smt_solver", "3edd77c76e6e202d"),
-        (f"{_EXO_REWRITE}.new_analysis_core:_get_smt_solver", "d65f7309d4fd79e6"),
-        (f"{_EXO_REWRITE}.new_analysis_core:SMTSolver", "01510be3b7a09730"),
-    ), _solvers),
-    Patch("scoped_values", (
-        (f"{_EXO_REWRITE}.analysis_simplify:ASimplify", "50b61f681f401445"),
-    ), _scoped_values),
-    Patch("lift_to_cir", (
-        ("exo.backend.LoopIR_compiler:lift_to_cir", "eba5606fde08de01"),
-    ), _lift_to_cir),
-    Patch("windows_compiled_once", (
-        ("exo.backend.LoopIR_compiler:Compiler.comp_s", "0c2438a3e989916f"),
-        ("exo.backend.LoopIR_compiler:Compiler.window_struct_fields", "4a991250748e9aca"),
-    ), _windows_compiled_once),
-    Patch("unchanged_when_equal", (
-        (f"{_EXO_REWRITE}.LoopIR_scheduling:_DoNormalize.map_e", "73b65db4449c4314"),
-        (f"{_EXO_REWRITE}.LoopIR_scheduling:DoSimplify.map_e", "e5400e953c830a33"),
-    ), _unchanged_when_equal),
-    Patch("contexts_once", (
-        (f"{_EXO_REWRITE}.new_eff:ContextExtraction", "d878fc1c496c8873"),
-    ), _contexts_once),
-    Patch("windows_once", (
-        (f"{_EXO_REWRITE}.new_eff:AEnv.translate_win", "df64380c2fc2bc1d"),
-    ), _windows_once),
-    Patch("ir_checks", (
-        ("asdl_adt.adt:_AsdlAdtBase", "123c825a145cd832"),
-        ("asdl_adt.adt:ADT", "adc1c8bcd46c2702"),
-        (f"{_EXO_REWRITE}.new_analysis_core:is_type_bound", "66ff5ae6cb420e4b"),
-        (f"{_EXO_REWRITE}.new_eff:is_type_bound", "66ff5ae6cb420e4b"),
-    ), _ir_checks),
+    Patch(
+        "cheap_inspect",
+        (
+            (f"{_EXO_FRONTEND}.pattern_match:inspect", "module inspect"),
+            (f"{_EXO_FRONTEND}.parse_fragment:inspect", "module inspect"),
+        ),
+        _cheap_inspect,
+    ),
+    Patch(
+        "solvers",
+        (
+            (f"{_EXO_FRONTEND}.boundscheck:_get_smt_solver", "3edd77c76e6e202d"),
+            (f"{_EXO_REWRITE}.LoopIR_unification:_get_smt_solver", "3edd77c76e6e202d"),
+            (f"{_EXO_REWRITE}.new_analysis_core:_get_smt_solver", "d65f7309d4fd79e6"),
+            (f"{_EXO_REWRITE}.new_analysis_core:SMTSolver", "01510be3b7a09730"),
+        ),
+        _solvers,
+    ),
+    Patch("scoped_values", ((f"{_EXO_REWRITE}.analysis_simplify:ASimplify", "50b61f681f401445"),), _scoped_values),
+    Patch("lift_to_cir", (("exo.backend.LoopIR_compiler:lift_to_cir", "eba5606fde08de01"),), _lift_to_cir),
+    Patch(
+        "windows_compiled_once",
+        (
+            ("exo.backend.LoopIR_compiler:Compiler.comp_s", "0c2438a3e989916f"),
+            ("exo.backend.LoopIR_compiler:Compiler.window_struct_fields", "4a991250748e9aca"),
+        ),
+        _windows_compiled_once,
+    ),
+    Patch(
+        "unchanged_when_equal",
+        (
+            (f"{_EXO_REWRITE}.LoopIR_scheduling:_DoNormalize.map_e", "73b65db4449c4314"),
+            (f"{_EXO_REWRITE}.LoopIR_scheduling:DoSimplify.map_e", "e5400e953c830a33"),
+        ),
+        _unchanged_when_equal,
+    ),
+    Patch("contexts_once", ((f"{_EXO_REWRITE}.new_eff:ContextExtraction", "d878fc1c496c8873"),), _contexts_once),
+    Patch("windows_once", ((f"{_EXO_REWRITE}.new_eff:AEnv.translate_win", "df64380c2fc2bc1d"),), _windows_once),
+    Patch(
+        "ir_checks",
+        (
+            ("asdl_adt.adt:_AsdlAdtBase", "123c825a145cd832"),
+            ("asdl_adt.adt:ADT", "adc1c8bcd46c2702"),
+            (f"{_EXO_REWRITE}.new_analysis_core:is_type_bound", "66ff5ae6cb420e4b"),
+            (f"{_EXO_REWRITE}.new_eff:is_type_bound", "66ff5ae6cb420e4b"),
+        ),
+        _ir_checks,
+    ),
 )

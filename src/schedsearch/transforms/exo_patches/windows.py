@@ -54,5 +54,9 @@ def translating_once(translate_win: Callable, kept: int = KEPT) -> Callable:
 def expected(new_eff) -> bool:
     """Whether ``new_eff`` has the ``AEnv.translate_win`` and ``is_elem`` this was written for."""
     env = getattr(new_eff, "AEnv", None)
-    return isinstance(env, type) and callable(getattr(env, "translate_win", None)) and \
-        callable(getattr(new_eff, "is_elem", None)) and callable(getattr(new_eff, "is_empty", None))
+    return (
+        isinstance(env, type)
+        and callable(getattr(env, "translate_win", None))
+        and callable(getattr(new_eff, "is_elem", None))
+        and callable(getattr(new_eff, "is_empty", None))
+    )

@@ -121,7 +121,9 @@ def _checked(f: dataclasses.Field, hint: Any, value: Any) -> Any:
     elif kind is int:
         least = f.metadata.get("minimum")
         if not isinstance(value, int) or isinstance(value, bool) or (least is not None and value < least):
-            what = {None: "an integer", 0: "an integer >= 0", 1: "a positive integer"}.get(least, f"an integer >= {least}")
+            what = {None: "an integer", 0: "an integer >= 0", 1: "a positive integer"}.get(
+                least, f"an integer >= {least}"
+            )
             raise ArgError(f"{f.name} must be {what}, not {value!r}")
     elif kind is str:
         if not isinstance(value, str):

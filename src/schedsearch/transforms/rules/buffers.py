@@ -118,9 +118,7 @@ class Pack(Rule):
             if not info.only_child or info.trip is None or info.trip < 2:
                 continue
             child = view.proc.find_loop(info.child)
-            swapped = read_windows_for_loop(
-                child, read_only, MIN_PACK_ELEMENTS, MAX_PACK_ELEMENTS, invariant=info.name
-            )
+            swapped = read_windows_for_loop(child, read_only, MIN_PACK_ELEMENTS, MAX_PACK_ELEMENTS, invariant=info.name)
             for window in swapped:
                 if window not in direct:
                     out.append(self._make(view, info.pattern, window, interchange=True))

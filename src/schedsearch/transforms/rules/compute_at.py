@@ -258,8 +258,14 @@ class ComputeAt(Rule):
                 strips = int(s.consumer.trip or 0) // rows
                 extent = rows + s.lead + int(s.consumer.trip or 0) % rows  # producer rows per strip
                 args = ComputeAtArgs(
-                    **base, mode=ComputeMode.STRIP, rows=rows, strips=strips, extent=extent, local=s.local,
-                    stack=s.on_stack(extent), names=f"{outer} {c_inner} {p_inner}",
+                    **base,
+                    mode=ComputeMode.STRIP,
+                    rows=rows,
+                    strips=strips,
+                    extent=extent,
+                    local=s.local,
+                    stack=s.on_stack(extent),
+                    names=f"{outer} {c_inner} {p_inner}",
                 )
                 out.append(self.step(s.consumer.pattern, args))
         return out

@@ -135,8 +135,10 @@ def panel_candidates(view: ProcView) -> Iterator[Panel]:
         allowed = outer | {b.name} | {k.name for k in chain}
         for side, read in ((Side.LHS, rhs.lhs()), (Side.RHS, rhs.rhs())):
             if isinstance(read, ReadCursor) and _streams_along(read, a.name, b.name, allowed):
-                name, *loops = view.fresh(f"{read.name()}_panel", *(f"{var}p{part}" for var in (b.name, chain[-1].name)
-                                                                    for part in ("o", "i")))
+                name, *loops = view.fresh(
+                    f"{read.name()}_panel",
+                    *(f"{var}p{part}" for var in (b.name, chain[-1].name) for part in ("o", "i")),
+                )
                 block = _block(dims)
                 yield Panel(chain[-1].pattern, side, name, dims, block, tuple(loops) if block else ())
 

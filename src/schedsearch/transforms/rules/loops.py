@@ -297,8 +297,10 @@ class Sink(Rule):
 
     def lower(self, target: str, args: SinkArgs) -> list[ExoCall]:
         # each reorder swaps the inner part with the loop that is now its whole body
-        return [divide(target, args.factor, args.outer, args.inner),
-                *[ExoCall("reorder_loops", (Loop(args.inner),))] * args.levels]
+        return [
+            divide(target, args.factor, args.outer, args.inner),
+            *[ExoCall("reorder_loops", (Loop(args.inner),))] * args.levels,
+        ]
 
 
 def _unroll_limit(info: LoopInfo, options: ExpandOptions) -> int:

@@ -79,10 +79,16 @@ class Prep:
         """These steps as a composite's step arguments (``VectorTileArgs``), None when absent."""
         panel = self.panel
         return {
-            "fission_before": self.fission_before, "fission_after": self.fission_after, "lifts": self.lifts,
-            "swap": self.swap, "panel": panel and panel.loop, "panel_side": panel and panel.side,
-            "panel_name": panel and panel.name, "panel_dims": panel and panel.encode_dims(),
-            "panel_block": panel and panel.block, "panel_loops": panel and panel.block and " ".join(panel.loops),
+            "fission_before": self.fission_before,
+            "fission_after": self.fission_after,
+            "lifts": self.lifts,
+            "swap": self.swap,
+            "panel": panel and panel.loop,
+            "panel_side": panel and panel.side,
+            "panel_name": panel and panel.name,
+            "panel_dims": panel and panel.encode_dims(),
+            "panel_block": panel and panel.block,
+            "panel_loops": panel and panel.block and " ".join(panel.loops),
             **blocking_fields(self.blocking),
         }
 
@@ -95,13 +101,21 @@ class Prep:
             if (args.panel_block is None) != (args.panel_loops is None):
                 raise ValueError("panel_block and panel_loops go together")
             loops = tuple(args.panel_loops.split()) if args.panel_loops else ()
-            panel = Panel(args.panel, args.panel_side, args.panel_name, Panel.decode_dims(args.panel_dims),
-                          args.panel_block, loops)
+            panel = Panel(
+                args.panel,
+                args.panel_side,
+                args.panel_name,
+                Panel.decode_dims(args.panel_dims),
+                args.panel_block,
+                loops,
+            )
         blocking = None
         given = [args.red_block, args.red_block_factor, args.red_block_names, args.red_block_levels]
         if any(v is not None for v in given):
             if any(v is None for v in given) or len(args.red_block_names.split()) != 2:
-                raise ValueError("red_block, red_block_factor, red_block_names (two names) and red_block_levels go together")
+                raise ValueError(
+                    "red_block, red_block_factor, red_block_names (two names) and red_block_levels go together"
+                )
             outer, inner = args.red_block_names.split()
             blocking = Blocking(args.red_block, args.red_block_factor, outer, inner, args.red_block_levels)
         return Prep(args.fission_before, args.fission_after, args.lifts, args.swap, panel, blocking)
@@ -127,8 +141,12 @@ def blocking_fields(blocking: Blocking | None) -> dict[str, object]:
     """A blocking as a composite's step arguments (all None without one)."""
     if blocking is None:
         return {"red_block": None, "red_block_factor": None, "red_block_names": None, "red_block_levels": None}
-    return {"red_block": blocking.loop, "red_block_factor": blocking.factor,
-            "red_block_names": f"{blocking.outer} {blocking.inner}", "red_block_levels": blocking.levels}
+    return {
+        "red_block": blocking.loop,
+        "red_block_factor": blocking.factor,
+        "red_block_names": f"{blocking.outer} {blocking.inner}",
+        "red_block_levels": blocking.levels,
+    }
 
 
 def _reduces(loop) -> bool:

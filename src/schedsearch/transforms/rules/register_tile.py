@@ -82,7 +82,9 @@ class VectorTileArgs(StepArgs):
     tail_names: str = naming()  # the same for the cut tail's kernel
     isa: TargetName = TargetName.AVX2  # ``simd_kernel`` steps name none: they are AVX2 tiles
     dtype: DType = DType.F32
-    trip: int | None = count(default=None, sized=True)  # the rows loop's trip count: a cut tail when rows do not divide it
+    trip: int | None = count(
+        default=None, sized=True
+    )  # the rows loop's trip count: a cut tail when rows do not divide it
     reds: str | None = loop(default=None)  # inner reduction loops, outermost first
     index: str | None = None  # the output's index variables when not just ``a b``
     # Normalizing steps first (``normalize.Prep``): init / epilogue split off, a pair
@@ -235,18 +237,33 @@ class RegisterTile(Rule):
                         out += self._vector(normal, a, b, nest, home, options, prep)
         return out
 
-    def _vector(self, view: ProcView, a: LoopInfo, b: LoopInfo, nest: VectorNest, home: Target,
-                options: ExpandOptions, prep: Prep = Prep()) -> list[Rewrite]:
+    def _vector(
+        self,
+        view: ProcView,
+        a: LoopInfo,
+        b: LoopInfo,
+        nest: VectorNest,
+        home: Target,
+        options: ExpandOptions,
+        prep: Prep = Prep(),
+    ) -> list[Rewrite]:
         ops = home.vector(nest.dtype)
         assert ops is not None
-        fresh = view.fresh(*(name for suffix in ("", "_t", "_c", "_ct", "_m", "_mt")
-                             for name in _bases(a.name + suffix, b.name + suffix, nest, suffix)))
+        fresh = view.fresh(
+            *(
+                name
+                for suffix in ("", "_t", "_c", "_ct", "_m", "_mt")
+                for name in _bases(a.name + suffix, b.name + suffix, nest, suffix)
+            )
+        )
         names, tail_names, col_names, mask_names = fresh[:9], fresh[9:18], fresh[18:36], fresh[36:]
         tails = options.allow_tails
         shapes = [
-            (rows, vectors * ops.lanes) for rows, vectors in tile_shapes(home)
+            (rows, vectors * ops.lanes)
+            for rows, vectors in tile_shapes(home)
             if (b.trip % (vectors * ops.lanes) == 0 or (tails and b.trip > vectors * ops.lanes))
-            and rows <= a.trip and (tails or a.trip % rows == 0)
+            and rows <= a.trip
+            and (tails or a.trip % rows == 0)
         ]
         shapes.sort(key=lambda shape: b.trip % shape[1] != 0)  # whole tiles first, tails after
         out = []
@@ -256,14 +273,26 @@ class RegisterTile(Rule):
             masks = below and masked_home(home.name, DType(nest.dtype), below) is not None
             for order in Order:
                 args = VectorTileArgs(
-                    isa=home.name, inner=b.pattern, red=nest.reductions[0], rows=rows, cols=cols, order=order,
-                    trip=a.trip, out=nest.out, bcast=nest.bcast, vec=nest.vec, dtype=DType(nest.dtype),
-                    names=" ".join(names), tail_names=" ".join(tail_names),
+                    isa=home.name,
+                    inner=b.pattern,
+                    red=nest.reductions[0],
+                    rows=rows,
+                    cols=cols,
+                    order=order,
+                    trip=a.trip,
+                    out=nest.out,
+                    bcast=nest.bcast,
+                    vec=nest.vec,
+                    dtype=DType(nest.dtype),
+                    names=" ".join(names),
+                    tail_names=" ".join(tail_names),
                     # only nests other than a plain C[a, b] += A * B need these (older files lack them)
                     reds=" ".join(nest.reductions[1:]) or None,
                     index=" ".join(nest.index) if len(nest.index) > 2 else None,
-                    ctrip=ctrip, col_names=" ".join(col_names) if ctrip else None,
-                    mask_names=" ".join(mask_names) if masks else None, **prep.fields(),
+                    ctrip=ctrip,
+                    col_names=" ".join(col_names) if ctrip else None,
+                    mask_names=" ".join(mask_names) if masks else None,
+                    **prep.fields(),
                 )
                 out.append(self.step(a.pattern, args))
         return out
@@ -284,8 +313,22 @@ class RegisterTile(Rule):
             parts = [f"{extent[d][0]} * {extent[d][1]}:{extent[d][0]} * {extent[d][1]} + {extent[d][0]}" for d in dims]
             window = f"{buffer}[{', '.join(parts)}]"
             for order in (Order.ROWS, Order.COLS):
-                args = ScalarTileArgs(inner=b.pattern, red=k.pattern, rows=rows, cols=cols, group=group, order=order,
-                                      window=window, ao=ao, ai=ai, bo=bo, bi=bi, aio=aio, aii=aii, name=stage)
+                args = ScalarTileArgs(
+                    inner=b.pattern,
+                    red=k.pattern,
+                    rows=rows,
+                    cols=cols,
+                    group=group,
+                    order=order,
+                    window=window,
+                    ao=ao,
+                    ai=ai,
+                    bo=bo,
+                    bi=bi,
+                    aio=aio,
+                    aii=aii,
+                    name=stage,
+                )
                 out.append(self.step(a.pattern, args))
         return out
 

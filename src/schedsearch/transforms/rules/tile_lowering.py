@@ -64,8 +64,9 @@ def column_split(isa: TargetName, dtype: DType, ctrip: int, cols: int) -> tuple[
 def masked_home(isa: TargetName, dtype: DType, columns: int) -> Target | None:
     """The narrowest target of ``isa``'s chain with masked forms of a tile's instructions
     and more than ``columns`` lanes (AVX-512's masks; AVX2 and NEON have no masked FMA)."""
-    fits = [t for t in tile_targets(target(isa), dtype)
-            if (o := t.vector(dtype)).has(*MASKED_ROLES) and o.lanes > columns]
+    fits = [
+        t for t in tile_targets(target(isa), dtype) if (o := t.vector(dtype)).has(*MASKED_ROLES) and o.lanes > columns
+    ]
     return min(fits, key=lambda t: t.vector(dtype).lanes, default=None)
 
 
@@ -109,8 +110,9 @@ def vector_tile(target_loop: str, args: VectorTileArgs) -> list[ExoCall]:
         a, b, ks = nests[-1]
         lanes = masked.vector(args.dtype).lanes
         names = (args.mask_names or "").split()
-        one = replace(_piece(args, b, ks, names), isa=masked.name, cols=lanes,
-                      rows=narrow_rows(masked, 1, args.trip or 1))
+        one = replace(
+            _piece(args, b, ks, names), isa=masked.name, cols=lanes, rows=narrow_rows(masked, 1, args.trip or 1)
+        )
         calls += _tiles(a, one, ks, col_base=main + width, masked=below)
     if width:
         assert narrow is not None
@@ -118,8 +120,12 @@ def vector_tile(target_loop: str, args: VectorTileArgs) -> list[ExoCall]:
         ops = narrow.vector(args.dtype)
         assert ops is not None
         vectors = width // ops.lanes
-        narrower = replace(_piece(args, b, ks, (args.col_names or "").split()), isa=narrow.name, cols=width,
-                           rows=narrow_rows(narrow, vectors, args.trip or 1))
+        narrower = replace(
+            _piece(args, b, ks, (args.col_names or "").split()),
+            isa=narrow.name,
+            cols=width,
+            rows=narrow_rows(narrow, vectors, args.trip or 1),
+        )
         calls += _tiles(a, narrower, ks, col_base=main)
     return calls + _tiles(target_loop, replace(args, ctrip=None), reds) + [ExoCall("simplify")]
 
@@ -129,26 +135,56 @@ def _piece(args: VectorTileArgs, inner: str, reds: list[str], names: list[str]) 
     ``inner`` and reduction loops ``reds``, with its 18 names: no tails or steps of its own."""
     from schedsearch.transforms.rules.register_tile import Order
 
-    return replace(args, inner=inner, red=reds[0], reds=" ".join(reds[1:]) or None, order=Order.ROWS, ctrip=None,
-                   names=" ".join(names[:9]), tail_names=" ".join(names[9:]), col_names=None, mask_names=None,
-                   **dict.fromkeys(Prep().fields()))
+    return replace(
+        args,
+        inner=inner,
+        red=reds[0],
+        reds=" ".join(reds[1:]) or None,
+        order=Order.ROWS,
+        ctrip=None,
+        names=" ".join(names[:9]),
+        tail_names=" ".join(names[9:]),
+        col_names=None,
+        mask_names=None,
+        **dict.fromkeys(Prep().fields()),
+    )
 
 
-def _tiles(target_loop: str, args: VectorTileArgs, reds: list[str], col_base: int = 0,
-           masked: int = 0) -> list[ExoCall]:
+def _tiles(
+    target_loop: str, args: VectorTileArgs, reds: list[str], col_base: int = 0, masked: int = 0
+) -> list[ExoCall]:
     """One nest's kernel, and the cut tail's kernel when its rows do not divide its trip."""
     trip = args.trip or 0
     names = args.names.split()
     a_name = loop_name(target_loop)
-    calls, unrolls = _kernel(args, a_name, target_loop, reds, args.rows, names, base=None,
-                             cut=bool(trip % args.rows), col_base=col_base, masked=masked)
+    calls, unrolls = _kernel(
+        args,
+        a_name,
+        target_loop,
+        reds,
+        args.rows,
+        names,
+        base=None,
+        cut=bool(trip % args.rows),
+        col_base=col_base,
+        masked=masked,
+    )
     if trip % args.rows:
         # The cut tail's rows loop and reduction loops are the second ones named like the
         # main kernel's (whose rows are not unrolled yet).
         start = trip // args.rows * args.rows
         tail = [next_pattern(r) for r in reds]
-        tail_calls, tail_unrolls = _kernel(args, a_name, f"{names[1]} #1", tail, trip % args.rows,
-                                           args.tail_names.split(), base=start, col_base=col_base, masked=masked)
+        tail_calls, tail_unrolls = _kernel(
+            args,
+            a_name,
+            f"{names[1]} #1",
+            tail,
+            trip % args.rows,
+            args.tail_names.split(),
+            base=start,
+            col_base=col_base,
+            masked=masked,
+        )
         calls += tail_calls
         unrolls += tail_unrolls
     # Both kernels are unrolled last: each Exo call costs with the size of the whole proc,
@@ -157,8 +193,16 @@ def _tiles(target_loop: str, args: VectorTileArgs, reds: list[str], col_base: in
 
 
 def _kernel(
-    args: VectorTileArgs, a_name: str, rows_loop: str, reds: list[str], rows: int, names: list[str],
-    base: int | None, cut: bool = False, col_base: int = 0, masked: int = 0,
+    args: VectorTileArgs,
+    a_name: str,
+    rows_loop: str,
+    reds: list[str],
+    rows: int,
+    names: list[str],
+    base: int | None,
+    cut: bool = False,
+    col_base: int = 0,
+    masked: int = 0,
 ) -> tuple[list[ExoCall], list[ExoCall]]:
     """The calls for one kernel on the nest whose rows loop (``a_name`` before the step) is
     ``rows_loop`` and whose

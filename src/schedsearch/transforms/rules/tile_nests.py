@@ -22,7 +22,9 @@ def tile_shapes(t: Target) -> tuple[tuple[int, int], ...]:
     R*V accumulators, V operand vectors and one broadcast in registers.
     """
     fits = [
-        (r, v) for r in range(1, MAX_ROWS + 1) for v in range(1, MAX_VECTORS + 1)
+        (r, v)
+        for r in range(1, MAX_ROWS + 1)
+        for v in range(1, MAX_VECTORS + 1)
         if r * v + v + 1 <= t.registers and r * v >= t.registers // 4
     ]
     fits.sort(key=lambda rv: ((rv[0] + rv[1]) / (rv[0] * rv[1]), -rv[0] * rv[1], rv[1]))
@@ -143,8 +145,9 @@ def vector_nest(view: ProcView, a: LoopInfo, b: LoopInfo) -> VectorNest | None:
     # One element type throughout: a widening product (i8 * i8 -> i32) has no FMA.
     if len(kinds) != 1:
         return None
-    return VectorNest(*names, dtype=kinds.pop().name.lower(), index=tuple(idx),
-                      reductions=tuple(k.pattern for k in chain))
+    return VectorNest(
+        *names, dtype=kinds.pop().name.lower(), index=tuple(idx), reductions=tuple(k.pattern for k in chain)
+    )
 
 
 def scalar_nest(view: ProcView, a: LoopInfo, b: LoopInfo) -> tuple[LoopInfo, str, tuple[str, ...]] | None:

@@ -90,7 +90,9 @@ class VectorizeArgs(StepArgs):
 
     def plan(self) -> Plan:
         """The plan these arguments carry."""
-        return Plan.from_args(lambda name, default=None: getattr(self, name) if getattr(self, name) is not None else default)
+        return Plan.from_args(
+            lambda name, default=None: getattr(self, name) if getattr(self, name) is not None else default
+        )
 
 
 class Vectorize(Rule):
@@ -140,15 +142,30 @@ class Vectorize(Rule):
             used = set(view.names) | {o, i, mo, mi, k, gl}
             # the widest target of the chain whose instructions cover the body: f64 on an
             # AVX-512 CPU is AVX2's (Exo 1.0.0 has no AVX-512 f64 instructions)
-            home, plan = next(((c, pl) for c in chain(t) if (pl := plan_loop(view.proc, info.pattern, c, False, used,
-                                                                              buffers)) is not None), (t, None))
+            home, plan = next(
+                (
+                    (c, pl)
+                    for c in chain(t)
+                    if (pl := plan_loop(view.proc, info.pattern, c, False, used, buffers)) is not None
+                ),
+                (t, None),
+            )
             if plan is None:
                 continue
             lanes = home.lanes(plan.dtype)
 
             # this loop's values bound as defaults: the helpers are only called in this iteration
-            def make(tail: str, p: Plan, names: tuple[str, ...], *, isa: str = home.name, lanes: int = lanes,
-                     trip: int = info.trip, pattern: str = info.pattern, **extra: int) -> Rewrite:
+            def make(
+                tail: str,
+                p: Plan,
+                names: tuple[str, ...],
+                *,
+                isa: str = home.name,
+                lanes: int = lanes,
+                trip: int = info.trip,
+                pattern: str = info.pattern,
+                **extra: int,
+            ) -> Rewrite:
                 args = dict(isa=isa, lanes=lanes, trip=trip, tail=tail, names=" ".join(names))
                 return self.step(pattern, VectorizeArgs(**args, **extra, **p.args()))
 
@@ -229,5 +246,3 @@ def _fresh(used: set[str], *bases: str) -> list[str]:
 
 def _plan_names(plan: Plan) -> set[str]:
     return {b.name for b in plan.binds} | {name for _, name in plan.stages}
-
-
