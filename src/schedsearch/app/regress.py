@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from schedsearch.app.compose import bench_config
 from schedsearch.core import BenchConfig, Candidate, MachineInfo, Status, Timing
@@ -128,7 +129,7 @@ def check_one(
     name = f"{sf.proc}[{sizes}] {path.name}" if sizes else f"{sf.proc} {path.name}"
     notes: list[str] = []
 
-    def result(passed: bool, reason: str = "", **kw: object) -> CaseResult:
+    def result(passed: bool, reason: str = "", **kw: Any) -> CaseResult:
         return CaseResult(
             str(path),
             name,
@@ -139,7 +140,7 @@ def check_one(
             notes=tuple(notes),
             recorded_on=sf.machine.cpu_model,
             **kw,
-        )  # type: ignore[arg-type]
+        )
 
     try:
         needed = target(sf.needs_target)

@@ -296,7 +296,7 @@ def build_kernel(
     ToolchainError. ``timeout`` shortens ``config.build_timeout`` for this build.
     """
     flags = kernel_flags(config, openmp) + _lines(config)
-    extra = _SHARED_FLAGS
+    extra: tuple[str, ...] = _SHARED_FLAGS
     key = artifact_key("kernel", c_source, config, flags + extra)
     path = _artifact_path(cache_dir, key, ".so")
     if not fresh and verified(path):

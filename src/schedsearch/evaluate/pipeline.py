@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from schedsearch.core import (
     ArgSpec,
@@ -185,7 +186,7 @@ def _measurement_from_report(
 ) -> Measurement:
     reports = parse_report(res.stdout, count)
     r = reports[report_index]
-    base = {
+    base: dict[str, Any] = {
         "fingerprint": candidate.fingerprint,
         "build_seconds": build_seconds,
         "run_seconds": res.seconds,
@@ -328,7 +329,14 @@ def build_candidate(
             yard = _built(yardstick, reference, config, Path(cache_dir))
             if not yard.ok or yardstick.uses_openmp != candidate.uses_openmp:
                 yard = None  # a yardstick is only worth its time run the same way as the candidate
-        return Built(candidate.fingerprint, driver, cand, ref, yard, yardstick.fingerprint if yard else "")
+        return Built(
+            candidate.fingerprint,
+            driver,
+            cand,
+            ref,
+            yard,
+            yardstick.fingerprint if yard and yardstick is not None else "",
+        )
 
 
 def run_candidate(

@@ -183,7 +183,7 @@ def _read_until_ready(proc: subprocess.Popen[bytes], out: bytearray, err: bytear
     return False
 
 
-def _text(data: bytes) -> str:
+def _text(data: bytes | bytearray) -> str:
     return data.decode(errors="replace")
 
 

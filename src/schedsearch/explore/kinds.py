@@ -51,8 +51,8 @@ def kind_stats(records: Iterable[CandidateRecord], best_path: Iterable[Candidate
             counts[3] += gain > 1.0
             gains[kind] = max(gains.get(kind, 0.0), gain)
     stats = [
-        KindStats(kind, *counts, on_best_path=on_path.get(kind, 0), best_gain=gains.get(kind))
-        for kind, counts in rows.items()
+        KindStats(kind, tried, legal, ok, faster, on_best_path=on_path.get(kind, 0), best_gain=gains.get(kind))
+        for kind, (tried, legal, ok, faster) in rows.items()
     ]
     stats.sort(key=lambda s: (-s.tried, s.kind))
     return stats

@@ -6,7 +6,7 @@ import itertools
 import math
 import statistics
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from schedsearch.core import CandidateRecord, Status
 from schedsearch.explore._optional import require
@@ -63,7 +63,9 @@ def plot_tree(tree: SearchTree, ax: Axes | None = None, *, labels: bool | None =
     if ok:
         speedups = [r.speedup if r.speedup is not None else math.nan for r in ok]
         finite = sorted(s for s in speedups if s > 0 and math.isfinite(s))
-        style = dict(s=size, zorder=3, edgecolors="k", linewidths=0.3, label=f"ok ({len(ok)})", gid="nodes:ok")
+        style: dict[str, Any] = dict(
+            s=size, zorder=3, edgecolors="k", linewidths=0.3, label=f"ok ({len(ok)})", gid="nodes:ok"
+        )
         if finite:
             # From the median to the best: the top half spreads over the whole colour map
             # instead of sharing one end of it with a long tail of slow candidates.

@@ -201,7 +201,7 @@ class SearchTree:
         measured = [(r, elapsed(r)) for r in self.records if r.status not in (Status.PENDING, Status.TAMPERED)]
         timed = [(r, t) for r, t in measured if t is not None]
         timed.sort(key=lambda rt: (rt[0].measured_unix or 0.0, rt[0].id))
-        return timed  # type: ignore[return-value]
+        return timed
 
     def best(self, k: int = 5) -> list[CandidateRecord]:
         """The ``k`` fastest ``ok`` candidates with a timing, fastest first."""

@@ -198,6 +198,7 @@ def _finalists(
     # From here on events show the side-by-side times: they decide the winner.
     ledger.top = timed[:TOP_N]
     if winner is not fastest:
+        assert winner.seconds is not None and fastest.seconds is not None  # only timed ones are here
         message += (
             f"; #{winner.id} ({_steps(winner.depth)}) ties the fastest, #{fastest.id} "
             f"({_steps(fastest.depth)}), within noise side by side "

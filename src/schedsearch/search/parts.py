@@ -76,12 +76,12 @@ class TwoParts:
                 asked.add(pid)
                 out.append(self.costly_waiting[pid])
         for parent in parents:
-            pid = parent.parent_id
-            if pid is not None and pid in self.costly_waiting and pid not in asked:
-                asked.add(pid)
-                out.append(self.costly_waiting[pid])
-            elif pid is not None and pid in self.first_coming:
-                self.costly_owed.add(pid)
+            parent_id = parent.parent_id
+            if parent_id is not None and parent_id in self.costly_waiting and parent_id not in asked:
+                asked.add(parent_id)
+                out.append(self.costly_waiting[parent_id])
+            elif parent_id is not None and parent_id in self.first_coming:
+                self.costly_owed.add(parent_id)
             out.append(parent)
         return out
 

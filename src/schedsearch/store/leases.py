@@ -56,9 +56,9 @@ def stored_lease(
         t if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) else None
         for t in (acquired_at, heartbeat_at, timeout)
     ]
-    if any(t is None for t in times) or times[2] <= 0:  # type: ignore[operator]
+    acquired, beat, span = times
+    if acquired is None or beat is None or span is None or span <= 0:
         return Lease(search_id, LeaseOwner(text_host, number_pid, str(token)), 0.0, 0.0, 0.0)
-    acquired, beat, span = times  # type: ignore[misc]
     return Lease(
         search_id,
         LeaseOwner(text_host, number_pid, str(token)),

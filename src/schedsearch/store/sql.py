@@ -502,7 +502,7 @@ class SqlStore(sql_leases.LeaseMethods):
             select(CandidateRow).where(CandidateRow.search_id == search_id, CandidateRow.fingerprint == fingerprint)
         )
 
-    def _candidates(self, search_id: int, stmt: Select[tuple[CandidateRow]]) -> list[CandidateRecord]:
+    def _candidates(self, search_id: int, stmt: Select[CandidateRow]) -> list[CandidateRecord]:
         with self._session() as s:
             self._search_row(s, search_id)
             return [convert.candidate_record(r) for r in s.scalars(stmt.where(CandidateRow.search_id == search_id))]
@@ -518,7 +518,7 @@ _OUTLINE_COLUMNS = (
 )
 
 
-def _fastest(k: int) -> Select[tuple[CandidateRow]]:
+def _fastest(k: int) -> Select[CandidateRow]:
     return (
         select(CandidateRow)
         .where(CandidateRow.status == Status.OK.value, CandidateRow.time_median.is_not(None))

@@ -21,7 +21,7 @@ import hashlib
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from schedsearch.core import (
     ArgRole,
@@ -467,7 +467,8 @@ class FakeExecutor:
         if not self.report_seconds:
             return result
         key = "seconds" if isinstance(result, Expansion) else "run_seconds"
-        return dataclasses.replace(result, **{key: self._duration(job)})
+        changes: dict[str, Any] = {key: self._duration(job)}
+        return dataclasses.replace(result, **changes)
 
     def _duration(self, job: Job) -> float:
         if job.kind is JobKind.EXPAND and job.stream:

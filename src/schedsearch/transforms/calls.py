@@ -294,10 +294,10 @@ def run(proc, call: ExoCall, memo: CallMemo | None = None):
             _check_unroll(proc, args[0])
         result = fn(proc, *args, **kwargs)
     except Exception as exc:
-        if key is not None:
+        if memo is not None and key is not None:
             memo.put(key, proc, error=exc)
         raise
-    if key is not None:
+    if memo is not None and key is not None:
         memo.put(key, proc, result)
     return result
 

@@ -39,6 +39,7 @@ def _import_context(module: types.ModuleType, search_dir: str | None) -> Iterato
     sys.modules[name] = module
     added_path = bool(search_dir) and search_dir not in sys.path
     if added_path:
+        assert search_dir is not None  # added_path says so
         sys.path.insert(0, search_dir)
     try:
         yield

@@ -89,7 +89,8 @@ def _window_read(window, env: dict[str, tuple[int, int]], out: list) -> bool:
     """Record a window passed to a call (an instruction's operand) as a read; an interval
     ``lo:lo + w`` becomes ``lo + t`` for a fresh variable ``t`` in ``[0, w)``. False when an
     interval's width is not constant."""
-    forms, inner = [], dict(env)
+    forms: list[dict[str, int] | None] = []
+    inner = dict(env)
     for n, dim in enumerate(window.idx()):
         if isinstance(dim, tuple):  # an interval (lo, hi); a point is one expression
             lo, hi = affine(dim[0]), affine(dim[1])

@@ -17,6 +17,7 @@ carries it as plain text (``Plan.args``), so lowering it needs no proc.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from exo.API_cursors import (
     AllocCursor,
@@ -337,8 +338,8 @@ def _map_plan(planner: _Planner, loop, tree: list, leaves: list, inner: set[str]
             loads += 1
             planner.use(Role.LOAD)
         planner.use(Role.STORE)
-    planned = []
-    folds = []
+    planned: list[tuple[tuple[int, ...], list[Any]]] = []
+    folds: list[tuple[tuple[int, ...], bool]] = []
     for path, stmt in leaves:
         planner.pending, planner.fold = [], None
         planner.leaf(stmt)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from exo.API_cursors import (
     AllocCursor,
@@ -117,7 +118,7 @@ def _children(stmt) -> Iterator:
             yield from orelse
 
 
-def statements(proc) -> Iterator[tuple[object, tuple[tuple[object, str], ...]]]:
+def statements(proc) -> Iterator[tuple[Any, tuple[tuple[Any, str], ...]]]:  # Exo cursors
     """Every statement in pre-order with its enclosing loops as ``(ForCursor, pattern)``."""
     counts: dict[str, int] = {}
 

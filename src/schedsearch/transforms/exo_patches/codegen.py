@@ -18,8 +18,10 @@ where other names may be in scope, is compiled anew. The C is the same, byte for
 
 from __future__ import annotations
 
+from typing import Any
 
-def fields_once(compiler: type, call: type) -> None:
+
+def fields_once(compiler: Any, call: type) -> None:  # Exo's Compiler class (untyped)
     """Give Exo's C ``compiler`` class ``window_struct_fields`` answers kept for the length of
     one ``call`` statement (``LoopIR.Call``) in ``comp_s``."""
     comp_s, window_struct_fields = compiler.comp_s, compiler.window_struct_fields

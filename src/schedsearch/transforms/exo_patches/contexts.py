@@ -42,7 +42,7 @@ def remembering_contexts(extraction: type, kept: int = KEPT) -> type:
     first statement (by identity)."""
     recent: OrderedDict[tuple[str, int, int], tuple[object, object, object]] = OrderedDict()
 
-    class RememberedContext(extraction):  # type: ignore[misc, valid-type]
+    class RememberedContext(extraction):
         """Exo's context extraction, each answer worked out once per (proc, statement)."""
 
         def _remembered(self, what: str, work):

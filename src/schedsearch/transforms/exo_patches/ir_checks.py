@@ -36,7 +36,7 @@ def _ir_classes(base: type) -> list[type]:
 
 def _unregistered(classes: list[type]) -> bool:
     """True when none of ``classes`` has a virtual subclass registered with it."""
-    return all(isinstance(cls, abc.ABCMeta) and not abc._get_dump(cls)[0] for cls in classes)
+    return all(isinstance(cls, abc.ABCMeta) and not abc._get_dump(cls)[0] for cls in classes)  # type: ignore[attr-defined]  # CPython's private helper
 
 
 def _remembering(typ: type, convert: bool, seq: bool, opt: bool, error: type):

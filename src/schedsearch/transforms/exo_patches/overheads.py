@@ -113,7 +113,7 @@ class UnusedSolver:
         self.levels -= 1
 
 
-def z3_mode_only(smt_solver: type) -> bool:
+def z3_mode_only(smt_solver: type | None) -> bool:
     """Whether ``SMTSolver`` is the one this stand-in was written against: always in z3
     mode, using its pysmt solver for push and pop only (and a model that raises first)."""
     try:

@@ -82,7 +82,7 @@ class StepArgs:
     """Base of every rule's argument record: its fields are checked when it is built."""
 
     def __post_init__(self) -> None:
-        hints = _hints(type(self))
+        hints = _hints(type(self))  # type: ignore[arg-type]  # a class is hashable; mypy checks its instances' __hash__
         for f in dataclasses.fields(self):
             value = _checked(f, hints[f.name], getattr(self, f.name))
             object.__setattr__(self, f.name, value)  # a valid enum spelling becomes the enum

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from exo.API_cursors import AllocCursor
 
@@ -24,7 +24,7 @@ from schedsearch.transforms.walk import LoopInfo, all_names, fresh_name, loops, 
 class ProcView:
     """What the proposers need to know about a proc, computed once per proposal round."""
 
-    proc: object
+    proc: Any  # an Exo Procedure (Exo has no type information)
     loops: tuple[LoopInfo, ...]
     names: frozenset[str]
     arg_tensors: frozenset[str]

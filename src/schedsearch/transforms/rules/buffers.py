@@ -73,7 +73,7 @@ class StageMem(Rule):
                     out.append(self.step(info.pattern, args))
         return out
 
-    def lower(self, target: str, args: StageMemArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: StageMemArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         calls = [ExoCall("reorder_loops", (Loop(target, up=1),))] * (args.hoist or 0)
         calls.append(ExoCall("stage_mem", (Loop(target), args.window, args.name)))
         if ":" in args.window:
@@ -129,6 +129,6 @@ class Pack(Rule):
         args = PackArgs(buffer=window.buffer, window=window.window, name=name, interchange=interchange or None)
         return self.step(target, args)
 
-    def lower(self, target: str, args: PackArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: PackArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         calls = [ExoCall("reorder_loops", (Loop(target),))] if args.interchange else []
         return calls + [ExoCall("stage_mem", (Loop(target), args.window, args.name)), ExoCall("simplify")]

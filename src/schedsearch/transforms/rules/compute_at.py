@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from exo.API_cursors import AllocCursor
 
@@ -246,7 +247,7 @@ class ComputeAt(Rule):
     def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
         out = []
         for s in stages(view):
-            base = {"producer": s.producer.pattern, "buffer": s.buffer, "dim": s.dim}
+            base: dict[str, Any] = {"producer": s.producer.pattern, "buffer": s.buffer, "dim": s.dim}
             if s.lead >= 1:
                 fold = s.lead - s.low + 1 if s.local else 0
                 args = ComputeAtArgs(**base, mode=ComputeMode.SLIDE, lead=s.lead, fold=fold, stack=s.on_stack(fold))
@@ -270,7 +271,7 @@ class ComputeAt(Rule):
                 out.append(self.step(s.consumer.pattern, args))
         return out
 
-    def lower(self, target: str, args: ComputeAtArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: ComputeAtArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         if args.mode is ComputeMode.SLIDE:
             return _slide(args)
         return _strip(target, args)

@@ -142,7 +142,7 @@ class Reorder(Rule):
         targets = [pair_target(view, info) for info in view.loops if info.only_child]
         return [self.step(target, NoArgs()) for target in targets if target is not None]
 
-    def lower(self, target: str, args: NoArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: NoArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         return [ExoCall("reorder_loops", (Nest(target),))]
 
 
@@ -176,7 +176,7 @@ class Split(Rule):
                 out.append(self.step(info.pattern, SplitArgs(factor=f, outer=outer, inner=inner, tail=tail)))
         return out
 
-    def lower(self, target: str, args: SplitArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: SplitArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         if args.tail is Tail.PERFECT:
             return [divide(target, args.factor, args.outer, args.inner)]
         # A tail leaves "n / f * f" in indices; Exo 1.0.0 prints it as a float ("42.0")
@@ -217,7 +217,7 @@ class Tile(Rule):
                     out.append(self.step(a.pattern, args))
         return out
 
-    def lower(self, target: str, args: TileArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: TileArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         return [
             divide(target, args.fa, args.ao, args.ai),
             divide(args.inner, args.fb, args.bo, args.bi),
@@ -244,7 +244,7 @@ class Hoist(Rule):
     def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
         return [self.step(info.pattern, HoistArgs(levels=n)) for info in view.loops for n in range(2, info.chain + 1)]
 
-    def lower(self, target: str, args: HoistArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: HoistArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         return [ExoCall("reorder_loops", (Loop(target, up=1),))] * args.levels
 
 
@@ -295,7 +295,7 @@ class Sink(Rule):
                     out.append(self.step(info.pattern, args))
         return out
 
-    def lower(self, target: str, args: SinkArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: SinkArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         # each reorder swaps the inner part with the loop that is now its whole body
         return [
             divide(target, args.factor, args.outer, args.inner),
@@ -327,7 +327,7 @@ class Unroll(Rule):
             and info.trip * info.statements <= MAX_UNROLLED_STATEMENTS
         ]
 
-    def lower(self, target: str, args: NoArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: NoArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         return [ExoCall("unroll_loop", (target,))]
 
 
@@ -354,7 +354,7 @@ class Fuse(Rule):
                 out.append(self.step(info.pattern, FuseArgs(second=other.pattern)))
         return out
 
-    def lower(self, target: str, args: FuseArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: FuseArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         # the sibling right after the target: its pattern may be renumbered by then
         return [ExoCall("fuse", (Loop(target), Loop(target, next=True)))]
 
@@ -371,7 +371,7 @@ class Simplify(Rule):
     def propose(self, view: ProcView, options: ExpandOptions) -> list[Rewrite]:
         return [self.step("proc", NoArgs())]
 
-    def lower(self, target: str, args: NoArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: NoArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         return [ExoCall("simplify")]
 
 
@@ -389,5 +389,5 @@ class Parallelize(Rule):
             return []
         return [self.step(info.pattern, NoArgs()) for info in view.loops if info.depth == 0]
 
-    def lower(self, target: str, args: NoArgs) -> list[ExoCall]:
+    def lower(self, target: str, args: NoArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         return [ExoCall("parallelize_loop", (target,))]

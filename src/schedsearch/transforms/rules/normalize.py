@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from exo.API_cursors import ForCursor, ReduceCursor
 
@@ -75,7 +76,7 @@ class Prep:
     panel: Panel | None = None
     blocking: Blocking | None = None
 
-    def fields(self) -> dict[str, object]:
+    def fields(self) -> dict[str, Any]:
         """These steps as a composite's step arguments (``VectorTileArgs``), None when absent."""
         panel = self.panel
         return {
@@ -202,8 +203,9 @@ class Fission(Rule):
                     out += [self.step(pattern, FissionArgs(before=flag, lifts=n)) for n in sorted({1, depth})]
         return out
 
-    def lower(self, target: str, args: FissionArgs) -> list[ExoCall]:
-        return Prep(**{"fission_before" if args.before else "fission_after": target, "lifts": args.lifts}).calls()
+    def lower(self, target: str, args: FissionArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
+        fields: dict[str, Any] = {"fission_before" if args.before else "fission_after": target, "lifts": args.lifts}
+        return Prep(**fields).calls()
 
 
 def _apply(proc, calls: list[ExoCall]):

@@ -4,7 +4,7 @@ unrolled for gcc's vectoriser (the ``scalar`` target's tile)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from schedsearch.core import DType
 from schedsearch.targets import Role, Target, TargetName, chain, target
@@ -146,7 +146,7 @@ def _piece(args: VectorTileArgs, inner: str, reds: list[str], names: list[str]) 
         tail_names=" ".join(names[9:]),
         col_names=None,
         mask_names=None,
-        **dict.fromkeys(Prep().fields()),
+        **_absent(Prep().fields()),
     )
 
 
@@ -328,3 +328,8 @@ def scalar_tile(target_loop: str, args: ScalarTileArgs) -> list[ExoCall]:
     else:
         calls += [ExoCall("reorder_loops", (Loop(args.bi, up=1),)), ExoCall("unroll_loop", (args.ai,))]
     return calls + [ExoCall("simplify")]
+
+
+def _absent(fields: dict[str, Any]) -> dict[str, Any]:
+    """The same fields, every one None."""
+    return dict.fromkeys(fields)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from schedsearch.core import DType, ExpandOptions, Rewrite, RewriteKind
 from schedsearch.targets import Role, TargetName, chain, target
@@ -166,7 +167,7 @@ class Vectorize(Rule):
                 pattern: str = info.pattern,
                 **extra: int,
             ) -> Rewrite:
-                args = dict(isa=isa, lanes=lanes, trip=trip, tail=tail, names=" ".join(names))
+                args: dict[str, Any] = dict(isa=isa, lanes=lanes, trip=trip, tail=tail, names=" ".join(names))
                 return self.step(pattern, VectorizeArgs(**args, **extra, **p.args()))
 
             def tail_of(width: int, trip: int = info.trip) -> str | None:
@@ -192,7 +193,7 @@ class Vectorize(Rule):
                         out.append(make(tail, plan, (o, i, k, gl), vecs=vecs))
         return out
 
-    def lower(self, target_loop: str, args: VectorizeArgs) -> list[ExoCall]:
+    def lower(self, target_loop: str, args: VectorizeArgs) -> list[ExoCall]:  # type: ignore[override]  # each rule lowers its own record
         plan = args.plan()
         t = target(args.isa)
         ops = t.vector(plan.dtype)
@@ -238,7 +239,7 @@ class Vectorize(Rule):
 
 
 def _fresh(used: set[str], *bases: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for base in bases:
         out.append(fresh_name(used | set(out), base))
     return out
