@@ -165,7 +165,9 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
         store.close()
     if as_json:
         data = run_json(search, best, db)
-        data["top"] = [_record_json(r, parents.get(r.parent_id), best) for r in records]
+        data["top"] = [
+            _record_json(r, parents.get(r.parent_id) if r.parent_id is not None else None, best) for r in records
+        ]
         print_json(data)
         return
     console = stdout_console()

@@ -125,7 +125,7 @@ class RayExecutor(BlockingCalls):
             self._runner_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
             self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
             self._factory, self._options = expander_factory, expand_options
-            self._actors = [
+            self._actors: list[Any] = [  # None for one killed, until it is next needed (``_actor``)
                 self._actor_cls.remote(expander_factory, expand_options, self._cache_dir, bench) for _ in range(workers)
             ]
             # The target's header is precompiled on a build core while the root is expanded,

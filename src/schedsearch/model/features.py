@@ -272,8 +272,8 @@ def candidate_features(
             bits = max(bits, int(width) if width else 128)
         if found:
             vector_dynamic += dyn
-    for kind, n in kinds.items():
-        f[f"vec_{kind}"] = _log2(1 + n)
+    for vec_kind, n in kinds.items():
+        f[f"vec_{vec_kind}"] = _log2(1 + n)
     f["vector_bits"] = bits
     f["dynamic_vector_share"] = vector_dynamic / total if total else 0.0
 
@@ -311,8 +311,8 @@ def candidate_features(
             f["levels_in_l2"] = sum(b <= caches.l2 for b in ws) / len(ws)
 
     moved = c_text.traffic(accesses, (caches.l1, caches.l2, caches.l3))
-    for level, bytes_ in zip(("l1", "l2", "l3"), moved, strict=True):
-        f[f"traffic_{level}"] = _log2(bytes_ / flops) if bytes_ and flops else 0.0
+    for cache, bytes_ in zip(("l1", "l2", "l3"), moved, strict=True):
+        f[f"traffic_{cache}"] = _log2(bytes_ / flops) if bytes_ and flops else 0.0
 
     f["local_buffers"] = sum(not b.vector for b in buffers)
     f["log2_local_bytes"] = _log2(sum(b.bytes for b in buffers if not b.vector))

@@ -17,7 +17,8 @@ from schedsearch.core import FeatureVector, TrainingSample
 class Predictor(Protocol):
     """A trained model."""
 
-    trained_on: int
+    @property
+    def trained_on(self) -> int: ...
 
     def predict(self, features: Sequence[FeatureVector]) -> list[float]: ...
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, update
+from sqlalchemy import ColumnElement, CursorResult, update
 from sqlalchemy.orm import Session
 
 from schedsearch.core import LEASE_TIMEOUT_SECONDS, Lease, LeaseGrant, LeaseOwner, LeaseState
@@ -78,11 +78,14 @@ def acquire(s: Session, row: SearchRow, owner: LeaseOwner, timeout: float, now: 
         assert current is not None
         raise leases.busy(where, current, now)
     acquired = current.acquired_at if found is LeaseState.MINE and current is not None else now
-    taken = s.execute(
-        update(SearchRow)
-        .where(*_as_read(row))
-        .values(columns(owner, acquired, now, timeout))
-        .execution_options(synchronize_session=False)
+    taken = cast(
+        "CursorResult[Any]",
+        s.execute(
+            update(SearchRow)
+            .where(*_as_read(row))
+            .values(columns(owner, acquired, now, timeout))
+            .execution_options(synchronize_session=False)
+        ),
     )
     if taken.rowcount != 1:  # unreachable under the transaction's lock; never hand a lease out twice
         raise StoreError(f"the lease of search {row.id} in {where} changed while it was being taken; try again")
@@ -92,22 +95,28 @@ def acquire(s: Session, row: SearchRow, owner: LeaseOwner, timeout: float, now: 
 
 def renew(s: Session, search_id: int, owner: LeaseOwner, now: float) -> bool:
     """Move ``owner``'s heartbeat to ``now``; False when ``owner`` does not hold the lease."""
-    beat = s.execute(
-        update(SearchRow)
-        .where(SearchRow.id == search_id, SearchRow.lease_token == owner.token)
-        .values(lease_heartbeat_at=now)
-        .execution_options(synchronize_session=False)
+    beat = cast(
+        "CursorResult[Any]",
+        s.execute(
+            update(SearchRow)
+            .where(SearchRow.id == search_id, SearchRow.lease_token == owner.token)
+            .values(lease_heartbeat_at=now)
+            .execution_options(synchronize_session=False)
+        ),
     )
     return beat.rowcount == 1
 
 
 def release(s: Session, search_id: int, owner: LeaseOwner) -> bool:
     """Free the lease if ``owner`` holds it."""
-    freed = s.execute(
-        update(SearchRow)
-        .where(SearchRow.id == search_id, SearchRow.lease_token == owner.token)
-        .values(FREE)
-        .execution_options(synchronize_session=False)
+    freed = cast(
+        "CursorResult[Any]",
+        s.execute(
+            update(SearchRow)
+            .where(SearchRow.id == search_id, SearchRow.lease_token == owner.token)
+            .values(FREE)
+            .execution_options(synchronize_session=False)
+        ),
     )
     return freed.rowcount == 1
 

@@ -95,8 +95,8 @@ class StoreContract(ReuseContract, LeaseContract):
     # ---------------------------------------------------------------- searches
 
     def test_is_a_core_store(self, store: Any) -> None:
-        assert isinstance(store, Store)
         assert callable(store.frontier)
+        assert isinstance(store, Store)
 
     def test_create_search_round_trips(self, store: Any) -> None:
         before = time.time()

@@ -142,7 +142,9 @@ class ExoCall:
     """``p = op(p, *args, **kwargs)`` where Loop and Memory args are resolved on ``p``."""
 
     op: str
-    args: tuple[Loop | Nest | Stmt | Within | After | Instr | Memory | ArgData | tuple[Instr, ...], ...] = ()
+    args: tuple[
+        Loop | Nest | Stmt | Within | After | Instr | Memory | ArgData | tuple[Instr, ...] | tuple[Stmt, ...], ...
+    ] = ()
     kwargs: tuple[tuple[str, ArgData], ...] = ()
 
 

@@ -55,7 +55,9 @@ def code_version() -> str:
     try:
         exo = importlib.metadata.version("exo-lang")
     except importlib.metadata.PackageNotFoundError:  # Exo from a source tree: its files say it
-        exo = str(Path(importlib.util.find_spec("exo").origin or "").parent)
+        spec = importlib.util.find_spec("exo")
+        assert spec is not None  # Exo is imported already
+        exo = str(Path(spec.origin or "").parent)
     h = hashlib.sha256(f"exo {exo}".encode())
     for path in sorted(package.rglob("*.py")):
         h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")

@@ -288,7 +288,7 @@ def plan_loop(
     """The plan vectorising loop ``pattern`` on ``t`` (with a masked tail if ``masked``), or
     None. New buffer names avoid ``used``; ``buffers`` is ``buffers_of(proc)`` if known."""
     loop = proc.find_loop(pattern)
-    leaves: list = []
+    leaves: list[tuple[tuple[int, ...], Any]] = []
     inner: set[str] = set()
     try:
         tree = _tree(loop.body(), (), leaves, inner)

@@ -6,6 +6,7 @@ import operator
 import os
 import types
 from collections.abc import Mapping
+from typing import cast
 
 from exo import Procedure
 
@@ -176,7 +177,7 @@ def _check_sizes(
     missing = [k for k in size_args if k not in given]
     if missing:
         raise WorkloadError(f"{name} needs values for its size arguments: {', '.join(missing)}.")
-    return tuple((k, int(given[k])) for k in size_args)
+    return tuple((k, int(cast(int, given[k]))) for k in size_args)  # checked above
 
 
 def _evaluate(expr, env: dict[str, int]):
@@ -230,9 +231,10 @@ def arg_specs(name: str, proc: Procedure) -> tuple[ArgSpec, ...]:
         if kind == "Tensor":
             role = ArgRole.TENSOR
             dims = [literal(d) for d in shapes[arg].shape()]
-            if any(d is None for d in dims):
+            known = [d for d in dims if d is not None]
+            if len(known) != len(dims):
                 raise WorkloadError(f"{where} has a shape that is not constant after binding sizes ({typ}).")
-            shape = tuple(int(d) for d in dims)
+            shape = tuple(int(d) for d in known)
         try:
             specs.append(ArgSpec(arg, role, dtype, shape, output=arg in outputs))
         except ValueError as exc:

@@ -116,6 +116,8 @@ class UnusedSolver:
 def z3_mode_only(smt_solver: type | None) -> bool:
     """Whether ``SMTSolver`` is the one this stand-in was written against: always in z3
     mode, using its pysmt solver for push and pop only (and a model that raises first)."""
+    if smt_solver is None:
+        return False
     try:
         source = inspect.getsource(smt_solver)
     except (OSError, TypeError):

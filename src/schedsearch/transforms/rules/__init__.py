@@ -113,13 +113,21 @@ def propose_all(proc, options: ExpandOptions) -> list[Rewrite]:
     for rule in RULES:
         blind = rule.shape_blind_args()
         for rw in rule.propose(view, options):
-            info = by_pattern.get(rw.target)
-            if info is not None and info.pattern in cold:
+            target_info = by_pattern.get(rw.target)
+            if target_info is not None and target_info.pattern in cold:
                 continue
-            if info is not None:
+            if target_info is not None:
                 # the arguments that shape the result, not the names or loop patterns it uses
                 shaping = tuple((k, v) for k, v in rw.args if k not in blind)
-                key = (rw.kind, info.name, info.trip, info.statements, info.depth, info.chain, shaping)
+                key = (
+                    rw.kind,
+                    target_info.name,
+                    target_info.trip,
+                    target_info.statements,
+                    target_info.depth,
+                    target_info.chain,
+                    shaping,
+                )
                 if key in seen:
                     continue
                 seen.add(key)

@@ -30,7 +30,7 @@ class ProcView:
     arg_tensors: frozenset[str]
     #: Element type of every tensor a nest may compute with: the arguments and the tensors
     #: the proc allocates (a stage's intermediate, such as ``tmp`` between two products).
-    tensor_types: Mapping[str, object]
+    tensor_types: Mapping[str, Any]  # Exo types
 
     @staticmethod
     def of(proc) -> ProcView:

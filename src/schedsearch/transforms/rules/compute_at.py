@@ -124,10 +124,11 @@ def _local_rows(producer_cursor, buffer: str, dim: int) -> tuple[bool, int | Non
     if not isinstance(alloc, AllocCursor) or alloc.name() != buffer or not alloc.is_tensor():
         return False, None
     sizes = [literal(e) for n, e in enumerate(alloc.shape()) if n != dim]
-    if any(s is None for s in sizes):
+    known = [s for s in sizes if s is not None]
+    if len(known) != len(sizes):
         return True, None
     elements = 1
-    for s in sizes:
+    for s in known:
         elements *= s
     return True, elements
 

@@ -205,6 +205,7 @@ class Tile(Rule):
         for a in view.loops:
             if not a.only_child or a.trip is None or a.lo != 0:
                 continue
+            assert a.child is not None  # set whenever only_child is
             b = view.loop(a.child)
             if b.trip is None or b.lo != 0:
                 continue

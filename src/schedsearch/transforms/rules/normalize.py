@@ -284,6 +284,7 @@ def blockings(prep: Prep, view: ProcView, keys: frozenset, matches) -> Iterator[
         if (a.pattern, b.pattern) not in keys or not chain or len(chain) != 1:
             continue
         k = chain[0]
+        assert k.trip is not None  # reduction_chain keeps loops of constant trip count only
         factor = reduction_block(k.trip)
         if factor is None:
             continue

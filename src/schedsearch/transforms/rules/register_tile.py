@@ -247,6 +247,7 @@ class RegisterTile(Rule):
         options: ExpandOptions,
         prep: Prep = Prep(),
     ) -> list[Rewrite]:
+        assert a.trip is not None and b.trip is not None  # tile_nests yields constant loops only
         ops = home.vector(nest.dtype)
         assert ops is not None
         fresh = view.fresh(
@@ -265,7 +266,8 @@ class RegisterTile(Rule):
             and rows <= a.trip
             and (tails or a.trip % rows == 0)
         ]
-        shapes.sort(key=lambda shape: b.trip % shape[1] != 0)  # whole tiles first, tails after
+        btrip = b.trip
+        shapes.sort(key=lambda shape: btrip % shape[1] != 0)  # whole tiles first, tails after
         out = []
         for rows, cols in shapes[:SHAPES_PER_TARGET]:
             ctrip = b.trip if b.trip % cols else None
@@ -298,6 +300,7 @@ class RegisterTile(Rule):
         return out
 
     def _scalar(self, view: ProcView, a: LoopInfo, b: LoopInfo) -> list[Rewrite]:
+        assert a.trip is not None and b.trip is not None  # tile_nests yields constant loops only
         found = scalar_nest(view, a, b)
         if found is None:
             return []

@@ -54,9 +54,9 @@ def column_split(isa: TargetName, dtype: DType, ctrip: int, cols: int) -> tuple[
     columns, not one AVX-512 vector and 12); what no vector fits stays a plain nest."""
     main = ctrip // cols * cols
     rest = ctrip - main
-    fits = [t for t in tile_targets(target(isa), dtype) if t.vector(dtype).lanes <= rest]
-    narrow = min(fits, key=lambda t: rest % t.vector(dtype).lanes, default=None)  # min keeps the widest of ties
-    lanes = narrow.vector(dtype).lanes if narrow is not None else 0
+    fits = [t for t in tile_targets(target(isa), dtype) if t.lanes(dtype) <= rest]
+    narrow = min(fits, key=lambda t: rest % t.lanes(dtype), default=None)  # min keeps the widest of ties
+    lanes = narrow.lanes(dtype) if narrow is not None else 0
     width = rest // lanes * lanes if lanes else 0
     return main, narrow, width, rest - width
 
@@ -65,9 +65,11 @@ def masked_home(isa: TargetName, dtype: DType, columns: int) -> Target | None:
     """The narrowest target of ``isa``'s chain with masked forms of a tile's instructions
     and more than ``columns`` lanes (AVX-512's masks; AVX2 and NEON have no masked FMA)."""
     fits = [
-        t for t in tile_targets(target(isa), dtype) if (o := t.vector(dtype)).has(*MASKED_ROLES) and o.lanes > columns
+        t
+        for t in tile_targets(target(isa), dtype)
+        if (o := t.vector(dtype)) is not None and o.has(*MASKED_ROLES) and o.lanes > columns
     ]
-    return min(fits, key=lambda t: t.vector(dtype).lanes, default=None)
+    return min(fits, key=lambda t: t.lanes(dtype), default=None)
 
 
 def narrow_rows(t: Target, vectors: int, trip: int) -> int:
@@ -108,7 +110,7 @@ def vector_tile(target_loop: str, args: VectorTileArgs) -> list[ExoCall]:
         calls += [ExoCall("reorder_loops", (Loop(b),))] * len(ks)
     if masked is not None:
         a, b, ks = nests[-1]
-        lanes = masked.vector(args.dtype).lanes
+        lanes = masked.lanes(args.dtype)
         names = (args.mask_names or "").split()
         one = replace(
             _piece(args, b, ks, names), isa=masked.name, cols=lanes, rows=narrow_rows(masked, 1, args.trip or 1)

@@ -36,6 +36,7 @@ def tile_nests(view: ProcView) -> Iterator[tuple[LoopInfo, LoopInfo]]:
     for a in view.loops:
         if not a.only_child or a.trip is None or a.lo != 0:
             continue
+        assert a.child is not None  # set whenever only_child is
         b = view.loop(a.child)
         if b.only_child and b.trip is not None and b.lo == 0:
             yield a, b

@@ -167,8 +167,10 @@ class Vectorize(Rule):
                 pattern: str = info.pattern,
                 **extra: int,
             ) -> Rewrite:
-                args: dict[str, Any] = dict(isa=isa, lanes=lanes, trip=trip, tail=tail, names=" ".join(names))
-                return self.step(pattern, VectorizeArgs(**args, **extra, **p.args()))
+                args: dict[str, Any] = dict(
+                    isa=isa, lanes=lanes, trip=trip, tail=tail, names=" ".join(names), **extra, **p.args()
+                )
+                return self.step(pattern, VectorizeArgs(**args))
 
             def tail_of(width: int, trip: int = info.trip) -> str | None:
                 if trip < width or (trip % width and not options.allow_tails):
