@@ -108,12 +108,13 @@ def list_command(db: str | None, as_json: bool) -> None:
                     "evaluated": s.counters.evaluated,
                     "elapsed_seconds": round(s.elapsed_seconds, 3),
                     "baseline_seconds": s.baseline_seconds,
-                    "best_candidate_id": bests[s.id].record.id if bests[s.id] else None,
-                    "best_seconds": bests[s.id].seconds if bests[s.id] else None,
-                    "best_speedup": bests[s.id].speedup if bests[s.id] else None,
-                    "best": best_json(bests[s.id]),
+                    "best_candidate_id": best.record.id if best else None,
+                    "best_seconds": best.seconds if best else None,
+                    "best_speedup": best.speedup if best else None,
+                    "best": best_json(best),
                 }
                 for s in searches
+                for best in [bests[s.id]]
             ]
         )
         return

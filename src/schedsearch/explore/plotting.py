@@ -50,7 +50,11 @@ def plot_tree(tree: SearchTree, ax: Axes | None = None, *, labels: bool | None =
         height = min(max(3.5, 0.9 * (layout.depth + 1) + 1.5), 12.0)
         _, ax = plt.subplots(figsize=(width, height))
 
-    edges = [(pos[r.parent_id], pos[r.id]) for r in tree.records if r.parent_id in pos and r.id in pos]
+    edges = [
+        (pos[r.parent_id], pos[r.id])
+        for r in tree.records
+        if r.parent_id is not None and r.parent_id in pos and r.id in pos
+    ]
     ax.add_collection(LineCollection(edges, colors="0.7", linewidths=0.6, zorder=1, gid="edges"))
     size = 60.0 if len(pos) <= 50 else 25.0 if len(pos) <= 500 else 10.0
 
@@ -187,21 +191,21 @@ def plot_progress(
         for n, (r, t) in enumerate(measured, 1)
         if r.status is Status.OK and r.seconds is not None
     ]
-    dots = [(a, b) for a, b in dots if b is not None]
-    if dots:
+    shown = [(a, b) for a, b in dots if b is not None]
+    if shown:
         ax.scatter(
-            [a for a, _ in dots],
-            [b for _, b in dots],
+            [a for a, _ in shown],
+            [b for _, b in shown],
             s=8,
             color="0.65",
             alpha=0.6,
             zorder=1,
             linewidths=0,
-            label=f"candidates ({len(dots)})",
+            label=f"candidates ({len(shown)})",
             gid="candidates",
         )
     xs = [p.elapsed if x == "time" else float(p.count) for p in points]
-    ys = [p.speedup if by_speedup else p.seconds for p in points]
+    ys = [p.speedup for p in points if p.speedup is not None] if by_speedup else [p.seconds for p in points]
     last = points[-1]
     final = f"{last.speedup:.3g}×" if by_speedup else f"{last.seconds:.3g} s"
     label = f"best so far (#{last.candidate_id}: {final})"

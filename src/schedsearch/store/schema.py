@@ -41,8 +41,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import cast
 
-from sqlalchemy import Connection, Engine, inspect, select, text, update
+from sqlalchemy import Connection, Engine, Table, inspect, select, text, update
 from sqlalchemy.exc import DBAPIError
 
 from schedsearch.errors import StoreError
@@ -230,7 +231,9 @@ def create_schema(engine: Engine, where: str) -> None:
                         return
                     Base.metadata.create_all(conn)
                     conn.execute(
-                        SchemaInfoRow.__table__.insert().values(
+                        cast(Table, SchemaInfoRow.__table__)
+                        .insert()
+                        .values(
                             id=1,
                             version=SCHEMA_VERSION,
                             created_at=time.time(),

@@ -13,11 +13,11 @@ search's lease changes.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, Self, cast
 
-from sqlalchemy import Select, insert, literal, null, select, update
+from sqlalchemy import Select, Table, insert, literal, null, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -44,7 +44,10 @@ from schedsearch.errors import StoreError
 from schedsearch.store import convert, engine, leases, rules, schema, sql_leases
 from schedsearch.store.models import CandidateRow, SearchRow, WorkloadRow
 
-_DIALECT_INSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+_DIALECT_INSERTS: dict[str, Callable[[Table], sqlite.Insert | postgresql.Insert]] = {
+    "sqlite": sqlite.insert,
+    "postgresql": postgresql.insert,
+}
 #: Fingerprints per ``IN (...)`` list: well under every backend's limit on bound parameters.
 _IN_CHUNK = 500
 
@@ -75,7 +78,7 @@ class SqlStore(sql_leases.LeaseMethods):
         self._insert_candidate = (
             None
             if dialect_insert is None
-            else dialect_insert(CandidateRow.__table__).on_conflict_do_nothing(
+            else dialect_insert(cast(Table, CandidateRow.__table__)).on_conflict_do_nothing(
                 index_elements=["search_id", "fingerprint"]
             )
         )
@@ -195,7 +198,7 @@ class SqlStore(sql_leases.LeaseMethods):
             else:
                 try:
                     with s.begin_nested():
-                        s.connection().execute(insert(CandidateRow.__table__), values)
+                        s.connection().execute(insert(cast(Table, CandidateRow.__table__)), values)
                 except IntegrityError:
                     pass
             row = self._by_fingerprint(s, search_id, candidate.fingerprint)
@@ -293,7 +296,8 @@ class SqlStore(sql_leases.LeaseMethods):
         with self._session() as s:
             self._search_row(s, search_id)
             rows = s.scalars(stmt) if code else s.execute(stmt)
-            return [convert.candidate_record(row, schedules) for row in rows]
+            # an outline's Row has a CandidateRow's column names, which is all candidate_record reads
+            return [convert.candidate_record(row, schedules) for row in rows]  # type: ignore[arg-type]
 
     def top_candidates(self, search_id: int, k: int = 10) -> list[CandidateRecord]:
         """The k fastest ``ok`` candidates of the search (ties: older first)."""

@@ -364,6 +364,6 @@ def _reduce_plan(planner: _Planner, tree: list, stmt) -> Plan:
     # zero the partial sums; add them up with one instruction, or spill them to add in C
     planner.use(Role.ZERO)
     planner.use(Role.REDUCE if planner.ops.has(Role.REDUCE) else Role.STORE)
-    planned = [((0,), planner.pending)]
+    planned: list[tuple[tuple[int, ...], list[Any]]] = [((0,), planner.pending)]
     body = _shape(tree, _bound(planned))
     return Plan("reduce", planner.ops.dtype, _bind_list(planned), stages, body, planner.instructions())

@@ -186,14 +186,16 @@ class ComputeMode(StrEnum):
     SLIDE = "slide"  # each producer row once, before the first consumer row reading it
 
 
+# ignore[misc] below: mypy takes args.count()/loop()/naming(), which are dataclasses.field()
+# without a default, for defaults
 @dataclass(frozen=True, slots=True)
 class ComputeAtArgs(StepArgs):
     """The producer, the buffer between the stages and the form; each form's own fields."""
 
     producer: str = loop()
-    buffer: str
+    buffer: str  # type: ignore[misc]
     dim: int = count(0)  # the buffer's row dimension
-    mode: ComputeMode
+    mode: ComputeMode  # type: ignore[misc]
     stack: bool = False  # the shrunk local buffer goes on the stack
     lead: int | None = count(default=None)  # slide: producer rows before the first consumer row
     fold: int | None = count(0, default=None)  # slide: rows of the circular buffer (0: not folded)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from math import prod
+from typing import cast
 
 from exo.API_cursors import BinaryOpCursor, ReadCursor, ReduceCursor
 
@@ -102,8 +103,9 @@ def _streams_along(read, a: str, b: str, allowed: set[str]) -> bool:
     """Whether ``read`` is worth a panel for a tile over rows ``a`` and columns ``b``: it
     depends on ``b`` but not on ``a``, only through affine indices of ``allowed`` variables,
     and is not already contiguous along ``b``."""
-    forms = [affine(e) for e in read.idx()]
-    if any(f is None for f in forms):
+    found = [affine(e) for e in read.idx()]
+    forms = [f for f in found if f is not None]
+    if len(forms) != len(found):
         return False
     names = set().union(*({k for k in f if k} for f in forms))
     if a in names or b not in names or not names <= allowed:
@@ -128,7 +130,8 @@ def panel_candidates(view: ProcView) -> Iterator[Panel]:
         rhs = body[0].rhs()
         if not isinstance(rhs, BinaryOpCursor) or rhs.op() != "*":
             continue
-        dims = tuple((k.name, k.trip) for k in chain) + ((b.name, b.trip),)
+        # tile_nests and reduction_chain keep loops of constant trip count only
+        dims = cast("tuple[tuple[str, int], ...]", tuple((k.name, k.trip) for k in chain) + ((b.name, b.trip),))
         if prod(extent for _, extent in dims) > MAX_PANEL_ELEMENTS:
             continue
         outer = {info.name for info in view.loops if info.depth < a.depth}

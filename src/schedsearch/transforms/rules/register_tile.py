@@ -66,6 +66,8 @@ class Order(StrEnum):
     COLS = "cols"  # columns of tiles outermost: a packed column panel is copied once per column
 
 
+# ignore[misc] below: mypy takes args.count()/loop()/naming(), which are dataclasses.field()
+# without a default, for defaults
 @dataclass(frozen=True, slots=True)
 class VectorTileArgs(StepArgs):
     """A register tile in a vector target's instructions."""
@@ -74,10 +76,10 @@ class VectorTileArgs(StepArgs):
     red: str = loop()  # the outermost reduction loop
     rows: int = count()
     cols: int = count()
-    order: Order
-    out: str  # the output, broadcast and streamed (vector) operands
-    bcast: str
-    vec: str
+    order: Order  # type: ignore[misc]
+    out: str  # type: ignore[misc]  # the output, broadcast and streamed (vector) operands
+    bcast: str  # type: ignore[misc]
+    vec: str  # type: ignore[misc]
     names: str = naming()  # nine names: rows, columns, vector, lane loops; three buffers
     tail_names: str = naming()  # the same for the cut tail's kernel
     isa: TargetName = TargetName.AVX2  # ``simd_kernel`` steps name none: they are AVX2 tiles
@@ -140,6 +142,8 @@ class VectorTileArgs(StepArgs):
             raise ArgError(str(exc)) from None
 
 
+# ignore[misc] below: mypy takes args.count()/loop()/naming(), which are dataclasses.field()
+# without a default, for defaults
 @dataclass(frozen=True, slots=True)
 class ScalarTileArgs(StepArgs):
     """A register tile left to gcc's vectoriser: staged output tile, rows unrolled in groups."""
@@ -149,8 +153,8 @@ class ScalarTileArgs(StepArgs):
     rows: int = count()
     cols: int = count()
     group: int = count()  # rows unrolled together
-    order: Order
-    window: str  # the output tile staged, e.g. C[8 * io:8 * io + 8, 8 * jo:8 * jo + 8]
+    order: Order  # type: ignore[misc]
+    window: str  # type: ignore[misc]  # the output tile staged, e.g. C[8 * io:8 * io + 8, 8 * jo:8 * jo + 8]
     ao: str = naming()
     ai: str = naming()
     bo: str = naming()

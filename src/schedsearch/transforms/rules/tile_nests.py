@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from exo.API_cursors import BinaryOpCursor, ReadCursor, ReduceCursor
 
@@ -147,7 +148,10 @@ def vector_nest(view: ProcView, a: LoopInfo, b: LoopInfo) -> VectorNest | None:
     if len(kinds) != 1:
         return None
     return VectorNest(
-        *names, dtype=kinds.pop().name.lower(), index=tuple(idx), reductions=tuple(k.pattern for k in chain)
+        *names,
+        dtype=kinds.pop().name.lower(),
+        index=tuple(cast("list[str]", idx)),
+        reductions=tuple(k.pattern for k in chain),
     )
 
 

@@ -59,6 +59,8 @@ class VectorMode(StrEnum):
     REDUCE = "reduce"  # every iteration adds into one output
 
 
+# ignore[misc] below: mypy takes args.count()/loop()/naming(), which are dataclasses.field()
+# without a default, for defaults
 @dataclass(frozen=True, slots=True)
 class VectorizeArgs(StepArgs):
     """A vectorized loop: the target, the width, the tail, and the plan (``Plan.args``)."""
@@ -66,14 +68,14 @@ class VectorizeArgs(StepArgs):
     isa: TargetName
     lanes: int = count()
     trip: int = count()
-    tail: VectorTail
+    tail: VectorTail  # type: ignore[misc]
     names: str = naming()  # the loops the step creates (and a reduction's buffers)
-    mode: VectorMode
-    dtype: DType
-    binds: str  # the plan: binds, staged windows, body shape, instructions, folds
-    stages: str
-    body: str
-    ops: str
+    mode: VectorMode  # type: ignore[misc]
+    dtype: DType  # type: ignore[misc]
+    binds: str  # type: ignore[misc]  # the plan: binds, staged windows, body shape, instructions, folds
+    stages: str  # type: ignore[misc]
+    body: str  # type: ignore[misc]
+    ops: str  # type: ignore[misc]
     folds: str | None = None
     accs: int | None = count(default=None)  # vectors of partial sums (a reduction)
     vecs: int | None = count(default=None)  # output vectors side by side (a loop with an inner loop)
