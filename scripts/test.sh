@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh), build the documentation (scripts/docs.sh) and run the whole test
-# suite: unit tests, integration tests with real Exo, gcc, Ray, SQLite and PostgreSQL,
-# notebooks, and the regression check of the committed example schedules. Extra arguments go
-# to pytest (to both passes).
+# Set up (scripts/setup.sh), check src/ with ruff and mypy, build the documentation
+# (scripts/docs.sh) and run the whole test suite: unit tests, integration tests with real
+# Exo, gcc, Ray, SQLite and PostgreSQL, notebooks, and the regression check of the committed
+# example schedules. Extra arguments go to pytest (to both passes).
 #
 # Two passes: everything but the tests marked `serial` runs on every core (pytest-xdist);
 # then the `serial` ones, which time the machine (how fast a stop is acknowledged, whether
@@ -13,6 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYTHONDONTWRITEBYTECODE=1
+# Lint, formatting and types of src/ (settings in pyproject.toml): any finding fails the run.
+# Seconds for ruff; mypy about 20 s on two cores, its cache in a temporary folder.
+.venv/bin/ruff check src
+.venv/bin/ruff format --check src
+mypy_cache=$(mktemp -d)
+.venv/bin/mypy --cache-dir="$mypy_cache"
+rm -rf "$mypy_cache"
 # The documentation site, strictly: a warning (a broken link, a page left out of the nav, a
 # docstring mkdocstrings cannot read) fails the run. Seconds; built into a temporary folder.
 docs_out=$(mktemp -d)

@@ -85,7 +85,7 @@ def _trusting(seq: bool):
     return lambda value: value
 
 
-def _converting_once(check):
+def _converting_once(check: typing.Callable[[typing.Any], typing.Any]) -> typing.Callable[[typing.Any], typing.Any]:
     """``check`` (a converting field check: an operator given as text becomes Exo's
     operator, a ``str`` subclass) asked once per value: the answer for a text seen before
     is the equal operator made then."""
