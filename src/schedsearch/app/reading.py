@@ -8,16 +8,37 @@ stored in a database is embedded or executed only under ``check_stored_source``.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from schedsearch.app.compose import CLI, Spelling, bench_config, db_label, expand_options, open_db
 from schedsearch.app.searching import WorkloadFile, load
-from schedsearch.core import CandidateRecord, Rewrite, Schedule, SearchRecord, Store, Workload
+from schedsearch.core import (
+    CandidateRecord,
+    LeaseOwner,
+    LeaseState,
+    Rewrite,
+    Schedule,
+    SearchRecord,
+    SearchStatus,
+    Store,
+    Workload,
+)
 from schedsearch.errors import NoScheduleError, StoreError
 from schedsearch.numbers import DeclaredBest, NumberKind, load_declared_best
 from schedsearch.schedule_file import ScheduleFile, relative_workload_path
+from schedsearch.store.leases import judge
+
+
+def driver_gone(store: Store, search: SearchRecord) -> bool:
+    """Whether a search recorded as running has no live driver: its process ended without
+    finishing it (killed, a lost machine), so nothing will update it until it is resumed.
+    A driver on another host counts as live until its lease's timeout has passed."""
+    if search.status is not SearchStatus.RUNNING:
+        return False
+    return judge(store.lease(search.id), LeaseOwner.here(), time.time()) is not LeaseState.LIVE
 
 
 @dataclass(frozen=True, slots=True)

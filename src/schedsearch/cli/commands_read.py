@@ -13,7 +13,16 @@ from typing import Any
 import click
 from rich.table import Table
 
-from schedsearch.app import WorkloadFile, best_known, explain, export_c, export_py, export_source, schedule_file_of
+from schedsearch.app import (
+    WorkloadFile,
+    best_known,
+    driver_gone,
+    explain,
+    export_c,
+    export_py,
+    export_source,
+    schedule_file_of,
+)
 from schedsearch.cli.commands_run import best_json, run_json, steps_json
 from schedsearch.cli.numbers_view import (
     BEST_MARK,
@@ -92,6 +101,7 @@ def list_command(db: str | None, as_json: bool) -> None:
     try:
         searches = store.list_searches()
         bests = {s.id: load_declared_best(store, s) for s in searches}
+        gone = {s.id for s in searches if driver_gone(store, s)}
     finally:
         store.close()
     if as_json:
@@ -103,6 +113,7 @@ def list_command(db: str | None, as_json: bool) -> None:
                     "proc": s.workload.proc,
                     "sizes": s.workload.sizes_dict,
                     "status": s.status.value,
+                    "driver_gone": s.id in gone,
                     "ended": ending(s).value,
                     "strategy": s.config.strategy.value,
                     "evaluated": s.counters.evaluated,
@@ -131,10 +142,11 @@ def list_command(db: str | None, as_json: bool) -> None:
         table.add_column(col, justify="right" if col in ("time", "speedup") else "left")
     for s in searches:
         b = bests[s.id]
+        status = f"{s.status.value} (no driver)" if s.id in gone else s.status.value
         table.add_row(
             str(s.id),
             s.workload.label,
-            s.status.value,
+            status,
             str(s.counters.evaluated),
             f"{s.elapsed_seconds:.0f} s",
             f"#{b.record.id}" if b else "-",
@@ -157,6 +169,7 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
     store = open_db(db, create=False, read_only=True)
     try:
         search = store.get_search(search_id)
+        gone = driver_gone(store, search)
         best = load_declared_best(store, search)
         records = store.top_candidates(search_id, top)
         parents = {r.parent_id: store.get_candidate(r.parent_id) for r in records if r.parent_id is not None}
@@ -166,13 +179,14 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
         store.close()
     if as_json:
         data = run_json(search, best, db)
+        data["driver_gone"] = gone
         data["top"] = [
             _record_json(r, parents.get(r.parent_id) if r.parent_id is not None else None, best) for r in records
         ]
         print_json(data)
         return
     console = stdout_console()
-    print_whole(console, summary_grid(search, best, root, db_label(db)))
+    print_whole(console, summary_grid(search, best, root, db_label(db), driver_gone=gone))
     print_whole(
         console,
         ranked_table(

@@ -164,8 +164,11 @@ def search_spent_text(search: SearchRecord) -> str:
     return f"{words} of {search.elapsed_seconds:.1f} s" if words else ""
 
 
-def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: CandidateRecord | None, db: str) -> Table:
-    """Key facts of one search as a two-column grid (``show``'s header)."""
+def summary_grid(
+    search: SearchRecord, best: DeclaredBest | None, root: CandidateRecord | None, db: str, driver_gone: bool = False
+) -> Table:
+    """Key facts of one search as a two-column grid (``show``'s header); ``driver_gone``: a
+    running search whose driver ended without finishing it says so, and how to go on."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -173,7 +176,16 @@ def summary_grid(search: SearchRecord, best: DeclaredBest | None, root: Candidat
     rows = [
         ("search", f"{search.id}  ({db})"),
         ("workload", f"{search.workload.label}  from {search.workload.path}"),
-        ("status", status_text(search)),
+        (
+            "status",
+            status_text(search)
+            + (
+                f" - but no driver runs it any more (its process ended without finishing it): "
+                f"`schedsearch resume {search.id}` goes on with it"
+                if driver_gone
+                else ""
+            ),
+        ),
         (
             "strategy",
             f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}, "
