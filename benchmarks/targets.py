@@ -53,6 +53,7 @@ from schedsearch.evaluate.pipeline import remeasure
 from schedsearch.evaluate.bench import bench_cpu
 from schedsearch.evaluate.ray_backend import RayExecutor
 from schedsearch.search import make_strategy, run_search
+from schedsearch.numbers import ending
 from schedsearch.store import open_store
 from schedsearch.targets import build_flags, resolve
 from schedsearch.transforms import Expander, describe_step, load_workload, root_candidate
@@ -189,14 +190,15 @@ def reference_seconds(name: str, case: Case) -> tuple[str, float, float]:
     return label, gemv_seconds(case.sizes["M"], dtype, transposed), 0
 
 
-def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
+def tune(case: Case, budget: float, tmp: str, name: str, auto_stop: bool = True) -> dict:
     """One search of ``case``; the best's re-measured seconds and GFLOP/s."""
     workload = load_workload(EXAMPLES / case.file, case.proc, case.sizes)
     chosen = resolve(case.target, cpu_flags())
     target = chosen.name.value
     # as `schedsearch run --target --float` builds
     bench = BenchConfig(cflags=build_flags(BenchConfig().cflags, chosen, case.float_mode), float_mode=case.float_mode)
-    config = SearchConfig(max_seconds=budget, workers=2, finalists=3, bench=bench, expand=ExpandOptions(target=target))
+    config = SearchConfig(max_seconds=budget, workers=2, finalists=3, bench=bench, expand=ExpandOptions(target=target),
+                          auto_stop=auto_stop)
     cache = Path(tmp) / f"{name}.cache"  # a fresh build cache: nothing compiled before is free
     executor = RayExecutor(Expander, config.expand, config.bench, workers=2, cache_dir=cache)
     store = open_store(f"{tmp}/{name}.db")
@@ -218,6 +220,7 @@ def tune(case: Case, budget: float, tmp: str, name: str) -> dict:
     return {
         "target": target, "float_mode": case.float_mode.value, "cflags": " ".join(bench.cflags), "wall": time.perf_counter() - started,
         "evaluated": record.counters.evaluated, "search_seconds": record.best_seconds,
+        "ended": ending(record).value, "elapsed": record.elapsed_seconds - record.counters.spent.baseline_wait,
         "model_spearman": record.model_accuracy.spearman if record.model_accuracy else None,
         "baseline": record.baseline_seconds, "flops": workload.flops,
         "schedule": [describe_step(s) for s in best.schedule.steps] if best else [],
@@ -246,6 +249,7 @@ def main() -> None:
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every budget (0.1 for a smoke run)")
     ap.add_argument("--budget", type=float, default=None, help="seconds of search for every case (instead of its own)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--no-early-stop", action="store_true", help="every search runs to its budget")
     ap.add_argument("--rounds", type=int, default=5, help="turns of reference and best kernel timed after each search")
     args = ap.parse_args()
     unknown = [c for c in args.cases if c not in CASES]
@@ -259,7 +263,7 @@ def main() -> None:
     for name in args.cases or list(CASES):
         case = CASES[name]
         budget = (args.budget or case.budget) * args.budget_scale
-        found = tune(case, budget, tmp, name)
+        found = tune(case, budget, tmp, name, auto_stop=not args.no_early_stop)
         label, ref, seconds, ref_flops = side_by_side(name, case, found, args.rounds)
         found["seconds"] = seconds
         if ref_flops:
@@ -269,7 +273,7 @@ def main() -> None:
         else:
             ratio = ref / seconds
             line = f"{seconds * 1e6:.1f} us vs {ref * 1e6:.1f} us of {label}: {ratio:.2f}x"
-        print(f"{name:14s} [{found['target']}, {case.float_mode} float, {budget:.0f} s, {found['evaluated']} evaluated, "
+        print(f"{name:14s} [{found['target']}, {case.float_mode} float, {budget:.0f} s, {found['ended']} after {found['elapsed']:.0f} s, {found['evaluated']} evaluated, "
               f"{found['baseline'] / seconds:.1f}x over unscheduled] {line}", flush=True)
         print(f"{'':14s} schedule: {'; '.join(found['schedule'])}", flush=True)
         results[name] = {**found, "reference": label, "reference_seconds": ref, "ratio": ratio}
