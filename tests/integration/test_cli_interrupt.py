@@ -85,7 +85,7 @@ def test_ctrl_c_leaves_a_resumable_search(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    assert "schedsearch resume" in err
+    assert "schedsearch resume" in out  # the summary, with how to go on, is the result: stdout
     listed = json.loads(run_cli("list", "--db", str(db), "--json").stdout)
     assert listed[0]["status"] == "interrupted"
     resume_and_check(db, measured(db), "--workers", "0")
