@@ -164,6 +164,7 @@ def ending(search: SearchRecord) -> Ending:
         config.early_stop is None
         and config.auto_stop
         and stopped_improving(counters, search.elapsed_seconds - counters.spent.baseline_wait)
+        and counters.untried_ahead == 0
     ):
         return Ending.STOPPED_IMPROVING
     # The loop stops searching early enough to re-measure the finalists inside the budget,

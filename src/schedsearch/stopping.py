@@ -11,6 +11,9 @@ gain (``Counters.gain_seconds``, ``gain_measured``):
          and   seconds since the gain  >= max(MIN_SECONDS,    PATIENCE * seconds up to it)
 
 Both must hold: a slow kernel measures few candidates a minute, a fast expansion many.
+And a search with a cost model also waits while the model predicts an untried candidate
+(one made, not yet measured) faster than the best by more than the model's typical error
+(``ahead``): what the model still expects to pay is measured before the search ends.
 Seconds are the search's own (``Ledger.search_seconds``: without the wait for the
 baseline, which grows with the problem's size, not with the search). The rule is a pure
 function of numbers a search records, so ``benchmarks/early_stop.py`` replays recorded
@@ -20,6 +23,7 @@ off; ``--early-stop N`` replaces it with "N candidates in a row without a real g
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from schedsearch.core import Counters
@@ -51,6 +55,12 @@ class StoppingRule:
 
 
 DEFAULT_RULE = StoppingRule()
+
+
+def ahead(best: float, untried: Sequence[float], error: float) -> int:
+    """How many of the ``untried`` candidates' predictions (log time ratios) beat the
+    prediction for the best, ``best``, by more than ``error``, the model's typical error."""
+    return sum(1 for p in untried if p < best - error)
 
 
 def stopped_improving(counters: Counters, seconds: float, rule: StoppingRule = DEFAULT_RULE) -> bool:

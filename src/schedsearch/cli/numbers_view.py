@@ -96,7 +96,11 @@ def status_text(search: SearchRecord) -> str:
             f"{search.status.value}: {how.text} (no new best in the last {search.counters.since_best} "
             f"candidates){last_gain_text(search)}"
         )
-    return f"{search.status.value}: {how.text}{last_gain_text(search)}"
+    ahead = search.counters.untried_ahead
+    held = (
+        f"; the cost model still predicted {ahead} untried candidate{'s' if ahead != 1 else ''} faster" if ahead else ""
+    )
+    return f"{search.status.value}: {how.text}{last_gain_text(search)}{held}"
 
 
 def last_gain_text(search: SearchRecord) -> str:

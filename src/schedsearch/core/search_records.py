@@ -59,6 +59,9 @@ class Counters(JsonRecord):
     # baseline) and its measured candidates then (``schedsearch.stopping``)
     gain_seconds: float = 0.0
     gain_measured: int = 0
+    # untried children the cost model last predicted faster than the best beyond its typical
+    # error, looked at once the stretch without a gain was long enough (``search.untried``)
+    untried_ahead: int = 0
     # timed with the node's builds and expansions running beside (``TimingMode.AUTO``, ``SHARED``)
     timed_beside: int = 0
     spent: TimeSpent = TimeSpent()  # where the time went (``TimeSpent``)

@@ -8,6 +8,7 @@ model, and scores the predictions it made against what was then measured.
 from __future__ import annotations
 
 import random
+import statistics
 from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from schedsearch.core import (
     TrainingSample,
 )
 from schedsearch.search import ranking
+
+#: Scored predictions needed before the model's typical error is told (``typical_error``).
+ERROR_PAIRS = 20
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,8 @@ class Guidance:
         (queued earlier, already recorded as pending) are never skipped: beyond the cut they
         keep their place at the back.
         """
-        if not children or any(c.features is None for c in children):
-            return Ordering(list(children), {}, [])
-        if isinstance(self.model, CandidateCostModel):
-            predictions = self.model.predict_candidates(children)
-        else:
-            predictions = self.model.predict([c.features for c in children])  # type: ignore[misc]
-        if len(predictions) != len(children):
+        predictions = self.predictions(children)
+        if not predictions:
             return Ordering(list(children), {}, [])
         kinds = [c.schedule.steps[-1].kind.value if c.schedule.steps else "" for c in children]
         order, drawn = ranking.measuring_order(predictions, self._rng, apart=self.apart, kinds=kinds)
@@ -97,6 +96,25 @@ class Guidance:
         kept = [c for c in tail if c.fingerprint in stored]
         skipped = [c for c in tail if c.fingerprint not in stored]
         return Ordering(ordered[:keep] + kept, predicted, skipped, explored - {c.fingerprint for c in skipped})
+
+    def predictions(self, candidates: Sequence[Candidate]) -> list[float]:
+        """The model's predictions (log time / root time) for ``candidates``, in order, or
+        ``[]`` when it has none to give or a candidate has no features."""
+        if not candidates or any(c.features is None for c in candidates):
+            return []
+        if isinstance(self.model, CandidateCostModel):
+            predictions = self.model.predict_candidates(candidates)
+        else:
+            predictions = self.model.predict([c.features for c in candidates])  # type: ignore[misc]
+        return list(predictions) if len(predictions) == len(candidates) else []
+
+    def typical_error(self) -> float | None:
+        """The median distance between the latest predictions and what was then measured
+        (log time ratios): how far off the model usually is. None before it has
+        ``ERROR_PAIRS`` such pairs to tell."""
+        if len(self._scored) < ERROR_PAIRS:
+            return None
+        return statistics.median(abs(p - m) for p, m, _ in self._scored)
 
     def learn(self, record: CandidateRecord) -> None:
         """Give the model an ``ok`` measurement; score the prediction it had made for it."""

@@ -37,6 +37,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -75,6 +76,7 @@ from schedsearch.search.rounds import (
     leaders_in,
     likely,
 )
+from schedsearch.search.untried import UntriedLook
 from schedsearch.stopping import stopped_improving
 
 #: The longest the loop waits for results before it looks at ``stop`` and the budget again.
@@ -144,6 +146,7 @@ class Pipeline:
         self.intake = Intake(
             store, ledger, self.measuring, self.asker.parts, EarlierSearches(config, store, executor, root, ledger)
         )
+        self.untried = UntriedLook(guide, ledger)  # the stopping rule's model half
         # The last look that found nothing being measured (``_count_idle``; None: something was).
         self.idle_since: float | None = None
 
@@ -261,7 +264,8 @@ class Pipeline:
     def _stopped_improving(self) -> bool:
         """Whether ``config.early_stop`` candidates in a row brought no new best
         (``Counters.since_best``), or, without it, ``config.auto_stop``'s rule says the
-        stretch since the last real gain is long enough (``schedsearch.stopping``). A new
+        stretch since the last real gain is long enough and the cost model predicts no
+        untried child faster than the best (``schedsearch.stopping``, ``search.untried``). A new
         best still being confirmed is waited for: it may end the run of measurements without
         progress."""
         if self.confirms.pending():
@@ -269,7 +273,11 @@ class Pipeline:
         c = self.ledger.counters
         if self.config.early_stop is not None:
             return c.since_best >= self.config.early_stop
-        return self.config.auto_stop and stopped_improving(c, self.ledger.search_seconds())
+        if not (self.config.auto_stop and stopped_improving(c, self.ledger.search_seconds())):
+            return False
+        ahead = self.untried.count((self.current, self.next))
+        self.ledger.counters = dataclasses.replace(c, untried_ahead=ahead)
+        return ahead == 0
 
     def _candidates_left(self) -> int | None:
         """Evaluations the candidate budget still allows beyond those in flight."""
