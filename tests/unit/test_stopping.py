@@ -11,7 +11,8 @@ from schedsearch.numbers import Ending, ending
 from schedsearch.search import make_strategy, run_search
 from schedsearch.stopping import DEFAULT_RULE, StoppingRule
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeClock, FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeClock, FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 RULE = StoppingRule(patience=2.0, min_candidates=100, min_seconds=60.0)
 
