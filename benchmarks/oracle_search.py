@@ -80,7 +80,8 @@ class OracleModel:
 
 def main(argv: list[str] | None = None) -> int:
     from schedsearch.app.compose import make_cost_model, make_executor
-    from schedsearch.app.searching import SearchRunner, SearchSettings, WorkloadFile, start_search
+    from schedsearch.app.searching import SearchRunner, WorkloadFile, start_search
+    from schedsearch.app.settings import SearchSettings
     from schedsearch.cli.wiring import parse_sizes
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -22,6 +22,8 @@ _LAZY = {
     "load_schedule": "schedsearch.api",
     "TuneResult": "schedsearch.api",
     "LoadedSchedule": "schedsearch.api",
+    "SearchSettings": "schedsearch.api",
+    "SettingError": "schedsearch.api",
     "SchedsearchError": "schedsearch.errors",
     "WorkloadError": "schedsearch.errors",
     "NoScheduleError": "schedsearch.errors",
@@ -31,7 +33,16 @@ __all__ = ["__version__", *_LAZY]
 
 if TYPE_CHECKING:
     # for type checkers: at run time ``__getattr__`` imports these on first use
-    from schedsearch.api import LoadedSchedule, TuneResult, apply, load_schedule, resume, tune  # noqa: F401
+    from schedsearch.api import (  # noqa: F401
+        LoadedSchedule,
+        SearchSettings,
+        SettingError,
+        TuneResult,
+        apply,
+        load_schedule,
+        resume,
+        tune,
+    )
     from schedsearch.errors import NoScheduleError, SchedsearchError, WorkloadError  # noqa: F401
 
 

@@ -14,8 +14,8 @@ worker can rebuild it::
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import math
 import os
 import signal
 import time
@@ -23,10 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from schedsearch.app import (
-    MAX_BUDGET,
     PYTHON,
     ExportSource,
     SearchRun,
@@ -44,18 +43,15 @@ from schedsearch.app import (
     start_search,
     step_lines,
 )
+from schedsearch.app.settings import SettingError, checked, knobs
 from schedsearch.core import (
     CandidateRecord,
-    CostModelMode,
-    FloatMode,
     Schedule,
     SearchEvent,
     SearchRecord,
     SearchStatus,
-    TimingMode,
     Workload,
 )
-from schedsearch.core import StrategyKind as _Strategy
 from schedsearch.errors import NoScheduleError
 from schedsearch.progress import progress_renderer
 from schedsearch.schedule_file import ScheduleFile, read_schedule_file, write_schedule_file
@@ -129,110 +125,51 @@ def tune(
     sizes: Mapping[str, int] | None = None,
     *,
     proc: str | None = None,
-    budget: float | None = None,
-    max_candidates: int | None = None,
-    early_stop: int | Literal[False] | None = None,
     db: str | os.PathLike | None = None,
-    workers: int = 0,
     address: str | None = None,
-    target: str = "auto",
-    seed: int = 0,
-    cost_model: str = "rank",
-    strategy: str = "best-first",
-    max_depth: int = 12,
-    cc: str | None = None,
-    cflags: str | None = None,
-    parallel: bool = False,
-    remeasure: bool = False,
-    warm_start: bool = True,
-    float_mode: str = "strict",
-    timing: str = "auto",
-    defer_costly: bool = True,
-    yardstick: bool = True,
-    confirm_best: bool = True,
-    compiler_notes: bool = True,
+    settings: SearchSettings | None = None,
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
+    **setting: Any,
 ) -> TuneResult:
     """Search for a fast schedule and return the tuned proc: ``schedsearch run`` in Python.
 
     ``proc_or_path`` is an Exo ``@proc`` (its source is captured: the definition and the
     names it uses) or the path of a workload file (``proc`` names the proc when the file
     holds several). ``sizes`` binds size arguments (a file's ``SCHEDSEARCH_SIZES`` gives
-    defaults). ``budget`` is the search's wall time in seconds (default 120), counted once
-    the workers are ready (loading the workload and starting them are recorded apart, as
-    ``time_spent.starting``); ``max_candidates`` caps the
-    candidates measured; ``early_stop`` ends the search once that many candidates in a
-    row brought no new best beyond the timing noise (None: once the stretch without such a
-    gain is long against the search before it, ``schedsearch.stopping``; False: never
-    before a budget is spent). ``db`` is the results database (default ``schedsearch.db`` in the
-    current directory), where ``apply()`` and the CLI find the search later.
+    defaults). ``db`` is the results database (default ``schedsearch.db`` in the current
+    directory), where ``apply()`` and the CLI find the search later. Runs in this process
+    unless ``workers`` >= 1 or ``address`` (a Ray cluster) is given.
 
-    Runs in this process unless ``workers`` >= 1 or ``address`` (a Ray cluster) is given.
-    ``target`` is an instruction set (``auto``: the widest this CPU has); ``cost_model`` is
-    ``off``, ``rank`` or ``prune``; the same ``seed`` gives the same search order. What
-    earlier searches measured of the same C on this machine is reused (``remeasure=True``
-    measures everything), and a new search first tries the best schedules earlier searches
-    of this proc found (``warm_start=False`` opts out). ``float_mode="relaxed"`` lets the
-    compiler divide by a constant's reciprocal, as Halide does by default; candidates are
-    still checked against the proc built strictly. ``timing="shared"`` lets builds and
-    expansions run on while a kernel is timed (more candidates a second, noisier times),
-    ``"quiet"`` pauses them for every timing, and ``"auto"`` pauses them while the node's own
-    timings show that they disturb it.
-    ``defer_costly=False`` tries all of a large node's rewrites at once, instead of its
-    reorders, hoists, sinks and packs (seconds of Exo each there) when it is picked again.
-    ``yardstick=False`` times each candidate alone instead of beside the fastest kernel
-    so far (which keeps times comparable on a host whose speed drifts).
-    ``confirm_best=False`` takes a candidate's first measurement as it is, instead of
-    measuring a new best twice and counting the slower time. ``compiler_notes=False`` keeps
-    the cost model from reading what gcc made of each child (which statements it vectorized,
-    read from the machine code, every child built as it is made): more candidates a second,
-    worse first predictions.
+    The search's settings are ``SearchSettings``' fields — the options of ``schedsearch
+    run``, with underscores — given as keywords (``budget=60, target="avx2"``), or all at
+    once as ``settings`` (keywords then replace its fields). Each has ``SearchSettings``'
+    default, except ``workers``: 0 here. ``budget`` is the search's wall time in seconds,
+    counted once the workers are ready; ``early_stop`` is True (the default stopping rule,
+    ``schedsearch.stopping``), False (never before a budget is spent) or a number of
+    candidates in a row without a gain beyond noise. A setting that does not exist, or a
+    value it cannot take, raises ``SettingError`` (a ``ValueError``) naming it.
 
     ``on_progress`` receives every ``SearchEvent`` (an exception it raises stops the search,
     which is then ``interrupted`` and resumable, and is raised again here); ``progress``
     shows a bar (True), none (False), or a bar only in Jupyter (None). A first interrupt
-    (Ctrl-C, a notebook's stop button) ends the search cleanly: the result then has status ``interrupted`` and the
-    search can be continued with ``resume()``. Raises a ``SchedsearchError`` (with one
-    sentence) for a workload, compiler, database or cluster that cannot be used.
+    (Ctrl-C, a notebook's stop button) ends the search cleanly: the result then has status
+    ``interrupted`` and the search can be continued with ``resume()``. Raises a
+    ``SchedsearchError`` (with one sentence) for a workload, compiler, database or cluster
+    that cannot be used.
     """
     started = time.monotonic()  # from here to the workers' start: ``time_spent.starting``
-    settings = _settings(
-        budget=budget,
-        max_candidates=max_candidates,
-        workers=workers,
-        max_depth=max_depth,
-        strategy=strategy,
-        seed=seed,
-        cc=cc,
-        cflags=cflags,
-        parallel=parallel,
-        target=target,
-        cost_model=cost_model,
-        remeasure=remeasure,
-        warm_start=warm_start,
-        float_mode=float_mode,
-        timing=timing,
-        defer_costly=defer_costly,
-        yardstick=yardstick,
-        confirm_best=confirm_best,
-        compiler_notes=compiler_notes,
-        early_stop=early_stop,
-    )
+    chosen = SearchSettings.of(**{**(_fields(settings) if settings is not None else {"workers": 0}), **setting})
     spec = _workload(proc_or_path, sizes, proc)
     db = _db(db)
-    with start_search(spec, settings, db=db, spelling=PYTHON) as session:
+    with start_search(spec, chosen, db=db, spelling=PYTHON) as session:
         return _search(session, db, address, on_progress, progress, started)
 
 
 def resume(
     search_id: int,
     *,
-    budget: float | None = None,
-    max_candidates: int | None = None,
-    early_stop: int | Literal[False] | None = None,
     db: str | os.PathLike | None = None,
-    workers: int | None = None,
     address: str | None = None,
     trust_db_source: bool = False,
     cc: str | None = None,
@@ -240,10 +177,12 @@ def resume(
     trust_db_config: bool = False,
     on_progress: Callable[[SearchEvent], None] | None = None,
     progress: bool | None = None,
+    **setting: Any,
 ) -> TuneResult:
     """Continue a search (interrupted, or completed with more ``budget`` seconds or
-    ``max_candidates``); nothing measured is measured again. ``early_stop``, when given,
-    replaces the one the search was started with (False: run to the budget).
+    ``max_candidates``); nothing measured is measured again. The settings ``resume``
+    takes (``budget``, ``max_candidates``, ``early_stop``, ``workers``, ``remeasure``) are
+    ``tune()``'s; one left out keeps the value the search was started with.
 
     Nothing the database holds runs. The workload source stored in it runs only when its
     file is still here with the same content, or with ``trust_db_source`` (a proc captured
@@ -255,27 +194,32 @@ def resume(
     ``tampered`` and never used.
     """
     started = time.monotonic()
-    _check_limits(budget, max_candidates, 0 if workers is None else workers)
-    _check_early_stop(early_stop)
+    resumable = [name for name, (knob, _) in knobs().items() if knob.resumable]
+    for name in setting:
+        if name not in resumable:
+            raise SettingError(f"{name!r} is not a setting resume() takes; it takes {', '.join(resumable)}")
     for name, value in (("cc", cc), ("cflags", cflags)):
-        if value is not None and not isinstance(value, str):
-            raise ValueError(f"{name} must be a string or None, not {value!r}")
+        if value is not None:
+            checked(name, value)
     db = _db(db)
     with resume_search(
         search_id,
-        budget=budget,
-        max_candidates=max_candidates,
-        workers=workers,
         db=db,
         trust_db_source=trust_db_source,
-        early_stop=early_stop or None,
         cc=cc,
         cflags=cflags,
         trust_db_config=bool(trust_db_config),
-        auto_stop=False if early_stop is False else None,
         spelling=PYTHON,
+        **setting,
     ) as session:
         return _search(session, db, address, on_progress, progress, started)
+
+
+def _fields(settings: SearchSettings) -> dict[str, Any]:
+    """The fields of ``settings`` by name (what ``SearchSettings.of`` takes)."""
+    if not isinstance(settings, SearchSettings):
+        raise SettingError(f"settings must be a SearchSettings, not {type(settings).__name__}")
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
 
 
 def apply(
@@ -434,88 +378,3 @@ def _caller_scopes() -> list[Mapping[str, Any]]:
     finally:
         del frame  # a frame referring to itself would keep every local alive
     return scopes
-
-
-def _settings(
-    *,
-    budget: float | None,
-    max_candidates: int | None,
-    workers: int,
-    max_depth: int,
-    strategy: str,
-    seed: int,
-    cc: str | None,
-    cflags: str | None,
-    parallel: bool,
-    target: str,
-    cost_model: str,
-    remeasure: bool = False,
-    warm_start: bool = True,
-    float_mode: str = "strict",
-    timing: str = "auto",
-    defer_costly: bool = True,
-    yardstick: bool = True,
-    confirm_best: bool = True,
-    compiler_notes: bool = True,
-    early_stop: int | Literal[False] | None = None,
-) -> SearchSettings:
-    """SearchSettings from tune()'s arguments; ValueError naming a bad one."""
-    from schedsearch.targets import TARGETS
-
-    _check_limits(budget, max_candidates, workers)
-    choices = {
-        "strategy": (strategy, [s.value for s in _Strategy]),
-        "cost_model": (cost_model, [m.value for m in CostModelMode]),
-        "target": (target, ["auto", *(t.name.value for t in TARGETS)]),
-        "float_mode": (float_mode, [m.value for m in FloatMode]),
-        "timing": (timing, [m.value for m in TimingMode]),
-    }
-    for name, (value, allowed) in choices.items():
-        if str(value) not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-    _check_early_stop(early_stop)
-    if not isinstance(max_depth, int) or max_depth < 1:
-        raise ValueError(f"max_depth must be a positive integer, not {max_depth!r}")
-    if not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ValueError(f"seed must be an integer in [0, 2**63), not {seed!r}")
-    return SearchSettings(
-        budget=budget,
-        max_candidates=max_candidates,
-        workers=workers,
-        max_depth=max_depth,
-        strategy=str(strategy),
-        seed=seed,
-        cc=cc,
-        cflags=cflags,
-        parallel=parallel,
-        target=str(target),
-        cost_model=str(cost_model),
-        remeasure=bool(remeasure),
-        warm_start=bool(warm_start),
-        float_mode=str(float_mode),
-        timing=str(timing),
-        defer_costly=bool(defer_costly),
-        yardstick=bool(yardstick),
-        confirm_best=bool(confirm_best),
-        compiler_notes=bool(compiler_notes),
-        early_stop=early_stop or None,
-        auto_stop=early_stop is not False,
-    )
-
-
-def _check_early_stop(early_stop: int | Literal[False] | None) -> None:
-    if early_stop is None or early_stop is False:
-        return
-    if not isinstance(early_stop, int) or isinstance(early_stop, bool) or early_stop < 1:
-        raise ValueError(f"early_stop must be a positive number of candidates, False or None, not {early_stop!r}")
-
-
-def _check_limits(budget: float | None, max_candidates: int | None, workers: int) -> None:
-    if budget is not None and (
-        not isinstance(budget, (int, float)) or not 0 < budget <= MAX_BUDGET or math.isnan(budget)
-    ):
-        raise ValueError(f"budget must be a number of seconds in (0, {MAX_BUDGET:g}], not {budget!r}")
-    if max_candidates is not None and (not isinstance(max_candidates, int) or max_candidates < 1):
-        raise ValueError(f"max_candidates must be a positive integer, not {max_candidates!r}")
-    if not isinstance(workers, int) or workers < 0:
-        raise ValueError(f"workers must be 0 (in this process) or a number of Ray workers, not {workers!r}")

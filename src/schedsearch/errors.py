@@ -22,6 +22,11 @@ class WorkloadError(SchedsearchError):
     """The workload file, proc name or sizes cannot be used."""
 
 
+class SettingError(SchedsearchError, ValueError):
+    """A search setting's value is not one it can take, or no setting has that name (the
+    message names it and says what it takes)."""
+
+
 class ReplayError(SchedsearchError):
     """A schedule step no longer applies to the workload.
 

@@ -155,7 +155,7 @@ def test_the_notes_are_on_by_default_and_off_where_they_cannot_be_read(monkeypat
     """A search reads the compiler's notes unless told not to; the model then leads. Not
     with the model off (nothing reads them), nor where no objdump reads the machine code:
     a model without the notes must not lead (it ranks the i8 matmul's first round backwards)."""
-    from schedsearch.app.searching import SearchSettings
+    from schedsearch.app.settings import SearchSettings
     from schedsearch.evaluate import machine_code
 
     config = SearchSettings(target="scalar").config()

@@ -142,16 +142,21 @@ def test_the_api_finds_names_in_the_callers_scope() -> None:
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"budget": 0}, "budget must be a number of seconds"),
+    ({"budget": 0}, r"^budget must be a number of seconds > 0 and <= 2592000, not 0$"),
     ({"budget": float("nan")}, "budget must be a number of seconds"),
-    ({"max_candidates": 0}, "max_candidates must be a positive integer"),
-    ({"workers": -1}, "workers must be 0"),
+    ({"budget": "60"}, "budget must be a number of seconds"),
+    ({"max_candidates": 0}, r"max_candidates must be a whole number >= 1, or None, not 0"),
+    ({"max_candidates": 2.5}, r"max_candidates must be a whole number"),
+    ({"workers": -1}, "workers must be a whole number >= 0"),
+    ({"workers": True}, "workers must be a whole number"),
     ({"strategy": "greedy"}, "strategy must be one of best-first, beam, random"),
     ({"cost_model": "on"}, "cost_model must be one of off, rank, prune"),
     ({"target": "sse"}, "target must be one of auto"),
-    ({"max_depth": 0}, "max_depth must be a positive integer"),
-    ({"early_stop": 0}, "early_stop must be a positive number of candidates"),
-    ({"early_stop": True}, "early_stop must be a positive number of candidates, False or None"),
+    ({"max_depth": 0}, "max_depth must be a whole number >= 1"),
+    ({"early_stop": 0}, r"early_stop must be a whole number >= 1, True \(the default\) or False, not 0"),
+    ({"early_stop": "never"}, "early_stop must be a whole number"),
+    ({"yardstick": "no"}, "yardstick must be True or False, not 'no'"),
+    ({"budgte": 60}, "'budgte' is not a setting; the settings are budget, max_candidates"),
 ])
 def test_bad_arguments_are_refused_before_anything_runs(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -159,8 +164,10 @@ def test_bad_arguments_are_refused_before_anything_runs(kwargs: dict, message: s
 
 
 def test_a_resume_with_a_bad_early_stop_is_refused_before_anything_runs() -> None:
-    with pytest.raises(ValueError, match="early_stop must be a positive number of candidates"):
+    with pytest.raises(ValueError, match="early_stop must be a whole number >= 1"):
         api.resume(1, early_stop=0, db="never-created.db")
+    with pytest.raises(ValueError, match="'target' is not a setting resume\\(\\) takes; it takes budget"):
+        api.resume(1, target="avx2", db="never-created.db")
 
 
 def test_bad_workload_arguments_are_refused() -> None:

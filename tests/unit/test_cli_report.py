@@ -149,7 +149,7 @@ def test_the_start_says_where_its_seconds_went_once_ready_and_nothing_when_it_fa
 
 
 def test_a_process_age_is_never_more_than_the_process_has_lived() -> None:
-    """The command's start is the process's (``mark_command_start``): an age read a second
+    """The command's start is the process's (``command_start``): an age read a second
     too old - psutil's, on a boot time in whole seconds - was reported as "starting"."""
     import subprocess
     import sys

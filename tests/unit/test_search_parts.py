@@ -162,8 +162,7 @@ def test_two_part_searches_are_reproducible_whatever_the_completion_order(mode: 
 def test_the_run_command_and_tune_pass_defer_costly_on(monkeypatch, tmp_path, flag, expected) -> None:
     from click.testing import CliRunner
 
-    from schedsearch.api import _settings
-    from schedsearch.app.searching import SearchSettings
+    from schedsearch.app.settings import SearchSettings
     from schedsearch.cli import commands_run
     from schedsearch.cli.main import cli
 
@@ -176,6 +175,3 @@ def test_the_run_command_and_tune_pass_defer_costly_on(monkeypatch, tmp_path, fl
     assert seen["defer_costly"] is expected
     settings = SearchSettings(defer_costly=expected, target="scalar")
     assert settings.config().defer_costly is expected
-    tuned = _settings(budget=None, max_candidates=None, workers=0, max_depth=12, strategy="best-first", seed=0,
-                      cc=None, cflags=None, parallel=False, target="scalar", cost_model="rank", defer_costly=expected)
-    assert tuned.defer_costly is expected

@@ -8,10 +8,11 @@ SQLAlchemy, the cost model) are imported inside the functions that need them.
 - start a search, drive it: ``searching``; resume one, trusting nothing its database says: ``resuming``
 - the best known schedule, apply it, explain a workload, export a schedule: ``reading``
 - regress one schedule file: ``regress``
+- every setting of a search, defined once: ``settings``
 - compiler settings, executors, stores, the cost model: ``compose``
 """
 
-from schedsearch.app.compose import CLI, MAX_BUDGET, PYTHON, Spelling, db_label
+from schedsearch.app.compose import CLI, PYTHON, Spelling, db_label
 from schedsearch.app.compose import gflops as gflops_of
 from schedsearch.app.reading import (
     Applied,
@@ -39,7 +40,6 @@ from schedsearch.app.searching import (
     SearchRun,
     SearchRunner,
     SearchSession,
-    SearchSettings,
     WorkloadFile,
     capture,
     finished,
@@ -47,6 +47,7 @@ from schedsearch.app.searching import (
     start_search,
     stop_on_signals,
 )
+from schedsearch.app.settings import MAX_BUDGET, SearchSettings, SettingError
 
 __all__ = [
     "CLI",
@@ -63,6 +64,7 @@ __all__ = [
     "SearchRunner",
     "SearchSession",
     "SearchSettings",
+    "SettingError",
     "Spelling",
     "WorkloadFile",
     "apply_best",

@@ -27,14 +27,6 @@ from schedsearch.core import (
 )
 from schedsearch.errors import SchedsearchError, StoreError
 
-#: Budget of a new search when none is given, in seconds.
-DEFAULT_BUDGET = 120.0
-#: The longest budget accepted, in seconds: an infinite one would not survive JSON storage
-#: (and a month is plenty).
-MAX_BUDGET = 30 * 86400.0
-#: Ray workers of a CLI search when none is given (the Python API defaults to 0: in-process).
-DEFAULT_WORKERS = 2
-
 
 @dataclass(frozen=True, slots=True)
 class Spelling:
@@ -84,8 +76,8 @@ def bench_config(
     cflags: str | None,
     seed: int,
     target: str = "auto",
-    float_mode: str = FloatMode.STRICT.value,
-    timing: str = TimingMode.AUTO.value,
+    float_mode: FloatMode | str = FloatMode.STRICT,
+    timing: TimingMode | str = TimingMode.AUTO,
 ) -> BenchConfig:
     """BenchConfig from the --cc / --cflags / --seed / --target / --float / --timing options
     (defaults for the rest). The target's and the float mode's own compiler flags follow the user's

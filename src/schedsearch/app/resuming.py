@@ -23,6 +23,7 @@ import shlex
 
 from schedsearch.app.compose import CLI, Spelling, bench_config, open_db
 from schedsearch.app.searching import Say, SearchSession, silent
+from schedsearch.app.settings import checked
 from schedsearch.core import BenchConfig, Candidate, SearchConfig, SearchRecord, SearchStatus, Store
 from schedsearch.errors import SchedsearchError, SearchCompletedError, UntrustedConfigError
 from schedsearch.search.inherited import Inherited, rebuild_inherited
@@ -39,18 +40,18 @@ def resume_search(
     workers: int | None = None,
     db: str | None = None,
     trust_db_source: bool = False,
-    remeasure: bool = False,
-    early_stop: int | None = None,
+    remeasure: bool | None = False,
+    early_stop: int | bool | None = None,
     cc: str | None = None,
     cflags: str | None = None,
     trust_db_config: bool = False,
-    auto_stop: bool | None = None,
     spelling: Spelling = CLI,
     say: Say = silent,
 ) -> SearchSession:
     """Continue a search from the store: same workload (stored source), same settings
-    (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
-    replaces the stored one), built with ``cc`` and ``cflags`` (None: ``run``'s defaults).
+    but those given (each checked as ``SearchSettings`` checks it; None: as stored): budgets
+    are added to the search's, ``remeasure`` turns measurement reuse off for this run,
+    ``early_stop`` replaces the stored rule), built with ``cc`` and ``cflags`` (None: ``run``'s defaults).
 
     The stored source runs only when it matches its recorded sha256 and the file it came
     from is still here with the same content, or with ``trust_db_source``. A search stored
@@ -66,6 +67,10 @@ def resume_search(
     from schedsearch.transforms import root_candidate
     from schedsearch.trust import check_stored_source
 
+    changed = {"budget": budget, "max_candidates": max_candidates, "workers": workers, "early_stop": early_stop}
+    for name, value in changed.items():  # before anything is opened
+        if value is not None:
+            checked(name, value)
     say("opening the database")
     store = open_db(db, create=False)
     lease = LeaseKeeper(store)
@@ -73,7 +78,7 @@ def resume_search(
         search = store.get_search(search_id)
         # First of all: a search another live driver runs is refused (SearchBusyError), untouched.
         lease.hold(search_id)
-        config = resumed_config(search, budget, max_candidates, workers, early_stop, auto_stop)
+        config = resumed_config(search, budget, max_candidates, workers, early_stop)
         if remeasure:
             config = dataclasses.replace(config, remeasure=True)
         if search.status is SearchStatus.COMPLETED and budget is None and max_candidates is None:
@@ -102,12 +107,11 @@ def resumed_config(
     budget: float | None,
     max_candidates: int | None,
     workers: int | None,
-    early_stop: int | None = None,
-    auto_stop: bool | None = None,
+    early_stop: int | bool | None = None,
 ) -> SearchConfig:
     """The stored config with budgets extended (budgets count the search's total), and
-    ``workers``, ``early_stop`` and ``auto_stop`` replaced when given (``auto_stop=False``
-    also drops a stored ``early_stop``: the search runs to its budget)."""
+    ``workers`` and ``early_stop`` replaced when given (True: the default stopping rule,
+    False: run to the budget, N: N candidates in a row without a gain)."""
     old = search.config
     max_seconds = old.max_seconds
     if budget is not None:
@@ -120,8 +124,8 @@ def resumed_config(
         max_seconds=max_seconds,
         max_candidates=limit,
         workers=old.workers if workers is None else workers,
-        early_stop=(None if auto_stop is False else old.early_stop) if early_stop is None else early_stop,
-        auto_stop=old.auto_stop if auto_stop is None else auto_stop,
+        early_stop=old.early_stop if early_stop is None else (None if isinstance(early_stop, bool) else early_stop),
+        auto_stop=old.auto_stop if early_stop is None else early_stop is not False,
     )
 
 

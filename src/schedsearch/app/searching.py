@@ -22,17 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from schedsearch.app.compose import (
     CLI,
-    DEFAULT_BUDGET,
-    DEFAULT_WORKERS,
     Spelling,
-    bench_config,
-    expand_options,
     make_cost_model,
     make_executor,
     open_db,
-    reads_notes,
     refuse_transient_db,
 )
+from schedsearch.app.settings import SearchSettings
 from schedsearch.core import (
     BenchConfig,
     Candidate,
@@ -44,7 +40,6 @@ from schedsearch.core import (
     SearchEvent,
     SearchRecord,
     Store,
-    StrategyKind,
     Workload,
 )
 from schedsearch.numbers import DeclaredBest
@@ -93,65 +88,6 @@ def capture(obj: object, sizes: Mapping[str, int] | None, scopes: Sequence[Mappi
 def load(spec: WorkloadFile | Workload, spelling: Spelling = CLI) -> Workload:
     """The Workload of a file reference, or the workload itself (a captured proc)."""
     return spec.load(spelling) if isinstance(spec, WorkloadFile) else spec
-
-
-@dataclass(frozen=True, slots=True)
-class SearchSettings:
-    """What a user chooses for a new search: the CLI's ``run`` options, the API's arguments.
-
-    ``None`` means the default: a budget of ``DEFAULT_BUDGET`` seconds, ``DEFAULT_WORKERS``
-    Ray workers, gcc with ``-O3 -march=native``.
-    """
-
-    budget: float | None = None
-    max_candidates: int | None = None
-    early_stop: int | None = None  # end once this many candidates in a row brought no new best
-    auto_stop: bool = True  # without early_stop: the default stopping rule (``schedsearch.stopping``)
-    workers: int | None = None
-    max_depth: int = 12
-    strategy: str = StrategyKind.BEST_FIRST.value
-    seed: int = 0
-    cc: str | None = None
-    cflags: str | None = None
-    parallel: bool = False
-    target: str = "auto"
-    cost_model: str = CostModelMode.RANK.value
-    remeasure: bool = False  # measure every candidate, even C an earlier search measured the same way
-    warm_start: bool = True  # first evaluate the best schedules earlier searches of this proc found
-    float_mode: str = "strict"  # core.FloatMode: "relaxed" lets candidates divide by reciprocals
-    timing: str = "auto"  # core.TimingMode: "shared" lets builds run beside a timing, "quiet" never
-    defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion
-    yardstick: bool = True  # time each candidate beside the fastest kernel so far
-    confirm_best: bool = True  # a new best is measured twice; the slower time counts
-    compiler_notes: bool = True  # features read gcc's notes on each child (built as it is made)
-
-    def config(self) -> SearchConfig:
-        """The SearchConfig these settings give on this machine (resolves ``auto`` targets)."""
-        bench = bench_config(self.cc, self.cflags, self.seed, self.target, self.float_mode, self.timing)
-        # The notes feed the model alone: with it off they would only build each child early.
-        modelled = CostModelMode(self.cost_model) is not CostModelMode.OFF
-        notes = reads_notes(self.compiler_notes and modelled, bench)
-        return SearchConfig(
-            strategy=StrategyKind(self.strategy),
-            seed=self.seed,
-            max_seconds=self.budget if self.budget is not None else DEFAULT_BUDGET,
-            max_candidates=self.max_candidates,
-            early_stop=self.early_stop,
-            auto_stop=self.auto_stop,
-            max_depth=self.max_depth,
-            workers=DEFAULT_WORKERS if self.workers is None else self.workers,
-            cost_model=CostModelMode(self.cost_model),
-            bench=bench,
-            expand=expand_options(self.parallel, self.target, notes),
-            remeasure=self.remeasure,
-            warm_start=self.warm_start,
-            defer_costly=self.defer_costly,
-            yardstick=self.yardstick,
-            confirm_best=self.confirm_best,
-            # gcc's notes make the model right from the first round (the i8 matmul's root
-            # children: rank correlation 0.72-0.84 with them, -0.3 to -0.6 without).
-            model_leads=notes,
-        )
 
 
 @dataclass(frozen=True, slots=True)

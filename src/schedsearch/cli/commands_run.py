@@ -12,7 +12,6 @@ from rich.markup import escape  # plain text inside a markup line: schedule step
 
 from schedsearch.app import (
     SearchSession,
-    SearchSettings,
     WorkloadFile,
     gflops_of,
     resume_search,
@@ -20,7 +19,6 @@ from schedsearch.app import (
     stop_on_signals,
     toolchain_args,
 )
-from schedsearch.app.compose import DEFAULT_BUDGET, DEFAULT_WORKERS
 from schedsearch.app.event_log import EventLog
 from schedsearch.cli.numbers_view import (
     STEPS_LEGEND,
@@ -31,6 +29,7 @@ from schedsearch.cli.numbers_view import (
     status_text,
     step_lines,
 )
+from schedsearch.cli.options import given, settings_from
 from schedsearch.cli.render import ProgressView, StartingView, describe, fmt_seconds
 from schedsearch.cli.wiring import STOPPING, command_started, db_label, print_json, stderr_console, stdout_console
 from schedsearch.core import CandidateRecord, SearchEvent, SearchRecord, SearchStatus, Workload
@@ -42,8 +41,6 @@ if TYPE_CHECKING:
     from schedsearch.warm_start import WarmStart
 
 __all__ = [
-    "DEFAULT_BUDGET",
-    "DEFAULT_WORKERS",
     "EXIT_INTERRUPTED",
     "gflops",
     "resume_command",
@@ -60,106 +57,57 @@ def run_command(
     proc: str | None,
     sizes: dict[str, int],
     *,
-    budget: float | None,
-    max_candidates: int | None,
-    workers: int | None,
     address: str | None,
     db: str | None,
     as_json: bool,
-    max_depth: int,
-    strategy: str,
-    seed: int,
-    cc: str | None,
-    cflags: str | None,
-    parallel: bool,
-    target: str,
-    cost_model: str = "rank",
-    remeasure: bool = False,
-    warm_start: bool = True,
-    float_mode: str = "strict",
-    timing: str = "auto",
-    defer_costly: bool = True,
-    yardstick: bool = True,
-    confirm_best: bool = True,
-    compiler_notes: bool = True,
-    early_stop: int | None = None,
-    no_early_stop: bool = False,
     events: TextIO | None = None,
+    **settings: Any,
 ) -> None:
     """Load the workload, check the compiler, open the store, search, report (and append
-    every event to ``events`` as JSON lines when given)."""
-    settings = SearchSettings(
-        budget=budget,
-        max_candidates=max_candidates,
-        workers=workers,
-        max_depth=max_depth,
-        strategy=strategy,
-        seed=seed,
-        cc=cc,
-        cflags=cflags,
-        parallel=parallel,
-        target=target,
-        cost_model=cost_model,
-        remeasure=remeasure,
-        warm_start=warm_start,
-        float_mode=float_mode,
-        timing=timing,
-        defer_costly=defer_costly,
-        yardstick=yardstick,
-        confirm_best=confirm_best,
-        compiler_notes=compiler_notes,
-        early_stop=early_stop,
-        auto_stop=not no_early_stop,
-    )
+    every event to ``events`` as JSON lines when given). ``settings`` are ``run``'s parsed
+    setting options (``cli.options``)."""
+    chosen = settings_from(settings)
     starting = StartingView(stderr_console(), command_started())
-    with starting, start_search(WorkloadFile.of(file, proc, sizes), settings, db=db, say=starting) as session:
+    with starting, start_search(WorkloadFile.of(file, proc, sizes), chosen, db=db, say=starting) as session:
         _drive(session, db, address, as_json, events, starting)
 
 
 def resume_command(
     search_id: int,
     *,
-    budget: float | None,
-    max_candidates: int | None,
-    workers: int | None,
     address: str | None,
     db: str | None,
     as_json: bool,
     trust_db_source: bool = False,
-    remeasure: bool = False,
-    early_stop: int | None = None,
-    no_early_stop: bool = False,
     events: TextIO | None = None,
     cc: str | None = None,
     cflags: str | None = None,
     trust_db_config: bool = False,
+    **settings: Any,
 ) -> None:
-    """Continue a search from the store: same workload (stored source), same settings
-    (``remeasure`` turns measurement reuse off for this run; ``early_stop``, when given,
-    replaces the stored one), built with ``cc`` and ``cflags`` (``run``'s defaults when None).
+    """Continue a search from the store: same workload (stored source), same settings but
+    those ``settings`` gives (``resume``'s parsed setting options: budgets added to the
+    search's, ``remeasure`` for this run), built with ``cc`` and ``cflags`` (``run``'s
+    defaults when None).
 
     The stored source runs only when it matches its recorded sha256 and the file it came
     from is still here with the same content, or with ``trust_db_source``. The stored
     compiler and flags never run; a search stored with others is refused unless
     ``trust_db_config`` (``app.resuming``).
     """
+    changed = given(settings)
     starting = StartingView(stderr_console(), command_started())
     with (
         starting,
         resume_search(
             search_id,
-            budget=budget,
-            max_candidates=max_candidates,
-            workers=workers,
             db=db,
             trust_db_source=trust_db_source,
-            remeasure=remeasure,
-            early_stop=early_stop,
             cc=cc,
             cflags=cflags,
             trust_db_config=trust_db_config,
-            auto_stop=False if no_early_stop else None,
             say=starting,
+            **changed,
         ) as session,
     ):
         _drive(session, db, address, as_json, events, starting)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import math
 import signal
 import sys
 import threading
@@ -13,20 +12,11 @@ from typing import Any
 
 import click
 
-from schedsearch.app.compose import MAX_BUDGET
 from schedsearch.cli import commands_dashboard, commands_read, commands_run
-from schedsearch.cli.wiring import STOPPING, handle_errors, json_stdout, mark_command_start, parse_sizes
-from schedsearch.targets import TARGETS
+from schedsearch.cli.options import setting_option, settings_options
+from schedsearch.cli.wiring import STOPPING, command_start, handle_errors, json_stdout, parse_sizes
 
-TARGET_CHOICES = ["auto", *(t.name.value for t in TARGETS)]
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def _a_number(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    # click's FloatRange lets "nan" through: every comparison with it is false.
-    if value is not None and math.isnan(value):
-        raise click.BadParameter("must be a number of seconds, not nan")
-    return value
 
 
 def workload_options(fn: Any) -> Any:
@@ -62,84 +52,22 @@ def toolchain_options(resume: bool = False) -> Any:
     """--cc and --cflags: ``run``'s, and ``resume``'s (the same defaults, and what a resume
     does with the compiler and flags stored with the search)."""
     refused = " (a search stored with others is refused, unless --trust-db-config)."
-    cc_since = " The compiler stored with the search is never run" + refused if resume else ""
-    flags_since = " The flags stored with the search are never used" + refused if resume else ""
-
-    def add(fn: Any) -> Any:
-        fn = click.option(
-            "--cflags",
-            default=None,
-            metavar="STR",
-            help='Compiler flags [default: "-O3 -march=native"]; the target\'s own flags (e.g. '
-            "-mprefer-vector-width=512 for avx512) are added after them." + flags_since,
-        )(fn)
-        fn = click.option(
-            "--cc",
-            default=None,
-            metavar="PATH",
-            help="C compiler command taking gcc's arguments [default: gcc]." + cc_since,
-        )(fn)
-        return fn
-
-    return add
+    cc = setting_option("cc", help_more=" The compiler stored with the search is never run" + refused if resume else "")
+    flags = setting_option(
+        "cflags", help_more=" The flags stored with the search are never used" + refused if resume else ""
+    )
+    return lambda fn: cc(flags(fn))
 
 
-def search_options(fn: Any) -> Any:
-    """Options shared by run and resume: budgets, workers, compiler."""
+def run_options(fn: Any) -> Any:
+    """The options of run and resume that are not settings of the search: where it runs,
+    where its results and events go."""
     opts = [
-        # Bounded above: an infinite budget would not survive JSON storage (and a month is plenty).
-        click.option(
-            "--budget",
-            type=click.FloatRange(min=0, min_open=True, max=MAX_BUDGET),
-            default=None,
-            metavar="SECONDS",
-            callback=_a_number,
-            help="Wall-time budget of the search in seconds, counted once the workers are ready (the "
-            "seconds before - loading the workload, checking the compiler, starting Ray - are shown "
-            "as 'starting' and reported apart), at most 30 days [run default: 120; resume: as many "
-            "more seconds].",
-        ),
-        click.option(
-            "--max-candidates",
-            type=click.IntRange(min=1),
-            default=None,
-            metavar="N",
-            help="Stop after measuring N candidates (measurements reused from earlier searches do not count).",
-        ),
-        click.option(
-            "--early-stop",
-            type=click.IntRange(min=1),
-            default=None,
-            metavar="N",
-            help="End the search (finalists re-measured as usual) once N candidates in a row brought no "
-            "new best beyond the timing noise: a near-tie that takes the lead by less than the "
-            "spread of the two times does not count [run default: the stretch without such a "
-            "gain must be twice the search before it (and at least 100 candidates and 60 s); "
-            "resume: as the search was started].",
-        ),
-        click.option(
-            "--no-early-stop",
-            is_flag=True,
-            help="Search until the budget is spent, however long ago the last gain came.",
-        ),
-        click.option(
-            "--workers",
-            type=click.IntRange(min=0),
-            default=None,
-            metavar="N",
-            help="Ray workers (0: no Ray, everything in this process) [default: 2].",
-        ),
         click.option(
             "--address",
             default=None,
             metavar="ADDR",
             help="Use an existing Ray cluster (host:port) instead of starting a local one.",
-        ),
-        click.option(
-            "--remeasure",
-            is_flag=True,
-            help="Measure every candidate, even C an earlier search measured on this machine with the "
-            "same compiler, flags and target (by default that measurement is reused).",
         ),
         click.option(
             "--events",
@@ -173,104 +101,9 @@ def cli() -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=False))
 @workload_options
-@search_options
-@click.option("--max-depth", type=click.IntRange(min=1), default=12, show_default=True, help="Longest schedule.")
-@click.option(
-    "--strategy", type=click.Choice(["best-first", "beam", "random"]), default="best-first", show_default=True
-)
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0, max=2**63 - 1),
-    default=0,
-    show_default=True,
-    help="Makes the search reproducible.",
-)
+@settings_options(exclude=("cc", "cflags"))
 @toolchain_options()
-@click.option("--parallel", is_flag=True, help="Also try OpenMP parallel loops (benchmarks then use every core).")
-@click.option(
-    "--target",
-    type=click.Choice(TARGET_CHOICES),
-    default="auto",
-    show_default=True,
-    help="Instruction set rewrites may emit: auto = the widest this CPU has.",
-)
-@click.option(
-    "--cost-model",
-    type=click.Choice(["off", "rank", "prune"]),
-    default="rank",
-    show_default=True,
-    help="Learned cost model (trained on this machine's earlier measurements and this search's): "
-    "off = measure children in proposal order; rank = measure the predicted-fastest children "
-    "first (10% picked at random, seeded) and let predictions weigh in when choosing nodes to "
-    "expand; prune = rank, and when the budget is short - a round's new children would take "
-    "more than the seconds left at this search's pace so far (elapsed / evaluated), or "
-    "outnumber the --max-candidates left - skip the predicted-slower half of them.",
-)
-@click.option(
-    "--float",
-    "float_mode",
-    type=click.Choice(["strict", "relaxed"]),
-    default="strict",
-    show_default=True,
-    help="Float arithmetic candidates may use: strict = as written (IEEE); relaxed = the compiler may "
-    "divide by a constant as a multiplication by its reciprocal (gcc -freciprocal-math, what "
-    "Halide does unless told StrictFloat). Either way every candidate is checked against the "
-    "unscheduled proc built strictly, within the float tolerance.",
-)
-@click.option(
-    "--timing",
-    type=click.Choice(["auto", "quiet", "shared"]),
-    default="auto",
-    show_default=True,
-    help="quiet = a node's builds and expansions pause while one of its kernels is timed (where "
-    "cores share execution units, as SMT siblings and many cloud vCPUs do, they make a kernel "
-    "1.5x slower and its times noisy); shared = they run on beside it: more candidates a "
-    "second, noisier times; auto = quiet while the node's own timings show that the work "
-    "beside them makes them noisier or slower, shared while it does not (a new best's second "
-    "measurement and the finalists are always quiet).",
-)
-@click.option(
-    "--warm-start/--no-warm-start",
-    default=True,
-    show_default=True,
-    help="First evaluate the best schedules earlier searches found for this proc (any sizes, same "
-    "target), replayed on these sizes; those that no longer apply are skipped.",
-)
-@click.option(
-    "--defer-costly/--no-defer-costly",
-    default=True,
-    show_default=True,
-    help="Expand a large node (a register tile, an unrolled nest) in two parts: its cheap rewrites "
-    "first, and its reorders, hoists, sinks and packs - seconds of Exo each there - only when "
-    "the search picks the node again. --no-defer-costly tries every rewrite at once.",
-)
-@click.option(
-    "--yardstick/--no-yardstick",
-    default=True,
-    show_default=True,
-    help="Time each candidate beside the fastest kernel so far (the yardstick), in one process with "
-    "interleaved rounds, and put its time on one scale by its ratio to the yardstick's: on a host "
-    "whose speed drifts (a shared cloud machine), candidates then compare by what they are, not "
-    "by when each was measured. --no-yardstick times each candidate alone.",
-)
-@click.option(
-    "--confirm-best/--no-confirm-best",
-    default=True,
-    show_default=True,
-    help="Measure a candidate twice, in two processes, when it would be the new best, and count "
-    "the slower time: the fastest of hundreds of near-equal kernels is mostly the luckiest "
-    "measurement. --no-confirm-best takes every first measurement as it is.",
-)
-@click.option(
-    "--compiler-notes/--no-compiler-notes",
-    default=True,
-    show_default=True,
-    help="Have the cost model read what gcc made of each candidate - which statements it "
-    "vectorized, with what vectors, read from the machine code - to predict its time: every "
-    "child is built as it is made, before any is measured, and the model leads: one parent a "
-    "round, and the next round sooner. Read only with gcc, an objdump and the model on. "
-    "--no-compiler-notes measures more candidates a second with worse first predictions.",
-)
+@run_options
 def run(file: str, proc: str | None, sizes: tuple[str, ...], **opts: Any) -> None:
     """Search for a fast schedule of the @proc in FILE."""
     handle_errors(commands_run.run_command)(file, proc, parse_sizes(sizes), **opts)
@@ -287,8 +120,9 @@ def trust_option(fn: Any) -> Any:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("search_id", type=int)
-@search_options
+@settings_options(resume=True, exclude=("cc", "cflags"))
 @toolchain_options(resume=True)
+@run_options
 @trust_option
 @click.option(
     "--trust-db-config",
@@ -408,14 +242,8 @@ def dashboard(db: str | None, host: str, port: int) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=False))
 @workload_options
-@click.option("--parallel", is_flag=True, help="Include OpenMP parallel loops.")
-@click.option(
-    "--target",
-    type=click.Choice(TARGET_CHOICES),
-    default="auto",
-    show_default=True,
-    help="Instruction set rewrites may emit: auto = the widest this CPU has.",
-)
+@setting_option("parallel", help="Include OpenMP parallel loops.")
+@setting_option("target")
 @json_option
 def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool, target: str, as_json: bool) -> None:
     """Show the loop nest and every legal rewrite at the root."""
@@ -432,11 +260,9 @@ def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool,
     help="Fail when the speedup falls below recorded x (1 - tolerance).",
 )
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Write a JUnit XML report here.")
-@click.option("--cc", default=None, metavar="PATH", help="C compiler command [default: gcc].")
-@click.option(
-    "--cflags",
-    default=None,
-    metavar="STR",
+@setting_option("cc")
+@setting_option(
+    "cflags",
     help='Compiler flags [default: "-O3 -march=native"]; the flags of the widest instruction '
     "set this CPU has are added after them, as `run --target auto` does.",
 )
@@ -503,12 +329,12 @@ def main(argv: list[str] | None = None) -> None:
         else {}
     )
     args = sys.argv[1:] if argv is None else list(argv)
-    mark_command_start(from_process=argv is None)  # a search's "starting" seconds count from here
+    started = command_start(from_process=argv is None)  # a search's "starting" seconds count from here
     try:
         # The console script's process ends with the command: what it writes while it exits
         # (Ray's threads) must not follow the JSON document on stdout.
         with json_stdout(restore=argv is not None) if "--json" in args else contextlib.nullcontext():
-            cli.main(args=args, prog_name="schedsearch", standalone_mode=False)
+            cli.main(args=args, prog_name="schedsearch", standalone_mode=False, obj=started)
     except click.UsageError as e:
         where = e.ctx.command_path if e.ctx is not None else "schedsearch"
         click.echo(f"schedsearch: error: {e.format_message()} (see `{where} --help`)", err=True)

@@ -38,6 +38,7 @@ from schedsearch.errors import (
     ScheduleFileError,
     SearchCompletedError,
     SearchError,
+    SettingError,
     StoreError,
     UntrustedSourceError,
     WorkloadError,
@@ -49,6 +50,7 @@ __all__ = [
     "EXIT_USAGE",
     "INPUT_ERRORS",
     "bench_config",
+    "command_start",
     "command_started",
     "db_label",
     "expand_options",
@@ -57,7 +59,6 @@ __all__ = [
     "json_stdout",
     "make_cost_model",
     "make_executor",
-    "mark_command_start",
     "open_db",
     "parse_sizes",
     "print_json",
@@ -71,6 +72,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: Errors caused by what the user typed or pointed at, or by the machine it runs on (a
 #: compiler, disk, cache or database the user must fix): exit code 2.
 INPUT_ERRORS = (
+    SettingError,
     WorkloadError,
     ScheduleFileError,
     StoreError,
@@ -88,17 +90,15 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 #: A process that began longer ago than this did not begin as this command (a program that
 #: calls ``main`` itself): the command's time is counted from the call instead.
 COMMAND_START_WINDOW = 60.0
-_command_started: float | None = None
 
 
-def mark_command_start(from_process: bool) -> None:
-    """Remember when this command began, on ``time.monotonic``'s scale: with
-    ``from_process`` (the console script, ``python -m schedsearch``) when this process did -
-    the interpreter's start and imports are the user's wait too - else now."""
-    global _command_started
+def command_start(from_process: bool) -> float:
+    """When this command began, on ``time.monotonic``'s scale: with ``from_process`` (the
+    console script, ``python -m schedsearch``) when this process did - the interpreter's
+    start and imports are the user's wait too - else now."""
     now = time.monotonic()
     before = process_age() if from_process else 0.0
-    _command_started = now - before if 0.0 <= before <= COMMAND_START_WINDOW else now
+    return now - before if 0.0 <= before <= COMMAND_START_WINDOW else now
 
 
 def process_age() -> float:
@@ -121,9 +121,12 @@ def process_age() -> float:
 
 
 def command_started() -> float:
-    """When this command began (``mark_command_start``; now when it was not marked): a
-    search's ``starting`` seconds count from then."""
-    return time.monotonic() if _command_started is None else _command_started
+    """When the command being run began: what ``main`` found (``command_start``), passed to
+    the command as its click context's object; now for a command invoked otherwise (a
+    test's runner). A search's ``starting`` seconds count from then."""
+    ctx = click.get_current_context(silent=True)
+    started = ctx.find_root().obj if ctx is not None else None
+    return started if isinstance(started, float) else time.monotonic()
 
 
 #: What a command says the moment a Ctrl-C or SIGTERM reaches it, before the search runs.
