@@ -49,9 +49,9 @@ import numpy as np
 from schedsearch.cli.wiring import make_cost_model
 from schedsearch.core import BenchConfig, Candidate, ExpandOptions, FloatMode, SearchConfig
 from schedsearch.evaluate import cpu_flags, machine_info
-from schedsearch.evaluate.pipeline import remeasure
 from schedsearch.evaluate.bench import bench_cpu
 from schedsearch.evaluate.ray_backend import RayExecutor
+from schedsearch.evaluate.side_by_side import remeasure
 from schedsearch.search import make_strategy, run_search
 from schedsearch.numbers import ending
 from schedsearch.store import open_store

@@ -10,7 +10,8 @@ import numpy as np
 from schedsearch.core import BenchConfig, Candidate, Schedule, Workload, sha256_text
 from schedsearch.evaluate.bench import KernelReport, bench_lock, parse_report, run_kernels
 from schedsearch.evaluate.harness import INPUT_SETS
-from schedsearch.evaluate.pipeline import Built, answer_key, build_candidate
+from schedsearch.evaluate.pipeline import Built, build_candidate
+from schedsearch.evaluate.reference import answer_key
 from schedsearch.evaluate.verification import atol_scale, verification_rounds
 
 

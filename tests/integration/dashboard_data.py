@@ -28,7 +28,8 @@ from schedsearch.core import (
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import open_store
 from schedsearch.testing.builders import make_config, make_machine, make_workload
-from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 #: Markup a page must show as text, never as markup.
 HOSTILE = {

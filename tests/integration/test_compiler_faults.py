@@ -111,9 +111,10 @@ def test_settling_costs_nothing_when_nothing_is_suspect(tmp_path: Path, monkeypa
         fresh.append(kwargs.get("fresh", False))
         return real(*args, **kwargs)
 
-    from schedsearch.evaluate import pipeline
+    from schedsearch.evaluate import pipeline, reference
 
     monkeypatch.setattr(pipeline, "build_kernel", spy)
+    monkeypatch.setattr(reference, "build_kernel", spy)
     monkeypatch.setattr(build, "build_kernel", spy)
     config = BenchConfig(**FAST)
     broken = Candidate(Schedule(), "this is not C;\n", sha256_text("this is not C;\n"), proc_text="")

@@ -118,7 +118,7 @@ def _measure_one_more(data: SearchedDb) -> None:
     """What a running search does next: record a child of the root and its measurement."""
     from schedsearch.core import Counters, Measurement, Status
     from schedsearch.store import open_store
-    from schedsearch.testing.fakes import fake_candidate, fake_root
+    from schedsearch.testing.fake_tree import fake_candidate, fake_root
 
     with open_store(str(data.path)) as store:
         child = fake_candidate("m1", parent=fake_root())

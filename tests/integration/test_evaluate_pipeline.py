@@ -404,7 +404,7 @@ def test_a_lone_kernel_stops_sampling_once_its_samples_agree(ref: Candidate, cac
 @pytest.fixture
 def entered(monkeypatch) -> list[int]:
     """One item for each time a timing paused the node (``evaluate.quiet``, spied on)."""
-    from schedsearch.evaluate import pipeline
+    from schedsearch.evaluate import timing
 
     calls: list[int] = []
 
@@ -413,7 +413,7 @@ def entered(monkeypatch) -> list[int]:
         calls.append(1)
         yield 0
 
-    monkeypatch.setattr(pipeline, "quiet", spy)
+    monkeypatch.setattr(timing, "quiet", spy)
     return calls
 
 

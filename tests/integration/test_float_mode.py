@@ -14,7 +14,7 @@ import pytest
 
 from schedsearch.core import BenchConfig, FloatMode, Status
 from schedsearch.evaluate import evaluate_candidate, run_once
-from schedsearch.evaluate.pipeline import reference_config
+from schedsearch.evaluate.reference import reference_config
 from schedsearch.targets import SCALAR, build_flags
 from schedsearch.transforms import load_workload, root_candidate
 from tests.conftest import EXAMPLES, run_cli

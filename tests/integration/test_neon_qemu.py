@@ -28,7 +28,7 @@ from schedsearch.evaluate import KernelIO, run_once
 from schedsearch.evaluate.bench import parse_report, reference_kernel, run_argv
 from schedsearch.evaluate.build import build_driver
 from schedsearch.evaluate.harness import driver_source
-from schedsearch.evaluate.pipeline import build_reference
+from schedsearch.evaluate.reference import build_reference
 from schedsearch.evaluate.verification import atol_scale
 from schedsearch.targets import NEON
 from schedsearch.transforms import build_proc, kernel_c, load_workload, propose, root_candidate, try_apply

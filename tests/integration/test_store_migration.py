@@ -18,7 +18,8 @@ import pytest
 
 from schedsearch.core import LeaseOwner, LeaseState, Measurement, Paired, ReuseScope, SearchStatus, Status
 from schedsearch.store import SCHEMA_VERSION, SqlStore
-from schedsearch.testing.fakes import FakeExecutor, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import fake_root, fake_workload
 
 V1 = Path(__file__).resolve().parents[1] / "data" / "db" / "schema_v1.db"
 V3 = V1.with_name("schema_v3.db")

@@ -10,7 +10,8 @@ from schedsearch.app import SearchRunner, SearchSession
 from schedsearch.cli import commands_run
 from schedsearch.core import SearchConfig, SearchStatus
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 
 class _Released(FakeExecutor):

@@ -10,7 +10,8 @@ from schedsearch.app.event_log import EventLog
 from schedsearch.core import ExpansionPart, SearchConfig
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeClock, FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeClock, FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 
 class _Counted(io.StringIO):

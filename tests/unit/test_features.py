@@ -8,7 +8,7 @@ import math
 import pytest
 
 from schedsearch.core import Rewrite, RewriteKind, Schedule
-from schedsearch.testing.fakes import fake_workload
+from schedsearch.testing.fake_tree import fake_workload
 from schedsearch.model.features import (
     FEATURE_NAMES,
     FEATURE_VERSION,

@@ -13,7 +13,8 @@ from schedsearch.search import make_strategy, run_search
 from schedsearch.search.lease import LeaseKeeper, takeover_note
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.builders import make_config, make_machine, make_workload
-from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 
 def _pause(keeper: LeaseKeeper) -> None:

@@ -16,15 +16,8 @@ from schedsearch.model import BackgroundTrainer, LearnedCostModel, fit_gbm
 from schedsearch.search import make_strategy, run_search
 from schedsearch.search.ranking import spearman
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import (
-    FAKE_FEATURES,
-    FakeClock,
-    FakeExecutor,
-    FakeTree,
-    fake_features,
-    fake_root,
-    fake_workload,
-)
+from schedsearch.testing.fake_executor import FakeClock, FakeExecutor
+from schedsearch.testing.fake_tree import FAKE_FEATURES, FakeTree, fake_features, fake_root, fake_workload
 from schedsearch.core import Rewrite, RewriteKind, Schedule
 
 TREE = FakeTree(moves=9, branching=6, failure_rate=0.0, features=True, seed=4)

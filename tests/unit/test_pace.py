@@ -17,7 +17,8 @@ from schedsearch.search.pipeline import Pipeline
 from schedsearch.search.rounds import Round
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.builders import make_schedule, make_timing
-from schedsearch.testing.fakes import FakeClock, FakeExecutor, fake_candidate, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeClock, FakeExecutor
+from schedsearch.testing.fake_tree import fake_candidate, fake_root, fake_workload
 
 
 def test_nothing_is_expected_before_an_expansion_came_in() -> None:

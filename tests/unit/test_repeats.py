@@ -10,7 +10,9 @@ from schedsearch.core import CandidateRecord, CostModelMode, SearchConfig, Statu
 from schedsearch.search import BestFirst, make_strategy, run_search
 from schedsearch.search.repeats import CEILING, FLOOR, MIN_REPEATS, RepeatNoise
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeCostModel, FakeTree, LuckyFirstTime, fake_root, fake_workload, oracle
+from schedsearch.testing.fake_executor import LuckyFirstTime
+from schedsearch.testing.fake_model import FakeCostModel, oracle
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 
 def test_the_share_is_the_floor_until_enough_repeats_are_in() -> None:

@@ -13,7 +13,8 @@ from schedsearch.search.finalists import finalist_reserve
 from schedsearch.search.ledger import Ledger
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.builders import make_schedule, make_timing
-from schedsearch.testing.fakes import FakeClock, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeClock
+from schedsearch.testing.fake_tree import fake_root, fake_workload
 
 
 def _budget(*, head_start: float = 0.0, **kw: object) -> tuple[Budget, Ledger, FakeClock]:

@@ -9,7 +9,8 @@ from schedsearch.search.ledger import Ledger
 from schedsearch.search.repeats import FLOOR, MIN_REPEATS
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.builders import make_schedule, make_timing
-from schedsearch.testing.fakes import FakeClock, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeClock
+from schedsearch.testing.fake_tree import fake_root, fake_workload
 
 
 class Heard:

@@ -9,7 +9,8 @@ from schedsearch.core import CandidateRecord, EventKind, SearchConfig, SearchEve
 from schedsearch.numbers import Ending, ending, within_noise
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_inherited, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_inherited, fake_root, fake_workload
 
 
 def config(**kw) -> SearchConfig:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from schedsearch.core import Executor, Status
-from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_root, fake_workload, fingerprint_of, label_of
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload, fingerprint_of, label_of
 
 
 def test_fake_executor_is_an_executor() -> None:

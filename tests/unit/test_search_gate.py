@@ -9,7 +9,7 @@ import random
 
 from schedsearch.search.ranking import measuring_order
 from schedsearch.search.rounds import STREAM_GATE, Round, gate_bar, likely, next_child
-from schedsearch.testing.fakes import fake_root
+from schedsearch.testing.fake_tree import fake_root
 
 
 def _round(keys: dict[str, float], queued: list[str], *, explored: frozenset[str] = frozenset(),

@@ -24,7 +24,8 @@ from schedsearch.core import (
 )
 from schedsearch.search import make_strategy, rebuild_inherited, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_inherited, fake_replay, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_inherited, fake_replay, fake_root, fake_workload
 
 EVIL = "__attribute__((constructor)) static void evil(void) { system(\"touch /tmp/x\"); }\n"
 

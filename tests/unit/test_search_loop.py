@@ -11,17 +11,8 @@ from schedsearch.core import EventKind, Phase, SearchConfig, SearchEvent, Search
 from schedsearch.errors import SearchError
 from schedsearch.search import loop, make_strategy, pipeline, rounds, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import (
-    FakeClock,
-    FakeExecutor,
-    FakeTree,
-    LuckyFirstTime,
-    fake_inherited,
-    fake_root,
-    fake_workload,
-    fingerprint_of,
-    label_of,
-)
+from schedsearch.testing.fake_executor import FakeClock, FakeExecutor, LuckyFirstTime
+from schedsearch.testing.fake_tree import FakeTree, fake_inherited, fake_root, fake_workload, fingerprint_of, label_of
 
 
 def config(**kw) -> SearchConfig:

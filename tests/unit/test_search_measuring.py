@@ -16,7 +16,8 @@ from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_F
 from schedsearch.search.rounds import STREAM_GATE, Round
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.builders import make_schedule, make_timing
-from schedsearch.testing.fakes import FakeClock, fake_candidate, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeClock
+from schedsearch.testing.fake_tree import fake_candidate, fake_root, fake_workload
 
 
 class Submitted:

@@ -15,16 +15,9 @@ from schedsearch.search.ranking import (
     budget_is_short, concordance, kept_after_pruning, measuring_order, repeatability, span, spearman,
 )
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import (
-    FakeClock,
-    FakeCostModel,
-    FakeExecutor,
-    FakeTree,
-    fake_root,
-    fake_workload,
-    label_of,
-    oracle,
-)
+from schedsearch.testing.fake_executor import FakeClock, FakeExecutor
+from schedsearch.testing.fake_model import FakeCostModel, oracle
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload, label_of
 
 TREE = FakeTree(moves=9, branching=6, failure_rate=0.0, features=True, seed=2)
 

@@ -11,7 +11,9 @@ import pytest
 from schedsearch.core import Candidate, CostModelMode, ExpansionPart, SearchConfig, Status
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeCostModel, FakeExecutor, FakeTree, fake_root, fake_workload, label_of, oracle
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_model import FakeCostModel, oracle
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload, label_of
 
 TREE = FakeTree(moves=9, branching=6, failure_rate=0.0, features=True, seed=2, costly_every=3)
 
@@ -76,7 +78,7 @@ def test_a_parents_costly_rewrites_come_at_the_latest_with_a_childs_expansion(mo
 def test_a_parents_costly_rewrites_come_after_a_childs_expansion_in_streamed_rounds_too(shuffle: int) -> None:
     """A streamed first part may still be coming in when one of the parent's children is
     expanded: the parent's second part then comes once the first is all in, not never."""
-    from schedsearch.testing.fakes import FakeClock
+    from schedsearch.testing.fake_executor import FakeClock
 
     cfg = SearchConfig(max_seconds=None, max_candidates=80, seed=5, cost_model=CostModelMode.RANK)
     clock = FakeClock()

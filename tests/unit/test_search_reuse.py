@@ -20,8 +20,8 @@ from schedsearch.core import (
 )
 from schedsearch.search import make_strategy, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import (
-    FakeExecutor,
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import (
     FakeTree,
     fake_candidate,
     fake_inherited,

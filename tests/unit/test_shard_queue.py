@@ -13,7 +13,8 @@ from schedsearch.search import make_strategy, run_search
 from schedsearch.search.ranking import DEPTH_HANDICAP, expansion_priority
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.builders import make_timing
-from schedsearch.testing.fakes import FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 
 def _drain(queue: ShardQueue[str]) -> list[str]:

@@ -11,7 +11,8 @@ from schedsearch.numbers import Ending, ending
 from schedsearch.search import make_strategy, run_search
 from schedsearch.stopping import DEFAULT_RULE, StoppingRule
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeClock, FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeClock, FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 RULE = StoppingRule(patience=2.0, min_candidates=100, min_seconds=60.0)
 
@@ -96,7 +97,7 @@ def _model_search(model, max_seconds: float = 3000.0):
 
 def test_a_search_goes_on_while_the_model_predicts_an_untried_child_faster(monkeypatch) -> None:
     from schedsearch.search.untried import UntriedLook
-    from schedsearch.testing.fakes import FakeCostModel, oracle
+    from schedsearch.testing.fake_model import FakeCostModel, oracle
 
     # With an exact model the search ends by the rule, nothing untried predicted faster.
     outcome, stored = _model_search(lambda tree: FakeCostModel(oracle(tree)))
@@ -128,7 +129,7 @@ def test_the_look_predicts_the_best_and_the_untried_with_one_model_and_its_error
     from schedsearch.core import FeatureVector
     from schedsearch.search.guidance import ERROR_PAIRS, Guidance
     from schedsearch.search.untried import LOOK_SECONDS, UntriedLook
-    from schedsearch.testing.fakes import FakeCostModel
+    from schedsearch.testing.fake_model import FakeCostModel
 
     def cand(name: str, value: float):
         return SimpleNamespace(fingerprint=name, features=FeatureVector("test", (value,)))

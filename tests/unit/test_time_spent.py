@@ -8,7 +8,8 @@ import pytest
 from schedsearch.core import Counters, SearchConfig, TimeSpent
 from schedsearch.search import make_strategy, pipeline, run_search
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import FakeClock, FakeExecutor, FakeTree, fake_root, fake_workload
+from schedsearch.testing.fake_executor import FakeClock, FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_root, fake_workload
 
 
 def test_time_spent_adds_up_and_round_trips_through_json() -> None:

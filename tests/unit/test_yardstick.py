@@ -10,15 +10,8 @@ from schedsearch.core import CandidateRecord, Measurement, Paired, Schedule, Sea
 from schedsearch.search import make_strategy, run_search
 from schedsearch.search.yardstick import BORROW_WINDOW, STEP, Yardsticks
 from schedsearch.store import InMemoryStore
-from schedsearch.testing.fakes import (
-    FakeExecutor,
-    FakeTree,
-    fake_candidate,
-    fake_inherited,
-    fake_root,
-    fake_workload,
-    label_of,
-)
+from schedsearch.testing.fake_executor import FakeExecutor
+from schedsearch.testing.fake_tree import FakeTree, fake_candidate, fake_inherited, fake_root, fake_workload, label_of
 
 
 def timing(t: float) -> Timing:

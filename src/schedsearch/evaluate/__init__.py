@@ -10,7 +10,8 @@ from schedsearch.evaluate.limits import check_memory, memory_needed
 from schedsearch.evaluate.local import LocalExecutor
 from schedsearch.evaluate.machine import check_toolchain, cpu_flags, default_cache_dir, machine_info
 from schedsearch.evaluate.once import KernelIO, run_once
-from schedsearch.evaluate.pipeline import evaluate_candidate, remeasure
+from schedsearch.evaluate.pipeline import evaluate_candidate
+from schedsearch.evaluate.side_by_side import remeasure
 
 __all__ = [
     "KernelIO",

@@ -88,7 +88,8 @@ def _run_job(
     expanders: dict[str, Any],
 ) -> JobResult | SchedsearchError:
     from schedsearch.evaluate.expansions import expand_part, worker_expander
-    from schedsearch.evaluate.pipeline import evaluate_candidate, remeasure
+    from schedsearch.evaluate.pipeline import evaluate_candidate
+    from schedsearch.evaluate.side_by_side import remeasure
 
     started = time.perf_counter()
     try:

@@ -1,52 +1,29 @@
-"""Build -> verify -> benchmark one candidate (or several finalists side by side).
+"""Build -> verify -> benchmark one candidate.
 
 These are plain module-level functions over records so that they can run anywhere: in the
-search process, in a subprocess, or inside a Ray worker on another node.
+search process, in a subprocess, or inside a Ray worker on another node. Guarantees: a
+candidate's failure is its Measurement's status, never an exception; broken infrastructure (an
+unusable compiler or cache, a reference that does not build or run) raises; the builder's half
+(``build_candidate``) runs no kernel, and the benchmark runner's half (``run_candidate``) holds
+the node's benchmark lock, so one kernel is timed at a time per node.
 
-The answer key (the unscheduled proc run on every seeded input set, ``harness``) is cached
-on disk per (reference C, seed, compiler, flags, CPU, harness version): the unscheduled
-kernel can be hundreds of times slower than a good one and must not run once per candidate.
-How strictly outputs are checked is ``verification``'s.
+The reference and its answer key are ``reference``'s; what a timing runs inside and how its
+report reads, ``timing``'s; finalists side by side, ``side_by_side``'s; how strictly outputs
+are checked, ``verification``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import os
-import secrets
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from schedsearch.core import (
-    ArgSpec,
-    BenchConfig,
-    Candidate,
-    MachineInfo,
-    Measurement,
-    Paired,
-    Status,
-    TimingMode,
-    Workload,
-    sha256_text,
-)
+from schedsearch.core import BenchConfig, Candidate, Measurement, Paired, Status, Workload
 from schedsearch.errors import InfrastructureError, SearchError
-from schedsearch.evaluate.bench import (
-    REFERENCE_TIMEOUTS,
-    KernelReport,
-    bench_lock,
-    child_failure,
-    parse_report,
-    reference_kernel,
-    run_kernels,
-    stderr_tail,
-    timing_from_samples,
-)
+from schedsearch.evaluate.bench import bench_lock, parse_report, run_kernels, timing_from_samples
 from schedsearch.evaluate.build import (
     BuildResult,
     build_driver,
@@ -55,17 +32,21 @@ from schedsearch.evaluate.build import (
     prepare_builds,
     settle_fault,
 )
-from schedsearch.evaluate.cache import install, private_cache_dir, verified
-from schedsearch.evaluate.interference import evidence_of, of_node
+from schedsearch.evaluate.cache import private_cache_dir
 from schedsearch.evaluate.machine import machine_info
-from schedsearch.evaluate.process import ChildResult
-from schedsearch.evaluate.quiet import quiet, working
+from schedsearch.evaluate.quiet import working
+from schedsearch.evaluate.reference import build_reference, for_reference, reference_config, timed_answer_key
+from schedsearch.evaluate.timing import Gate, measurement_from_report
 from schedsearch.evaluate.verification import atol_scale, verification_rounds
-from schedsearch.targets import reference_flags
+
+#: An unscheduled kernel whose one call takes longer is timed by that call: its baseline
+#: needs no more precision than one call of a second gives, and each call more costs the
+#: search that much of its budget.
+ONE_CALL_SECONDS = 1.0
 
 
 @contextlib.contextmanager
-def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
+def infrastructure_errors(cache_dir: Path) -> Iterator[None]:
     """A cache directory we cannot use or write (full, read-only, someone else's) or a
     driver we cannot start is broken infrastructure, not a candidate's fault: raise one
     clear InfrastructureError."""
@@ -78,172 +59,23 @@ def _infrastructure_errors(cache_dir: Path) -> Iterator[None]:
         ) from e
 
 
-#: The slowest rate (FLOP/s) the unscheduled kernel is given time for: at large sizes one
-#: call of it takes longer than ``run_timeout``, which is meant for scheduled candidates.
-SLOWEST_REFERENCE_RATE = 1e8
-#: The driver gives up on a kernel whose one call takes over a quarter of its timeout.
-_CALLS_PER_TIMEOUT = 4
-#: An unscheduled kernel whose one call takes longer is timed by that call: its baseline
-#: needs no more precision than one call of a second gives, and each call more costs the
-#: search that much of its budget.
-ONE_CALL_SECONDS = 1.0
-
-
-def for_reference(workload: Workload, config: BenchConfig) -> BenchConfig:
-    """``config`` with the unscheduled kernel's run timeout: ``run_timeout``, or long enough
-    for calls at ``SLOWEST_REFERENCE_RATE``, whichever is longer."""
-    needed = _CALLS_PER_TIMEOUT * (workload.flops or 0) / SLOWEST_REFERENCE_RATE
-    return config if needed <= config.run_timeout else dataclasses.replace(config, run_timeout=needed)
-
-
 def _build_both(
     workload: Workload, reference: Candidate, candidate: Candidate, config: BenchConfig, cache_dir: Path
 ) -> tuple[Path, BuildResult, BuildResult]:
     driver = build_driver(workload.args, config, cache_dir)
-    cand = _built(candidate, reference, config, cache_dir)
+    cand = build_settled(candidate, reference, config, cache_dir)
     if candidate.fingerprint == reference.fingerprint and reference_config(config) == config:
         return driver, cand, cand
     return driver, cand, build_reference(reference, config, cache_dir)
 
 
-def _built(candidate: Candidate, reference: Candidate, config: BenchConfig, cache_dir: Path) -> BuildResult:
+def build_settled(candidate: Candidate, reference: Candidate, config: BenchConfig, cache_dir: Path) -> BuildResult:
     """``candidate`` built, a suspected machine fault settled by building ``reference``
     afresh (``build.settle_fault``); a fault on the reference itself is the machine's."""
     result = build_kernel(candidate.c_source, config, cache_dir, openmp=candidate.uses_openmp)
     if result.fault and candidate.fingerprint == reference.fingerprint:
         raise machine_error(config, result.fault)
     return settle_fault(result, reference.c_source, config, cache_dir, openmp=candidate.uses_openmp)
-
-
-def reference_config(config: BenchConfig) -> BenchConfig:
-    """``config`` as the reference is built with: without the float mode's own flags."""
-    flags = reference_flags(config.cflags, config.float_mode)
-    return config if flags == tuple(config.cflags) else dataclasses.replace(config, cflags=flags)
-
-
-def build_reference(reference: Candidate, config: BenchConfig, cache_dir: Path) -> BuildResult:
-    """Build the unscheduled proc whose outputs are the answer key (strict float arithmetic).
-    It is the known-good code: a suspected machine fault building it is the machine's."""
-    result = build_kernel(reference.c_source, reference_config(config), cache_dir, openmp=reference.uses_openmp)
-    if result.fault:
-        raise machine_error(config, result.fault)
-    return result
-
-
-def answer_key(
-    driver: Path, ref_build: BuildResult, args: Sequence[ArgSpec], config: BenchConfig, cache_dir: Path
-) -> tuple[Path | None, tuple[Status, str] | None]:
-    """The answer key for ``args``: the path of the file the driver's ``run`` checks
-    kernels against (``harness``), computed with ``ref_build`` (the unscheduled proc) if
-    the cache has none, or why it could not be. Call with the bench lock held."""
-    path, failure, _ = timed_answer_key(driver, ref_build, args, config, cache_dir)
-    return path, failure
-
-
-def timed_answer_key(
-    driver: Path, ref_build: BuildResult, args: Sequence[ArgSpec], config: BenchConfig, cache_dir: Path
-) -> tuple[Path | None, tuple[Status, str] | None, float | None]:
-    """``answer_key``, and the seconds the unscheduled proc's call on the first input set
-    took when the key was computed now (None when it came from the cache)."""
-    assert ref_build.path is not None
-    # The argument list decides which buffers are outputs and how the inputs are drawn.
-    signature = sha256_text(json.dumps([a.to_json() for a in args], sort_keys=True))[:16]
-    path = Path(cache_dir) / "reference" / f"{ref_build.key}-{signature}-{config.seed}.out"
-    if verified(path):
-        return path, None, None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}")
-    try:
-        res = reference_kernel(driver, ref_build.path, tmp, config)
-        failure = child_failure(res, "the reference kernel", config.run_timeout * REFERENCE_TIMEOUTS)
-        if failure is not None:
-            return None, failure, None
-        install(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path, None, _first_call(res.stdout)
-
-
-def _first_call(stdout: str) -> float | None:
-    """The seconds of the ``first 0 <seconds>`` line the driver's ``reference`` mode prints."""
-    for line in stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[:2] == ["first", "0"]:
-            with contextlib.suppress(ValueError):
-                return float(parts[2])
-    return None
-
-
-def _measurement_from_report(
-    workload: Workload,
-    candidate: Candidate,
-    report_index: int,
-    res: ChildResult,
-    count: int,
-    config: BenchConfig,
-    build_seconds: float,
-    machine: MachineInfo,
-) -> Measurement:
-    reports = parse_report(res.stdout, count)
-    r = reports[report_index]
-    base: dict[str, Any] = {
-        "fingerprint": candidate.fingerprint,
-        "build_seconds": build_seconds,
-        "run_seconds": res.seconds,
-        "machine": machine,
-    }
-    if r.verdict is not None and not r.verdict.ok:
-        v = r.verdict
-        return Measurement(status=Status.WRONG_RESULT, error=v.message(workload), max_error=v.max_error, **base)
-    if r.slow:
-        msg = f"one call takes {r.first:.3g} s, too slow to time within run_timeout={config.run_timeout:g} s"
-        return Measurement(status=Status.TIMEOUT, error=msg, **base)
-    if r.verdict is None or not r.samples:
-        failure = child_failure(res, "the benchmark", config.run_timeout) or (
-            Status.RUN_ERROR,
-            f"the benchmark stopped without a result: {stderr_tail(res.stderr or res.stdout)}",
-        )
-        return Measurement(status=failure[0], error=failure[1], **base)
-    timing = timing_from_samples(r.samples, r.inner)
-    return Measurement(status=Status.OK, timing=timing, max_error=r.verdict.max_error, **base)
-
-
-def _quiet_gate(config: BenchConfig, cache_dir: Path) -> Callable[[], AbstractContextManager[object]] | None:
-    """What a timing that must be quiet runs inside: the node's builds and expansions paused
-    (``evaluate.quiet``) unless timing is shared; verification and one-call timings run
-    before it."""
-    if config.timing is TimingMode.SHARED:
-        return None
-    return lambda: quiet(cache_dir)
-
-
-class _Gate:
-    """What one candidate's timing runs inside, decided when the timing starts: quiet
-    (``evaluate.quiet``) for quiet timing, for a timing that must be quiet (``required``) and
-    whenever the node's evidence says so (``TimingMode.AUTO``, ``evaluate.interference``);
-    never for shared timing.
-    ``quiet`` says afterwards what it was (None: the kernel was not timed past its first call)."""
-
-    def __init__(self, config: BenchConfig, cache_dir: Path, required: bool) -> None:
-        self.config, self.cache_dir, self.required = config, cache_dir, required
-        self.quiet: bool | None = None
-
-    def __call__(self) -> AbstractContextManager[object]:
-        mode = self.config.timing
-        if mode is TimingMode.SHARED:
-            self.quiet = False
-        elif mode is TimingMode.AUTO and not self.required:
-            self.quiet = of_node(self.cache_dir).quiet_next()
-        else:
-            self.quiet = True
-        return quiet(self.cache_dir) if self.quiet else contextlib.nullcontext()
-
-    def record(self, report: KernelReport, yardstick: KernelReport | None, fingerprint: str) -> None:
-        """Tell the node what this timing showed (auto timing only)."""
-        if self.config.timing is not TimingMode.AUTO or self.quiet is None:
-            return
-        paired = yardstick.samples if yardstick is not None else ()
-        of_node(self.cache_dir).record(evidence_of(report.samples, paired, fingerprint if paired else "", self.quiet))
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +127,7 @@ def prepare_node(config: BenchConfig, cache_dir: Path, header: str | None) -> bo
     """Make ready what this node's builds of kernels including ``header`` share, ahead of
     them (``build.prepare_builds``), as a build: paused while a kernel is timed. Returns
     whether something was made ready."""
-    with _infrastructure_errors(cache_dir), working(cache_dir):
+    with infrastructure_errors(cache_dir), working(cache_dir):
         return prepare_builds(config, Path(cache_dir), header)
 
 
@@ -312,7 +144,7 @@ def build_candidate(
     Runs no kernel, so any number of builds may run beside a benchmark. A yardstick that
     does not build is left out (the candidate is timed alone). Raises as
     ``evaluate_candidate`` does."""
-    with _infrastructure_errors(cache_dir), working(cache_dir):
+    with infrastructure_errors(cache_dir), working(cache_dir):
         driver, cand, ref = _build_both(workload, reference, candidate, config, Path(cache_dir))
         if not cand.ok:
             return Measurement(
@@ -326,7 +158,7 @@ def build_candidate(
             raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
         yard = None
         if yardstick is not None and yardstick.fingerprint != candidate.fingerprint:
-            yard = _built(yardstick, reference, config, Path(cache_dir))
+            yard = build_settled(yardstick, reference, config, Path(cache_dir))
             if not yard.ok or yardstick.uses_openmp != candidate.uses_openmp:
                 yard = None  # a yardstick is only worth its time run the same way as the candidate
         return Built(
@@ -356,7 +188,7 @@ def run_candidate(
     ``contend`` seconds with the fewest samples; beside ``built.yardstick`` when it has one;
     ``quiet``: with the node's other work paused whatever auto timing found.
     Raises as ``evaluate_candidate`` does."""
-    with _infrastructure_errors(cache_dir):
+    with infrastructure_errors(cache_dir):
         return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff, contend, quiet)
 
 
@@ -414,7 +246,7 @@ def _run(
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
         kernels = [cand.path] + ([built.yardstick.path] if built.yardstick and built.yardstick.path else [])
-        gate = _Gate(config, cache_dir, required=quiet)
+        gate = Gate(config, cache_dir, required=quiet)
         res = run_kernels(
             built.driver,
             ref_file,
@@ -428,7 +260,7 @@ def _run(
             gate=gate,
             pair=len(kernels) == 2,
         )
-    m = _measurement_from_report(workload, candidate, 0, res, len(kernels), config, cand.seconds, machine)
+    m = measurement_from_report(workload, candidate, 0, res, len(kernels), config, cand.seconds, machine)
     if m.status is Status.OK:
         m = dataclasses.replace(m, quiet=gate.quiet)
     reports = parse_report(res.stdout, len(kernels))
@@ -441,79 +273,3 @@ def _run(
         elif yard.spared:  # an also-ran: the search scales it by its latest pairings (``Paired``)
             m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, None))
     return m
-
-
-def remeasure(
-    workload: Workload,
-    reference: Candidate,
-    candidates: Sequence[Candidate],
-    config: BenchConfig,
-    cache_dir: Path,
-) -> list[Measurement]:
-    """Time finalists side by side in ONE process with interleaved rounds (input order out).
-
-    Each round times one sample of every candidate in turn, so slow drifts of the machine
-    hit all of them alike; statistics are the same as ``evaluate_candidate``'s. If the joint
-    run fails (a crash or hang cannot be pinned on one kernel), every candidate is
-    evaluated on its own instead so each gets its own status.
-    """
-    if not candidates:
-        return []
-    with _infrastructure_errors(cache_dir):
-        return _remeasure(workload, reference, candidates, config, Path(cache_dir))
-
-
-def _remeasure(
-    workload: Workload,
-    reference: Candidate,
-    candidates: Sequence[Candidate],
-    config: BenchConfig,
-    cache_dir: Path,
-) -> list[Measurement]:
-    machine = machine_info(config)
-    driver = build_driver(workload.args, config, cache_dir)
-    ref = build_reference(reference, config, cache_dir)
-    if not ref.ok:
-        raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
-    builds = [_built(c, reference, config, cache_dir) for c in candidates]
-    results: list[Measurement | None] = [
-        None
-        if b.ok
-        else Measurement(c.fingerprint, Status.BUILD_ERROR, error=b.error, build_seconds=b.seconds, machine=machine)
-        for c, b in zip(candidates, builds, strict=True)
-    ]
-    live = [i for i, b in enumerate(builds) if b.ok]
-    if not live:
-        return [m for m in results if m is not None]
-    pin = not any(candidates[i].uses_openmp for i in live)
-    timeout = sum(
-        for_reference(workload, config).run_timeout if c.fingerprint == reference.fingerprint else config.run_timeout
-        for c in (candidates[i] for i in live)
-    )
-    with bench_lock(cache_dir):
-        ref_file, failure = answer_key(driver, ref, workload.args, for_reference(workload, config), cache_dir)
-        if failure is not None:
-            raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
-        assert ref_file is not None
-        paths = [builds[i].path for i in live]
-        res = run_kernels(
-            driver,
-            ref_file,
-            [p for p in paths if p is not None],
-            config,
-            pin=pin,
-            scale=atol_scale(workload),
-            rounds=verification_rounds(not pin),
-            timeout=timeout,
-            gate=_quiet_gate(config, cache_dir),
-        )
-    if res.returncode != 0:
-        return [
-            m if m is not None else evaluate_candidate(workload, reference, c, config, cache_dir)
-            for c, m in zip(candidates, results, strict=True)
-        ]
-    for slot, i in enumerate(live):
-        results[i] = _measurement_from_report(
-            workload, candidates[i], slot, res, len(live), config, builds[i].seconds, machine
-        )
-    return [m for m in results if m is not None]

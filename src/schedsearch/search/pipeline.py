@@ -7,7 +7,9 @@ k is measured, round k+1's parents are already being expanded, so the workers th
 benchmark never wait for Exo. The parts: ``budget`` (what is spent and left), ``asking`` (the
 next round, and whether one is started), ``parts`` (a large parent's two parts), ``measuring``
 (the queue and its bars), ``confirm`` (a new best measured twice), ``reuse`` (earlier
-searches' measurements), ``rounds`` (one round's record and what it alone decides).
+searches' measurements), ``rounds`` (one round's record and what it alone decides). This
+module drives the rounds for the driver; what is decided between rounds is
+``pipeline_planning``'s, how results are taken in ``pipeline_results``'s.
 
 Guarantees:
 
@@ -49,7 +51,6 @@ from schedsearch.core import (
     Executor,
     Job,
     JobResult,
-    Measurement,
     Phase,
     SearchConfig,
     SearchStatus,
@@ -64,18 +65,9 @@ from schedsearch.search.guidance import Guidance
 from schedsearch.search.intake import Intake
 from schedsearch.search.ledger import Ledger
 from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS, Measuring
-from schedsearch.search.pace import Pace
+from schedsearch.search.pipeline_results import RoundResults
 from schedsearch.search.reuse import EarlierSearches
-from schedsearch.search.rounds import (
-    LEADING_SHARE,
-    Round,
-    absorb,
-    activity_text,
-    early_ask_point,
-    final_part,
-    leaders_in,
-    likely,
-)
+from schedsearch.search.rounds import LEADING_SHARE, Round, activity_text
 from schedsearch.search.untried import UntriedLook
 from schedsearch.stopping import stopped_improving
 
@@ -99,7 +91,7 @@ class Stopped(Exception):
     """Raised inside the loop when ``stop`` is set while it waits for one job."""
 
 
-class Pipeline:
+class Pipeline(RoundResults):
     """The rounds of one run of ``run_search`` (one instance per run): the round whose
     children are measured (``current``), the one whose parents are expanded (``next``), and
     the C this search has seen (``seen``, to deduplicate against).
@@ -149,15 +141,6 @@ class Pipeline:
         self.untried = UntriedLook(guide, ledger)  # the stopping rule's model half
         # The last look that found nothing being measured (``_count_idle``; None: something was).
         self.idle_since: float | None = None
-
-    @property
-    def pace(self) -> Pace:
-        """How fast this search expands and measures (the asker's, which judges late rounds)."""
-        return self.asker.pace
-
-    @pace.setter
-    def pace(self, pace: Pace) -> None:
-        self.asker.pace = pace
 
     # ------------------------------------------------------------------ for the driver
 
@@ -282,200 +265,3 @@ class Pipeline:
     def _candidates_left(self) -> int | None:
         """Evaluations the candidate budget still allows beyond those in flight."""
         return self.budget.candidates_left(len(self.current.measuring) if self.current is not None else 0)
-
-    def _fill(self) -> None:
-        """Submit the current round's next children (``Measuring.fill``)."""
-        self.measuring.fill(self.current, self.next)
-
-    def _start_expanding(self) -> Round | None:
-        """The next round, its expansions submitted, or None (``Asker.start``)."""
-        return self.asker.start(self.current, self.measuring.merging(self.current))
-
-    def _finish_round(self) -> None:
-        """Between rounds: the expanded round starts measuring, and the next parents are
-        asked for - at once when the strategy has seen every earlier round's results (a round
-        in proposal order), else once the round's first children in measuring order are
-        measured too (``_arm_early_ask``)."""
-        if self.current is not None:
-            self._release(self.current)
-        self.current = None
-        nxt = self.next
-        if nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards())):
-            # Measuring starts with what is in: the rest of a streamed expansion joins the
-            # queue as it comes (``_take``), and the next round is planned when it is all in.
-            self.next = None
-            self.current = self._take_in(nxt)
-            self.ledger.record_accuracy()
-            if nxt.expanded() and self.measuring.merging(self.current):
-                # Armed before anything is placed, its early ask counts from this round's start.
-                self._plan_next(self.current)
-                self._fill()
-                return
-            self._fill()  # measurements first: they keep the builders busy
-            if not nxt.expanded():
-                return
-        self._plan_next(self.current)
-
-    def _plan_next(self, cur: Round | None) -> None:
-        """Ask for the next round's parents now, or arm an early ask in ``cur`` (whose
-        expansions are all in)."""
-        early = cur is not None and not cur.finished() and not self.strategy.whole_rounds
-        if self.next is None and not (early and cur is not None and cur.ranked):
-            self.next = self._start_expanding()
-        if self.next is None and early and cur is not None:
-            self._arm_early_ask(cur)
-
-    def _arm_early_ask(self, rnd: Round) -> None:
-        """Ask for the next parents once the round's next children in measuring order are
-        measured (``rounds.early_ask_point``). Until then the round's results are held back
-        from the strategy (``_measured``), so what it has seen when it is asked does not
-        depend on the order in which measurements complete."""
-        if rnd.ask_after:
-            return  # armed already
-        cap = self.measuring.in_flight_cap
-        k = early_ask_point(rnd, cap)
-        if rnd.ranked:
-            rnd.open_until = k  # places beyond it wait behind the gate (``Measuring.gated``)
-            if self.config.model_leads:
-                # One in-flight cap of likely winners more while the next round is expanded,
-                # then the merge: the model's picks are trusted to lead (``SearchConfig``).
-                rnd.shut_at = k + cap
-        if all(i in rnd.measured_places for i in range(k)):
-            self.next = self._start_expanding()
-            return
-        rnd.ask_after = k
-
-    def _early_ask(self, rnd: Round) -> None:
-        """The round's first ``ask_after`` children are measured: tell the strategy those,
-        ask for the next round's parents, then tell it the rest held back."""
-        k, rnd.ask_after = rnd.ask_after, 0
-        for i in sorted(p for p in rnd.held if p < k):
-            self.strategy.tell(rnd.held.pop(i))
-        if self.next is None:
-            self.next = self._start_expanding()
-        self._release(rnd)
-
-    def _release(self, rnd: Round) -> None:
-        """Tell the strategy every result the round still holds back (in measuring order)."""
-        rnd.ask_after = 0
-        for i in sorted(rnd.held):
-            self.strategy.tell(rnd.held[i])
-        rnd.held.clear()
-
-    def _merge(self) -> None:
-        """Take the next round into the current one (``Measuring.merging``) once both are
-        ready: the next round's expansions are all in - or, streamed, its first shard - and
-        every likely winner of the current round has left its queue (or its gate is shut).
-        The merged queue is in the cost model's order, and the next ask comes after its own
-        likely winners. Both conditions are met whatever order the work completes in."""
-        cur, nxt = self.current, self.next
-        # A streamed next round (nothing was queued when it was asked for) merges with its
-        # first shard, as a streamed round starts measuring with it.
-        ready = nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards()))
-        if cur is None or nxt is None or not ready or not self.measuring.merging(cur) or cur.placed < cur.open_until:
-            return
-        if likely(cur) and not cur.shut():
-            return
-        self._release(cur)
-        absorb(cur, nxt)
-        self.next = None
-        self._take_in(cur)
-        self.ledger.record_accuracy()
-        self._plan_next(cur)  # armed before anything more is placed: the ask counts from here
-        self._fill()
-
-    # ------------------------------------------------------------------ results
-
-    def _take(self, result: JobResult) -> None:
-        """Record one finished job (or one shard of an expansion) of either round."""
-        job = result.job
-        nxt, cur = self.next, self.current
-        # Time spent counts whether or not the job is still wanted: it was spent.
-        self.ledger.spend(
-            expanding=result.expansion.seconds if result.expansion is not None else 0.0,
-            measurements=result.measurements,
-        )
-        if result.expansion is not None:
-            for rnd in (nxt, cur):
-                if rnd is not None and job.id in rnd.expanding:
-                    self._shard_in(rnd, job.id, result)
-                    return
-            return  # a job abandoned earlier
-        if cur is None or job.id not in cur.measuring:
-            return  # a job abandoned earlier
-        child = cur.measuring.pop(job.id)
-        first = self.confirms.take(job.id)
-        for m in result.measurements:
-            m = self.ledger.place(m)
-            if first is not None:
-                m, note = self.confirms.settle(first, m)
-                self._measured(cur, m, note)
-            elif self.confirms.wanted(m):
-                self.confirms.started(self.measuring.again(cur, child), m)
-            else:
-                self._measured(cur, m)
-
-    def _shard_in(self, rnd: Round, job_id: int, result: JobResult) -> None:
-        """Keep one shard of a parent's expansion. In the round being measured, its children
-        join the queue now, and the next round is planned once enough of its shards are in
-        (``rounds.leaders_in``) or the last one is."""
-        assert result.expansion is not None
-        parent = rnd.expanding[job_id]
-        rnd.parts.setdefault(parent.fingerprint, []).append(result.expansion)
-        if result.final:
-            del rnd.expanding[job_id]
-            rnd.complete.add(parent.fingerprint)
-            self.pace.came_in(job_id, self.ledger.elapsed())
-        else:
-            rnd.streamed = True
-        if rnd is self.current:
-            self._take_in(rnd)
-            if self.measuring.merging(rnd) and leaders_in(
-                rnd.parts.get(parent.fingerprint, ()),
-                parent.depth,
-                workers=self.measuring.workers,
-                model_leads=self.config.model_leads,
-            ):
-                self._plan_next(rnd)
-            self._fill()
-            if rnd.expanded():
-                self._plan_next(rnd)
-
-    def _measured(self, rnd: Round, m: Measurement, note: str = "") -> None:
-        """Record one child's measurement (``note``: said with it); its parent is expanded
-        once all its children are. While an early ask is pending, the strategy hears of it
-        only after the ask."""
-        rnd.done += 1
-        self.pace.measured(self.ledger.elapsed())
-        place = rnd.place.get(m.fingerprint)
-        hold = bool(rnd.ask_after) and place is not None
-        record = self.ledger.record(m, announce=True, tell=not hold, note=note)
-        if place is not None:
-            rnd.measured_places.add(place)
-        if hold:
-            assert place is not None
-            rnd.held[place] = record
-            if all(i in rnd.measured_places for i in range(rnd.ask_after)):
-                self._early_ask(rnd)
-        parent_id = rnd.parent_of.get(m.fingerprint)
-        if parent_id is not None:
-            rnd.waiting[parent_id] -= 1
-            fp = self.ledger.fp_of.get(parent_id)
-            if rnd.waiting[parent_id] == 0 and fp in rnd.complete and final_part(rnd, fp):
-                assert self.ledger.sid is not None
-                self.store.mark_expanded(self.ledger.sid, parent_id)
-
-    def _take_in(self, rnd: Round) -> Round:
-        """Take in the round's shards that came in since the last call (``Intake.take_in``);
-        record what earlier searches measured of their new children. Returns ``rnd``."""
-        return self._record_reused(rnd, self.intake.take_in(rnd, self.seen))
-
-    def _reuse_in(self, rnd: Round) -> Round:
-        """Record what earlier searches measured of the round's queued children."""
-        return self._record_reused(rnd, self.intake.reused(rnd))
-
-    def _record_reused(self, rnd: Round, reused: list[Measurement]) -> Round:
-        for m in reused:
-            rnd.take_place(m.fingerprint)
-            self._measured(rnd, m)
-        return rnd

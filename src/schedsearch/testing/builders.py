@@ -1,13 +1,17 @@
 """Plain core records for store tests, built without Exo: a workload, a machine, a config,
-candidates (a tree of them by tag), timings and measurements."""
+candidates (a tree of them by tag), timings and measurements; and ``stored_tree``, a small
+tree of candidates added to a store."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from schedsearch.core import (
     ArgRole,
     ArgSpec,
     BenchConfig,
     Candidate,
+    CandidateRecord,
     DType,
     MachineInfo,
     Measurement,
@@ -117,3 +121,16 @@ def make_measurement(candidate: Candidate, seconds: float | None = None, status:
         max_error=3.5e-7,
         machine=make_machine(),
     )
+
+
+def stored_tree(store: Any) -> tuple[int, dict[str, CandidateRecord]]:
+    """root -> a -> a1, root -> b: returns the search id and records by tag."""
+    sid = store.create_search(make_workload(), make_config(), make_machine())
+    root = make_candidate("root")
+    a = make_candidate("a", root)
+    b = make_candidate("b", root)
+    a1 = make_candidate("a1", a)
+    recs = {}
+    for tag, cand in (("root", root), ("a", a), ("b", b), ("a1", a1)):
+        recs[tag] = store.add_candidate(sid, cand)
+    return sid, recs
