@@ -341,6 +341,7 @@ def run_json(
             "reused": c.reused,
             "warm_started": c.warm_started,
             "since_best": c.since_best,
+            "untried_ahead": c.untried_ahead,
             "timed_beside": c.timed_beside,
         },
         "time_spent": {k: round(v, 3) for k, v in c.spent.to_json().items()},
