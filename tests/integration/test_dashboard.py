@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import socket
 import sqlite3
@@ -112,6 +113,23 @@ def _lineage(records, cid):
     return out[::-1]
 
 
+def test_a_search_page_s_live_parts_are_the_page_s_own(client: TestClient, data: SearchedDb) -> None:
+    for sid in (data.running, data.searches[0]):
+        html = _page(client, f"/searches/{sid}")
+        live = _page(client, f"/searches/{sid}/live")
+        assert "<html" not in live and "<script" not in live and "<h1>" not in live  # a fragment
+        parts = ["summary", "plot", "best", "top", "tree"]
+        assert re.findall(r'data-part="(\w+)"', live) == re.findall(r'data-part="(\w+)"', html) == parts
+        # rendered by the same macros from the same data: the page holds every line of it
+        assert [line for line in live.splitlines() if line not in html] == []
+        assert live.count('<circle class="dot"') == html.count('<circle class="dot"') > 0
+    search = client.get(f"/api/searches/{data.running}").json()
+    # what the page script compares with the JSON to know whether to fetch the parts again
+    assert f'data-version="{search["evaluated"]}/{search["generated"]}"' in _page(client, f"/searches/{data.running}")
+    assert client.get(f"/searches/{data.searches[0]}/live").headers["content-security-policy"]
+    assert client.get("/searches/999/live").status_code == 404
+
+
 def test_the_plot_is_an_svg_document(client: TestClient, data: SearchedDb) -> None:
     r = client.get(f"/searches/{data.searches[1]}/plot.svg")
     assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
@@ -142,10 +160,11 @@ def test_hostile_database_text_is_shown_as_text(client: TestClient, data: Search
     pages = {url: _page(client, url) for url in (
         "/", f"/searches/{data.hostile}", f"/candidates/{data.hostile_child}", f"/candidates/{data.hostile_failed}",
         f"/searches/{data.hostile}/tree?root={data.hostile_child}", f"/compare?a={data.searches[0]}&b={data.hostile}",
-        f"/searches/{data.hostile}/plot.svg", "/compare")}
+        f"/searches/{data.hostile}/plot.svg", f"/searches/{data.hostile}/live", "/compare")}
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pages["/"]  # the workload's path
     search = pages[f"/searches/{data.hostile}"]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in search and "&lt;script&gt;alert(2)&lt;/script&gt; #0" in search
+    assert "&lt;script&gt;alert(2)&lt;/script&gt; #0" in pages[f"/searches/{data.hostile}/live"]
     child = pages[f"/candidates/{data.hostile_child}"]
     assert "/* &lt;/pre&gt;&lt;script&gt;alert(3)&lt;/script&gt; */" in child  # the C
     assert "&#39;&lt;script&gt;alert(4)&lt;/script&gt;&#39;" in child  # the proc, in the diff and whole
@@ -234,7 +253,7 @@ def test_browsing_writes_nothing(data: SearchedDb, tmp_path: Path) -> None:
     with open_store(str(copy), create=False, read_only=True) as store, TestClient(create_app(store)) as c:
         urls = ["/", "/api/searches", "/compare", f"/compare?a={data.searches[0]}&b={data.searches[1]}"]
         for sid in (*data.searches, data.running, data.hostile):
-            urls += [f"/searches/{sid}", f"/api/searches/{sid}", f"/searches/{sid}/plot.svg"]
+            urls += [f"/searches/{sid}", f"/api/searches/{sid}", f"/searches/{sid}/plot.svg", f"/searches/{sid}/live"]
         urls += [f"/candidates/{cid}" for cid in range(1, 30)]
         for url in urls:
             assert c.get(url).status_code == 200, url
@@ -287,7 +306,8 @@ def test_a_5000_candidate_search_page_loads_in_under_a_second(big: tuple[Path, i
     with open_store(str(path), create=False, read_only=True) as store, TestClient(create_app(store)) as c:
         assert c.get("/").status_code == 200  # the first request starts the client's event loop
         times = {}
-        for url in (f"/searches/{sid}", f"/searches/{sid}/plot.svg", f"/compare?a={sid}&b={sid}", "/"):
+        urls = (f"/searches/{sid}", f"/searches/{sid}/live", f"/searches/{sid}/plot.svg", f"/compare?a={sid}&b={sid}", "/")
+        for url in urls:
             start = time.perf_counter()
             r = c.get(url)
             times[url] = time.perf_counter() - start
@@ -297,3 +317,4 @@ def test_a_5000_candidate_search_page_loads_in_under_a_second(big: tuple[Path, i
     assert html.count("+") and 'more</a>' in html  # the tree is cut to a page, the rest one click away
     print("page times:", json.dumps({k: round(v, 3) for k, v in times.items()}))
     assert times[f"/searches/{sid}"] < 1.0, times
+    assert times[f"/searches/{sid}/live"] < 1.0, times  # what a live page fetches as the search goes on

@@ -100,13 +100,42 @@ def test_click_from_the_list_to_a_candidate(server: tuple[str, SearchedDb], tmp_
             assert page.locator("#plot svg path.best-line").count() == 2
             page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
 
-            # a running search's page follows it: a new measurement shows up without a reload
+            # a running search's page follows it without a reload: numbers, plot, table, tree
+            documents: list[str] = []
+            polls: list[str] = []
+            page.on("request", lambda r: documents.append(r.url) if r.resource_type == "document" else
+                    polls.append(r.url) if f"/{data.running}" in r.url else None)
             page.goto(url + f"searches/{data.running}")
+            root = page.locator("ul.tree li").first.get_attribute("data-anchor").split(":")[1]
             assert page.locator("#plot svg circle.dot").count() == 1
-            _measure_one_more(data)
+            first = _measure_one_more(data, "m1", 1e-3, evaluated=2)
             # (locator waits: the page's CSP forbids the string evaluation wait_for_function uses)
             expect(page.locator("#plot svg circle.dot")).to_have_count(2, timeout=15_000)
             expect(page.locator('[data-field="evaluated"]').first).to_have_text("2")
+            expect(page.locator(f'#top a[href="/candidates/{first}"]')).to_have_count(1)
+            expect(page.locator(f'ul.tree .node.best a[href="/candidates/{first}"]')).to_have_count(1)
+            # the user closes the root's branch and scrolls the table's row of that candidate to
+            # the top; the next refresh adds a faster row above it, and keeps both
+            branch = page.locator(f'details[data-node="{root}"]')
+            branch.locator("summary").click(position={"x": 3, "y": 8})
+            expect(branch).not_to_have_attribute("open", "")
+            page.set_viewport_size({"width": 1000, "height": 150})
+            row = page.locator(f'#top tr[data-anchor="top:{first}"]')
+            row.evaluate("el => window.scrollTo(0, el.getBoundingClientRect().top + window.scrollY - 5)")
+            assert abs(row.bounding_box()["y"] - 5) < 2, row.bounding_box()
+            second = _measure_one_more(data, "m2", 5e-4, evaluated=3)
+            expect(page.locator(f'#top a[href="/candidates/{second}"]')).to_have_count(1, timeout=15_000)
+            assert page.locator("#top tbody tr").count() == 3
+            assert page.locator(f'ul.tree li[data-anchor="node:{second}"]').count() == 1
+            assert branch.get_attribute("open") is None  # still closed
+            assert abs(row.bounding_box()["y"] - 5) < 2, row.bounding_box()  # still where it was
+            # it ends: the final state once, then no more polling
+            _end(data)
+            expect(page.locator('[data-part="summary"] .badge')).to_have_text("completed", timeout=15_000)
+            seen = len(polls)
+            page.wait_for_timeout(2_500)  # longer than the poll interval
+            assert len(polls) == seen, polls[seen:]
+            assert [u for u in documents if f"/searches/{data.running}" in u] == [url + f"searches/{data.running}"]
             assert not dialogs, dialogs  # no alert() from the database ever ran
         finally:
             browser.close()
@@ -114,18 +143,30 @@ def test_click_from_the_list_to_a_candidate(server: tuple[str, SearchedDb], tmp_
     assert not errors, errors
 
 
-def _measure_one_more(data: SearchedDb) -> None:
-    """What a running search does next: record a child of the root and its measurement."""
+def _measure_one_more(data: SearchedDb, move: str, seconds: float, evaluated: int) -> int:
+    """What a running search does next: record a child of the root and its measurement;
+    returns the child's id."""
     from schedsearch.core import Counters, Measurement, Status
     from schedsearch.store import open_store
     from schedsearch.testing.fake_tree import fake_candidate, fake_root
 
     with open_store(str(data.path)) as store:
-        child = fake_candidate("m1", parent=fake_root())
-        store.add_candidate(data.running, child)
-        store.record_measurement(data.running, Measurement(child.fingerprint, Status.OK, _timing(1e-3),
-                                                           measured_at=1.5), 2.0, 2.0)
-        store.update_search(data.running, counters=Counters(evaluated=2, ok=2), elapsed_seconds=2.0)
+        child = fake_candidate(move, parent=fake_root())
+        record = store.add_candidate(data.running, child)
+        store.record_measurement(data.running, Measurement(child.fingerprint, Status.OK, _timing(seconds),
+                                                           measured_at=evaluated - 0.5), 2.0, 2e-3 / seconds)
+        store.update_search(data.running, counters=Counters(evaluated=evaluated, ok=evaluated),
+                            elapsed_seconds=float(evaluated))
+        return record.id
+
+
+def _end(data: SearchedDb) -> None:
+    """The running search ends."""
+    from schedsearch.core import SearchStatus
+    from schedsearch.store import open_store
+
+    with open_store(str(data.path)) as store:
+        store.update_search(data.running, status=SearchStatus.COMPLETED)
 
 
 def _timing(seconds: float):

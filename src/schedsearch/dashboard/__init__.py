@@ -1,8 +1,9 @@
 """A read-only web dashboard over a results database (``schedsearch dashboard``).
 
-It lists the searches (live while they run), and for each search shows its progress plot,
-its tree with the path to the best, its fastest candidates and, per candidate, its
-schedule, its Exo proc against its parent's and its C. Two searches can be compared.
+It lists the searches, and for each search shows its progress plot, its tree with the path
+to the best, its fastest candidates and, per candidate, its schedule, its Exo proc against
+its parent's and its C; the list and a running search's page follow the search live. Two
+searches can be compared.
 
 - ``routes.create_app(store)``: the Starlette application over an open store;
 - ``views``: what each page shows, read from the store as frozen records;

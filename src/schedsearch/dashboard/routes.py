@@ -3,9 +3,9 @@
 Guarantees:
 - Read-only: every route is a GET (Starlette answers 405 to anything else) and calls only
   the store's getters; the store itself is opened read-only by ``server.serve``.
-- Nothing from the database is markup: pages and SVG come from Jinja templates with
-  autoescaping on, JSON is serialised by the JSON encoder and the page scripts write it
-  with ``textContent``. The Content-Security-Policy allows only this server's own scripts
+- Nothing from the database is markup: pages, page fragments and SVG come from Jinja
+  templates with autoescaping on, JSON is serialised by the JSON encoder and the page
+  scripts write it with ``textContent``. The Content-Security-Policy allows only this server's own scripts
   and styles, so even markup that slipped through could not run.
 - An unknown search or candidate is a 404 page, a malformed query a 400, a database that
   fails underneath a 500 page saying why; never a traceback.
@@ -102,6 +102,12 @@ def create_app(
     def search(request: Request) -> Response:
         return page(request, "search.html", page=views.search_page(store, request.path_params["search_id"], step_text))
 
+    def search_live(request: Request) -> Response:
+        # The page's live parts alone (a fragment, not a document): what live.js swaps in.
+        return page(
+            request, "search_live.html", page=views.search_page(store, request.path_params["search_id"], step_text)
+        )
+
     def plot_svg(request: Request) -> Response:
         plot = views.plot_of(store, request.path_params["search_id"])
         body = templates.get_template("plot.svg").render(plot=plot, standalone=True)
@@ -151,6 +157,7 @@ def create_app(
         Route("/api/searches", api_searches),
         Route("/api/searches/{search_id:int}", api_search),
         Route("/searches/{search_id:int}", search),
+        Route("/searches/{search_id:int}/live", search_live),
         Route("/searches/{search_id:int}/plot.svg", plot_svg),
         Route("/searches/{search_id:int}/tree", tree),
         Route("/candidates/{candidate_id:int}", candidate),

@@ -44,6 +44,7 @@ class SearchSummary:
     started: str
     elapsed: str
     evaluated: int
+    generated: int  # rewrites tried: with ``evaluated``, what a live page watches for change
     ok: int
     failed: int
     baseline: str
@@ -74,6 +75,7 @@ def summary_of(search: SearchRecord, best: DeclaredBest | None) -> SearchSummary
         started=fmt.moment(search.started_at),
         elapsed=fmt.elapsed(search.elapsed_seconds),
         evaluated=c.evaluated,
+        generated=c.generated,
         ok=c.ok,
         failed=c.failed,
         baseline=fmt.seconds(search.baseline_seconds),

@@ -1,6 +1,7 @@
 // The dashboard's only script: clicking a plotted candidate opens it, and pages of running
-// searches poll the JSON endpoints every 2 s. Values from the database are written with
-// textContent only, never parsed as markup.
+// searches poll every 2 s. Values from the database are written with textContent, or come
+// as the server's own escaped template output (a search page's live parts); a string from
+// the JSON is never parsed as markup.
 "use strict";
 
 const POLL_MS = 2000;
@@ -59,10 +60,75 @@ function pollList(table) {
   setTimeout(tick, POLL_MS);
 }
 
+// Tree nodes whose <details> the user opened or closed (candidate id -> open). Once touched,
+// a node keeps the user's state across refreshes; untouched ones follow the server's default
+// (the path to the best open), so a new best's path shows up opened.
+const touched = new Map();
+
+function rememberToggles() {
+  document.querySelectorAll("ul.tree details[data-node]").forEach((d) => {
+    const id = d.getAttribute("data-node");
+    if (touched.has(id) || d.open !== (d.getAttribute("data-open") === "1")) touched.set(id, d.open);
+  });
+}
+
+function restoreToggles() {
+  document.querySelectorAll("ul.tree details[data-node]").forEach((d) => {
+    const id = d.getAttribute("data-node");
+    if (touched.has(id)) d.open = touched.get(id);
+  });
+}
+
+// The topmost rendered element with a data-anchor in the viewport, and where it is: the
+// refresh puts it back there, so that what the user is reading does not move when a part
+// above it grows (elements in closed <details> have no boxes and are skipped).
+function viewportAnchor() {
+  for (const el of document.querySelectorAll("[data-anchor]")) {
+    if (el.getClientRects().length === 0) continue;
+    const top = el.getBoundingClientRect().top;
+    if (top >= 0) return { name: el.getAttribute("data-anchor"), top: top };
+  }
+  return null;
+}
+
+function restoreAnchor(anchor) {
+  if (!anchor) return;
+  const el = document.querySelector('[data-anchor="' + CSS.escape(anchor.name) + '"]');
+  if (el && el.getClientRects().length) window.scrollBy(0, el.getBoundingClientRect().top - anchor.top);
+}
+
+// Swaps the page's live parts for the server's current ones. The fragment is our own
+// template's output, every database string in it escaped by Jinja; DOMParser builds it
+// into an inert document (no script in it runs, and the CSP allows none inline anyway).
+async function refreshParts(id) {
+  const response = await fetch("/searches/" + id + "/live", { cache: "no-store" });
+  if (!response.ok) throw new Error("live parts: " + response.status);
+  const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+  const anchor = viewportAnchor();
+  rememberToggles();
+  const focused = document.activeElement ? document.activeElement.getAttribute("href") : null;
+  for (const fresh of doc.querySelectorAll("[data-part]")) {
+    const name = fresh.getAttribute("data-part");
+    const old = document.querySelector('[data-part="' + CSS.escape(name) + '"]');
+    if (old) old.replaceWith(document.importNode(fresh, true));
+  }
+  restoreToggles();
+  restoreAnchor(anchor);
+  if (focused) {
+    const again = document.querySelector('[data-part] a[href="' + CSS.escape(focused) + '"]');
+    if (again) again.focus({ preventScroll: true });
+  }
+}
+
+// Every 2 s the search's JSON line (cheap: one row and its best) updates the numbers; the
+// parts are fetched again only when the search measured or generated something since, and
+// no more often than ten times what the last fetch took, so a tree of thousands of
+// candidates costs the server a small share of its time. Once the search has ended the
+// parts are fetched one last time and polling stops.
 function pollSearch(summary) {
   const id = summary.getAttribute("data-search");
-  let evaluated = summary.getAttribute("data-evaluated");
-  const plot = document.getElementById("plot");
+  let version = summary.getAttribute("data-version");
+  let nextRefresh = 0;
   const tick = async () => {
     let s;
     try {
@@ -71,25 +137,24 @@ function pollSearch(summary) {
       setTimeout(tick, POLL_MS);
       return;
     }
+    const live = document.querySelector('[data-part="summary"]') || summary;
     for (const name of ["elapsed", "evaluated", "ok", "failed", "baseline", "best_time", "best_gflops",
                         "best_speedup", "numbers"]) {
-      setField(summary, name, s[name]);
+      setField(live, name, s[name]);
     }
-    if (String(s.evaluated) !== evaluated && plot) {
-      evaluated = String(s.evaluated);
-      const response = await fetch(plot.getAttribute("data-src"), { cache: "no-store" });
-      if (response.ok) {
-        // Our own SVG, every database string in it escaped by the server's templates.
-        const doc = new DOMParser().parseFromString(await response.text(), "image/svg+xml");
-        const svg = doc.documentElement;
-        if (svg && svg.nodeName === "svg") plot.replaceChildren(document.importNode(svg, true));
+    const now = s.evaluated + "/" + s.generated;
+    if (!s.running || (now !== version && Date.now() >= nextRefresh)) {
+      const started = Date.now();
+      try {
+        await refreshParts(id);
+        version = now;
+      } catch (error) {
+        setTimeout(tick, POLL_MS);  // try again, the final state included
+        return;
       }
+      nextRefresh = Date.now() + Math.max(POLL_MS, 10 * (Date.now() - started));
     }
-    if (s.running) {
-      setTimeout(tick, POLL_MS);
-    } else {
-      window.location.reload();  // it ended: the tree and tables in their final state
-    }
+    if (s.running) setTimeout(tick, POLL_MS);
   };
   setTimeout(tick, POLL_MS);
 }
