@@ -21,6 +21,7 @@ from schedsearch.dashboard import fmt
 from schedsearch.dashboard.plot import Curve, Plot, curve_of, progress_plot
 from schedsearch.dashboard.tree import TreeView, best_path, build_tree, last_step
 from schedsearch.errors import NotFoundError
+from schedsearch.explore import SearchComparison, SearchTree
 from schedsearch.numbers import DeclaredBest, best_among, ending, load_declared_best, step
 
 Describe = Callable[[Rewrite], str]
@@ -327,21 +328,21 @@ class ComparePage:
 
 
 def compare_page(store: Store, a_id: int, b_id: int, describe: Describe) -> ComparePage:
-    """Two searches side by side: their bests, progress curves on one plot, best schedules."""
-    parts = []
-    for search_id in (a_id, b_id):
-        search = store.get_search(search_id)
-        records = store.candidates(search_id, code=False)
-        best = best_among(search, records)
-        by_id = {r.id: r for r in records}
-        lineage = [by_id[i] for i in best_path(by_id, best.record.id if best else None)]
-        parts.append(
-            (
-                summary_of(search, best),
-                _curve(store, search, records, f"search {search.id}"),
-                step_lines(lineage, describe),
-            )
-        )
-    (a, a_curve, a_steps), (b, b_curve, b_steps) = parts
-    ratio = fmt.num(a.best_seconds / b.best_seconds, "x") if a.best_seconds and b.best_seconds else "-"
-    return ComparePage(a, b, progress_plot([a_curve, b_curve]), ratio, a_steps, b_steps)
+    """Two searches side by side: their bests, progress curves on one plot, best schedules.
+    The data is explore's ``SearchComparison``, what a notebook compares two searches with."""
+    comparison = SearchComparison.load(store, a_id, b_id, describe, code=False)
+    a, b = comparison.a, comparison.b
+    ratio = comparison.b_speedup_over_a
+    return ComparePage(
+        a=summary_of(a.search, a.declared_best),
+        b=summary_of(b.search, b.declared_best),
+        plot=progress_plot([_tree_curve(a), _tree_curve(b)]),
+        ratio=fmt.num(ratio, "x") if ratio is not None else "-",
+        a_steps=step_lines(a.best_path(), describe),
+        b_steps=step_lines(b.best_path(), describe),
+    )
+
+
+def _tree_curve(tree: SearchTree) -> Curve:
+    s = tree.search
+    return curve_of(f"search {s.id}", tree.records, tree.progress, s.started_at, s.elapsed_seconds, s.baseline_seconds)

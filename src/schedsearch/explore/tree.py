@@ -106,11 +106,20 @@ class SearchTree:
         object.__setattr__(self, "_children", types.MappingProxyType({k: tuple(v) for k, v in children.items()}))
 
     @classmethod
-    def load(cls, store: Store, search_id: int, describe: Callable[[Rewrite], str] = Rewrite.describe) -> SearchTree:
-        """Read search ``search_id`` with all its candidates and progress from ``store``."""
+    def load(
+        cls,
+        store: Store,
+        search_id: int,
+        describe: Callable[[Rewrite], str] = Rewrite.describe,
+        *,
+        code: bool = True,
+    ) -> SearchTree:
+        """Read search ``search_id`` with all its candidates and progress from ``store``.
+        ``code=False`` reads the candidates without their C and proc text (``diff`` is then
+        empty): much less to read for a search of thousands of candidates."""
         return cls(
             search=store.get_search(search_id),
-            records=tuple(store.candidates(search_id)),
+            records=tuple(store.candidates(search_id, code=code)),
             progress=tuple(store.progress(search_id)),
             describe=describe,
         )
