@@ -103,6 +103,7 @@ def test_both_progress_curves_on_one_plot(store) -> None:
     assert list(lines["progress:b"].get_xdata()) == [1.0, 2.0]
     assert list(lines["progress:b"].get_ydata()) == pytest.approx([1e-3, 2.5e-4])
     assert {"baseline:a", "baseline:b"} <= set(lines)
+    assert lines["progress:a"].get_label() == f"search {a} (best-first): 500 µs"
     dots = {c.get_gid(): c for c in ax.collections}
     assert len(dots["dots:a"].get_offsets()) == 4 and len(dots["dots:b"].get_offsets()) == 2
     assert ax.get_yscale() == "log" and lines["progress:a"].get_color() != lines["progress:b"].get_color()

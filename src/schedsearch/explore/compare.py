@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from schedsearch.core import Rewrite, Status, Store
 from schedsearch.explore import frames
 from schedsearch.explore._optional import require
-from schedsearch.explore.summary import format_speedup, summary_html
+from schedsearch.explore.summary import format_seconds, format_speedup, summary_html
 from schedsearch.explore.tree import SearchTree
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class SearchComparison:
         if end > xs[-1]:  # the last best holds to the end of the search
             xs.append(end)
             ys.append(ys[-1])
-        label = f"search {tree.search.id}: {ys[-1]:.3g} s"
+        label = f"search {tree.search.id} ({tree.search.config.strategy.value}): {format_seconds(ys[-1])}"
         (line,) = ax.step(xs, ys, where="post", marker="o", markersize=3, gid=f"progress:{name}", label=label, zorder=3)
         colour = line.get_color()
         if dots:
