@@ -129,9 +129,12 @@ def test_click_from_the_list_to_a_candidate(server: tuple[str, SearchedDb], tmp_
             assert page.locator(f'ul.tree li[data-anchor="node:{second}"]').count() == 1
             assert branch.get_attribute("open") is None  # still closed
             assert abs(row.bounding_box()["y"] - 5) < 2, row.bounding_box()  # still where it was
-            # it ends: the final state once, then no more polling
+            # it ends: the final state once (the focused link keeps the focus), then no more polling
+            link = page.locator(f'#top a[href="/candidates/{second}"]')
+            link.focus()
             _end(data)
             expect(page.locator('[data-part="summary"] .badge')).to_have_text("completed", timeout=15_000)
+            expect(link).to_be_focused()
             seen = len(polls)
             page.wait_for_timeout(2_500)  # longer than the poll interval
             assert len(polls) == seen, polls[seen:]

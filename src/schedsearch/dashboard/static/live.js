@@ -97,6 +97,18 @@ function restoreAnchor(anchor) {
   if (el && el.getClientRects().length) window.scrollBy(0, el.getBoundingClientRect().top - anchor.top);
 }
 
+// A selector for the link or tree branch that has the keyboard focus in a live part (null
+// when the focus is elsewhere), to give the focus back to its replacement.
+function focusedSelector() {
+  const el = document.activeElement;
+  const part = el && el.closest ? el.closest("[data-part]") : null;
+  if (!part) return null;
+  const within = '[data-part="' + CSS.escape(part.getAttribute("data-part")) + '"] ';
+  if (el.getAttribute("href")) return within + 'a[href="' + CSS.escape(el.getAttribute("href")) + '"]';
+  const branch = el.tagName === "SUMMARY" ? el.closest("details[data-node]") : null;
+  return branch ? within + 'details[data-node="' + CSS.escape(branch.getAttribute("data-node")) + '"] > summary' : null;
+}
+
 // Swaps the page's live parts for the server's current ones. The fragment is our own
 // template's output, every database string in it escaped by Jinja; DOMParser builds it
 // into an inert document (no script in it runs, and the CSP allows none inline anyway).
@@ -106,7 +118,7 @@ async function refreshParts(id) {
   const doc = new DOMParser().parseFromString(await response.text(), "text/html");
   const anchor = viewportAnchor();
   rememberToggles();
-  const focused = document.activeElement ? document.activeElement.getAttribute("href") : null;
+  const focused = focusedSelector();
   for (const fresh of doc.querySelectorAll("[data-part]")) {
     const name = fresh.getAttribute("data-part");
     const old = document.querySelector('[data-part="' + CSS.escape(name) + '"]');
@@ -114,10 +126,8 @@ async function refreshParts(id) {
   }
   restoreToggles();
   restoreAnchor(anchor);
-  if (focused) {
-    const again = document.querySelector('[data-part] a[href="' + CSS.escape(focused) + '"]');
-    if (again) again.focus({ preventScroll: true });
-  }
+  const again = focused ? document.querySelector(focused) : null;
+  if (again) again.focus({ preventScroll: true });
 }
 
 // Every 2 s the search's JSON line (cheap: one row and its best) updates the numbers; the
