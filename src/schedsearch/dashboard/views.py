@@ -2,9 +2,9 @@
 
 Every function here only reads (``Store`` getters); numbers come out formatted as the CLI
 words them, the best being ``numbers.declared_best`` - the same candidate and numbers
-``schedsearch list``/``show`` report. A search page reads its candidates without their
-code (``Store.candidates(code=False)``): a tree of thousands of candidates is then a few
-megabytes less to read.
+``schedsearch list``/``show`` report. The search and compare pages read their searches as
+explore's ``SearchTree`` (the data a notebook plots), without the candidates' code
+(``code=False``): a tree of thousands of candidates is then a few megabytes less to read.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from schedsearch.core import CandidateRecord, Rewrite, SearchRecord, SearchStatus, Status, Store
 from schedsearch.dashboard import fmt
 from schedsearch.dashboard.plot import Curve, Plot, curve_of, progress_plot
-from schedsearch.dashboard.tree import TreeView, best_path, build_tree, last_step
+from schedsearch.dashboard.tree import TreeView, build_tree, last_step
 from schedsearch.errors import NotFoundError
 from schedsearch.explore import SearchComparison, SearchTree
 from schedsearch.numbers import DeclaredBest, best_among, ending, load_declared_best, step
@@ -185,10 +185,9 @@ def step_lines(lineage: Sequence[CandidateRecord], describe: Describe) -> tuple[
     return tuple(lines)
 
 
-def _curve(store: Store, search: SearchRecord, records: Sequence[CandidateRecord], name: str) -> Curve:
-    return curve_of(
-        name, records, store.progress(search.id), search.started_at, search.elapsed_seconds, search.baseline_seconds
-    )
+def _curve(tree: SearchTree) -> Curve:
+    s = tree.search
+    return curve_of(f"search {s.id}", tree.records, tree.progress, s.started_at, s.elapsed_seconds, s.baseline_seconds)
 
 
 def _machine(search: SearchRecord) -> str:
@@ -208,32 +207,29 @@ def _counts(records: Sequence[CandidateRecord], search: SearchRecord) -> str:
 
 
 def search_page(store: Store, search_id: int, describe: Describe) -> SearchPage:
-    """The search's summary, progress plot, tree, fastest candidates and best schedule."""
-    search = store.get_search(search_id)
-    records = store.candidates(search_id, code=False)
-    best = best_among(search, records)
+    """The search's summary, progress plot, tree, fastest candidates and best schedule, from
+    explore's ``SearchTree`` (what a notebook plots the search from)."""
+    tree = SearchTree.load(store, search_id, describe, code=False)
+    search, records, best = tree.search, tree.records, tree.declared_best
     best_id = best.record.id if best else None
-    by_id = {r.id: r for r in records}
-    timed = sorted(
-        (r for r in records if r.status is Status.OK and r.seconds is not None), key=lambda r: (r.seconds, r.id)
-    )[:TOP_ROWS]
-    top = tuple(_row(r, by_id.get(r.parent_id) if r.parent_id is not None else None, best_id, describe) for r in timed)
-    lineage = [by_id[i] for i in best_path(by_id, best_id)]
+    top = tuple(
+        _row(r, tree[r.parent_id] if r.parent_id is not None and r.parent_id in tree else None, best_id, describe)
+        for r in tree.best(TOP_ROWS)
+    )
     return SearchPage(
         summary=summary_of(search, best),
         machine=_machine(search),
         counts=_counts(records, search),
-        plot=progress_plot([_curve(store, search, records, f"search {search.id}")]),
+        plot=progress_plot([_curve(tree)]),
         tree=build_tree(search_id, records, best_id=best_id, describe=describe),
         top=top,
-        best_steps=step_lines(lineage, describe),
+        best_steps=step_lines(tree.best_path(), describe),
     )
 
 
 def plot_of(store: Store, search_id: int) -> Plot:
-    """Just the search's progress plot (what a live page refreshes)."""
-    search = store.get_search(search_id)
-    return progress_plot([_curve(store, search, store.candidates(search_id, code=False), f"search {search.id}")])
+    """Just the search's progress plot (``/searches/ID/plot.svg``)."""
+    return progress_plot([_curve(SearchTree.load(store, search_id, code=False))])
 
 
 def subtree(store: Store, search_id: int, root_id: int, describe: Describe) -> TreeView:
@@ -336,13 +332,8 @@ def compare_page(store: Store, a_id: int, b_id: int, describe: Describe) -> Comp
     return ComparePage(
         a=summary_of(a.search, a.declared_best),
         b=summary_of(b.search, b.declared_best),
-        plot=progress_plot([_tree_curve(a), _tree_curve(b)]),
+        plot=progress_plot([_curve(a), _curve(b)]),
         ratio=fmt.num(ratio, "x") if ratio is not None else "-",
         a_steps=step_lines(a.best_path(), describe),
         b_steps=step_lines(b.best_path(), describe),
     )
-
-
-def _tree_curve(tree: SearchTree) -> Curve:
-    s = tree.search
-    return curve_of(f"search {s.id}", tree.records, tree.progress, s.started_at, s.elapsed_seconds, s.baseline_seconds)
