@@ -13,6 +13,11 @@ own, with a fresh database. Its best (re-measured side by side) is compared with
   would run (``w`` as Co x 9Ci times a 9Ci x HW matrix), the im2col itself not counted;
 - the machine's f32 FMA peak of one core (``fma_peak.py``).
 
+With ``--threads N`` every search runs with ``--threads N`` and numpy with N OpenBLAS
+threads, pinned to the same N cores the search times its parallel kernels on (a child
+process: OpenBLAS reads its thread count when it loads); the peak is then N cores'.
+``--sgemm N`` sets the SGEMM case's size (default 512).
+
 Prints one Markdown table row per case, ready for RESULTS.md, and the CPU's model name.
 """
 
@@ -122,10 +127,16 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep each case's database and event log in this folder (benchmarks/early_stop.py reads them)")
     parser.add_argument("--run-args", default="", help="more `schedsearch run` options for every case, e.g. --no-early-stop")
+    parser.add_argument("--threads", type=int, default=1, help="threads for the kernels and for numpy")
+    parser.add_argument("--sgemm", type=int, default=512, help="the SGEMM case's size")
+    parser.add_argument("--numpy-child", nargs=2, metavar=("PROC", "SIZES"), help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.numpy_child:
+        print(numpy_child(opts.numpy_child[0], json.loads(opts.numpy_child[1]), opts.threads))
+        return
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # numpy pinned to one core
-    peak = fma_peak()
-    print(f"{cpu_model()}; f32 FMA peak of one core {peak:.1f} GFLOP/s; budget {opts.budget:.0f} s per case; "
+    peak = fma_peak() * opts.threads
+    print(f"{cpu_model()}; f32 FMA peak of {opts.threads} core(s) {peak:.1f} GFLOP/s; {opts.threads} thread(s); budget {opts.budget:.0f} s per case; "
           f"numpy's BLAS: {blas_kernel()}\n")
     print("| case | sizes | schedsearch GFLOP/s | 95% of it at | numpy GFLOP/s | x numpy | x FMA peak | depth |")
     print("|---|---|---|---|---|---|---|---|")
@@ -133,16 +144,20 @@ def main() -> None:
 
     for proc in opts.cases:
         file = MATMUL if proc == "sgemm" else KERNELS
-        sizes = {"M": 512, "N": 512, "K": 512} if proc == "sgemm" else None
+        sizes = {"M": opts.sgemm, "N": opts.sgemm, "K": opts.sgemm} if proc == "sgemm" else None
         w = load_workload(file, proc, sizes)
-        call, flops = _numpy_case(proc, w.sizes_dict)
-        ref = flops / time_call(call) / 1e9
+        if opts.threads == 1:
+            call, flops = _numpy_case(proc, w.sizes_dict)
+            ref = flops / time_call(call) / 1e9
+        else:
+            ref = numpy_threads(proc, w.sizes_dict, opts.threads)
         if opts.numpy_only:
             print(f"| {proc} | numpy {ref:.1f} GFLOP/s ({ref / peak:.2f} of the FMA peak) |", flush=True)
             continue
         os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         with tempfile.TemporaryDirectory() as tmp:
-            extra = (["--size", "M=512,N=512,K=512"] if proc == "sgemm" else []) + opts.run_args.split()
+            extra = (["--size", ",".join(f"{k}={v}" for k, v in sizes.items())] if sizes else []) + opts.run_args.split()
+            extra += ["--threads", str(opts.threads)] if opts.threads > 1 else []
             folder = Path(tmp) if opts.keep is None else opts.keep
             folder.mkdir(parents=True, exist_ok=True)
             result = search(file, proc, opts.budget, folder / f"{proc}.db", extra)
@@ -152,6 +167,23 @@ def main() -> None:
         events = result.get("best_at", "-")
         print(f"| {proc} | {','.join(f'{k}={v}' for k, v in w.sizes_dict.items())} | {ours:.1f} | {events} | "
               f"{ref:.1f} | {ours / ref:.2f} | {ours / peak:.2f} | {best.get('depth', '-')} |", flush=True)
+
+
+def numpy_threads(proc: str, sizes: dict[str, int], threads: int) -> float:
+    """numpy's GFLOP/s for ``proc`` with ``threads`` OpenBLAS threads (a child process)."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads)}
+    out = subprocess.run([sys.executable, __file__, "--threads", str(threads), "--numpy-child", proc,
+                          json.dumps(sizes)], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def numpy_child(proc: str, sizes: dict[str, int], threads: int) -> float:
+    """In the child: numpy's GFLOP/s on the cores a search times its parallel kernels on."""
+    from schedsearch.evaluate.bench import thread_cpus
+
+    os.sched_setaffinity(0, set(thread_cpus(threads)))
+    call, flops = _numpy_case(proc, sizes)
+    return flops / time_call(call) / 1e9
 
 
 def search(file: Path, proc: str, budget: float, db: Path, extra: list[str]) -> dict:

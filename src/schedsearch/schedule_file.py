@@ -13,6 +13,7 @@ A schedule file is JSON::
       "machine": {...},            # core.MachineInfo: CPU, compiler, flags, exo version
       "target": "avx512",          # the instruction set its steps emit (targets.py)
       "float_mode": "strict",      # or "relaxed": candidates may divide by reciprocals
+      "threads": 1,                # OpenMP threads its parallel loops were timed with
       "origin": {"db": "...", "search_id": 3, "candidate_id": 57,
                  "numbers": "remeasured"}  # or "search_time": how speedup and seconds were measured
     }
@@ -22,7 +23,7 @@ schedule file is data: its workload runs only when it lies inside the schedule f
 tree (or where the user allows, ``regress --workloads``) and matches ``source_sha256``
 (see ``schedsearch.trust``); names and sizes are validated when the file is read.
 Files written before targets existed have no ``target``: it is derived from their steps;
-files without ``float_mode`` were strict.
+files without ``float_mode`` were strict, files without ``threads`` timed on one.
 A file is data, never code: it is parsed, and every step's arguments are checked against
 its kind's typed record (``transforms.rules``) before anything is replayed.
 """
@@ -42,6 +43,8 @@ from schedsearch.trust import schedule_workload_path
 
 FORMAT = "schedsearch-schedule"
 VERSION = 1
+#: The most threads a schedule file may ask for.
+MAX_THREADS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,7 @@ class ScheduleFile:
     origin: dict[str, Any] = field(default_factory=dict)
     target: str = ""  # the instruction set the steps emit; "" = derived from the steps
     float_mode: FloatMode = FloatMode.STRICT  # how candidates were compiled (files without it: strict)
+    threads: int = 1  # the threads its parallel loops were timed with (files without it: 1)
 
     @property
     def needs_target(self) -> str:
@@ -92,6 +96,7 @@ class ScheduleFile:
             "machine": self.machine.to_json(),
             "target": self.needs_target,
             "float_mode": self.float_mode.value,
+            "threads": self.threads,
             "origin": self.origin,
         }
 
@@ -176,6 +181,7 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
             origin=dict(raw.get("origin") or {}),
             target=str(raw.get("target") or ""),
             float_mode=FloatMode(raw.get("float_mode") or FloatMode.STRICT),
+            threads=int(raw.get("threads", 1)),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ScheduleFileError(f"{p} is malformed: {type(e).__name__}: {e}") from None
@@ -196,4 +202,6 @@ def _problem(sf: ScheduleFile) -> str | None:
             return f"its size name {name!r} is not an identifier"
         if not 0 < value <= INT64_MAX:
             return f"its size {name}={value} is not a positive 64-bit integer"
+    if not 1 <= sf.threads <= MAX_THREADS:
+        return f"its threads {sf.threads} is not a number of threads in [1, {MAX_THREADS}]"
     return None

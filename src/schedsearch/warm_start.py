@@ -101,7 +101,7 @@ def _sizes(past: PastSchedule) -> str:
 
 def candidates_to_replay(past: list[PastSchedule], options: ExpandOptions) -> tuple[list[PastSchedule], list[Skipped]]:
     """Distinct schedules, most speedup first (newest first among equals), and the ones this
-    search may not use (OpenMP loops without ``--parallel``)."""
+    search may not use (OpenMP loops without ``--threads N``)."""
     seen: set[Schedule] = set()
     distinct: list[PastSchedule] = []
     for p in past:
@@ -110,7 +110,7 @@ def candidates_to_replay(past: list[PastSchedule], options: ExpandOptions) -> tu
             distinct.append(p)
     distinct.sort(key=lambda p: -(p.speedup or 0.0))  # stable: the store's newest-first order breaks ties
     usable = [p for p in distinct if options.allow_parallel or not p.schedule.uses_openmp]
-    refused = [Skipped(p, "uses OpenMP loops; search with --parallel to try it") for p in distinct if p not in usable]
+    refused = [Skipped(p, "uses OpenMP loops; search with --threads N to try it") for p in distinct if p not in usable]
     return usable, refused
 
 

@@ -340,21 +340,25 @@ MATMUL = f"""
 """
 
 
-def test_single_threaded_kernels_are_pinned_and_openmp_ones_are_not(ref: Candidate, cache: Path) -> None:
+def test_single_threaded_kernels_are_pinned_and_openmp_ones_run_on_their_threads(ref: Candidate, cache: Path,
+                                                                               monkeypatch) -> None:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs at least two CPUs to tell pinned from free")
     head = "#define _GNU_SOURCE\n#include <sched.h>\n#include <stdlib.h>\n"
     pinned = candidate_from_c(f"{head}{SIG} {{{AFFINITY_CHECK.format(op='!=')}{MATMUL}}}\n")
     m = evaluate_candidate(SGEMM, ref, pinned, FAST, cache)
     assert m.status is Status.OK, m.error
-    # An OpenMP kernel (it needs -fopenmp to link omp_get_num_threads) may use every CPU.
+    # An OpenMP kernel (it needs -fopenmp to link omp_get_max_threads) runs on exactly the
+    # threads asked for, whatever the environment it is run from says (Ray's workers: 1).
     par = candidate_from_c(
-        f"{head}#include <omp.h>\n{SIG} {{{AFFINITY_CHECK.format(op='<=')}\n"
-        f"    if (omp_get_max_threads() < 1) abort();\n#pragma omp parallel for\n{MATMUL}}}\n"
+        f"{head}#include <omp.h>\n{SIG} {{\n"
+        f"    if (omp_get_max_threads() != 2) abort();\n#pragma omp parallel for\n{MATMUL}}}\n"
     )
     assert par.uses_openmp
-    m = evaluate_candidate(SGEMM, ref, par, FAST, cache)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    m = evaluate_candidate(SGEMM, ref, par, dataclasses.replace(FAST, threads=2), cache)
     assert m.status is Status.OK, m.error
+    assert evaluate_candidate(SGEMM, ref, par, dataclasses.replace(FAST, threads=3), cache).status is Status.RUN_ERROR
     unpinned_wrongly = candidate_from_c(f"{head}{SIG} {{{AFFINITY_CHECK.format(op='<=')}{MATMUL}}}\n")
     assert evaluate_candidate(SGEMM, ref, unpinned_wrongly, FAST, cache).status is Status.RUN_ERROR
 

@@ -28,7 +28,7 @@ OTHER: dict[str, tuple[Any, list[str]]] = {
     "seed": (9, ["--seed", "9"]),
     "cc": ("cc", ["--cc", "cc"]),
     "cflags": ("-O2", ["--cflags", "-O2"]),
-    "parallel": (True, ["--parallel"]),
+    "threads": (2, ["--threads", "2"]),
     "target": ("scalar", ["--target", "scalar"]),
     "cost_model": (CostModelMode.OFF, ["--cost-model", "off"]),
     "float_mode": (FloatMode.RELAXED, ["--float", "relaxed"]),

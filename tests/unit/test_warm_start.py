@@ -117,7 +117,7 @@ def test_other_targets_other_procs_and_parallel_loops_are_left_out() -> None:
     workload = sgemm(8)
     warm = warm_start(store, workload, root_candidate(workload), OPTIONS)
     assert warm.seeds == () and [s.reason for s in warm.skipped] == [
-        "uses OpenMP loops; search with --parallel to try it"]
+        "uses OpenMP loops; search with --threads N to try it"]
     other_proc = dataclasses.replace(workload, proc="matmul_i8", sizes=())
     assert warm_start(store, other_proc, root_candidate(workload), OPTIONS).considered == 0
 

@@ -98,7 +98,7 @@ def bench_config(
 
 
 def expand_options(parallel: bool, target: str, compiler_notes: bool = False) -> ExpandOptions:
-    """ExpandOptions from --parallel, --target (``auto``: the widest instruction set this
+    """ExpandOptions from --threads (``parallel``: more than one), --target (``auto``: the widest instruction set this
     CPU has; a kernel for instructions the benchmarking nodes lack fails and is recorded)
     and --compiler-notes."""
     from schedsearch.evaluate import cpu_flags

@@ -233,7 +233,11 @@ def export_py(source: ExportSource, *, trust_db_source: bool = False) -> str:
     check_stored_source(search.workload, trust_db_source=trust_db_source, what=f"search {search.id}")
     try:
         return schedule_script(
-            search.workload, record.schedule, cc=search.machine.compiler, cflags=tuple(search.machine.cflags)
+            search.workload,
+            record.schedule,
+            cc=search.machine.compiler,
+            cflags=tuple(search.machine.cflags),
+            threads=search.config.bench.threads,
         )
     except MALFORMED as e:  # ArgError among them: arguments a step's kind cannot take
         why = " ".join(str(e).split())[:200]
@@ -257,6 +261,8 @@ def export_c(source: ExportSource, *, trust_db_source: bool = False) -> str:
     check_stored_source(workload, trust_db_source=trust_db_source, what=f"search {search.id}")
     # The flags the search built it with: its vector instructions need their -m flags.
     flags = " ".join(in_c_comment(f) for f in search.machine.cflags) or "-O3 -march=native"
+    if record.schedule.uses_openmp:
+        flags += f" -fopenmp, run with OMP_NUM_THREADS={search.config.bench.threads} OMP_PROC_BIND=close"
     return (
         f"/* {in_c_comment(workload.label)}, schedule of candidate {record.id} of search {search.id}; "
         f"built and measured with: {in_c_comment(search.machine.compiler or 'cc')} {flags} */\n"
@@ -282,6 +288,7 @@ def schedule_file_of(source: ExportSource, out_path: Path, db: str | None) -> Sc
         seconds=best.seconds if best is not None else record.seconds,
         machine=search.machine,
         float_mode=search.config.bench.float_mode,
+        threads=search.config.bench.threads if record.schedule.uses_openmp else 1,
         origin={
             "db": db_label(db),
             "search_id": search.id,

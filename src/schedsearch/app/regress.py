@@ -186,6 +186,7 @@ def check_one(
         )
         machine = machine_info(bench)
         machine_differs = bool(sf.machine.cpu_model) and sf.machine.fingerprint != machine.fingerprint
+    bench = dataclasses.replace(bench, threads=sf.threads)  # its parallel loops timed as recorded
     flags = {"machine_differs": machine_differs, "source_changed": False}
     try:
         proc = build_proc(workload, sf.schedule)

@@ -112,7 +112,15 @@ class SearchSettings:
         "-mprefer-vector-width=512 for avx512) are added after them.",
         metavar="STR",
     )
-    parallel: bool = knob(False, "Also try OpenMP parallel loops (benchmarks then use every core).")
+    threads: int = knob(
+        1,
+        "Threads a kernel may run on. N > 1 adds OpenMP parallel loops (an outermost loop: the "
+        "rows of output tiles) to the rewrites, and times each candidate that has one on N threads "
+        "pinned to N cores, with the node's builds and expansions paused meanwhile; speedups stay "
+        "against the unscheduled proc on one thread.",
+        metavar="N",
+        low=1,
+    )
     target: str = knob(
         AUTO, "Instruction set rewrites may emit: auto = the widest this CPU has.", choices=TARGET_CHOICES
     )
@@ -198,7 +206,9 @@ class SearchSettings:
         from schedsearch.targets import resolve
 
         target = resolve(self.target, cpu_flags()).name.value
-        bench = bench_config(self.cc, self.cflags, self.seed, target, self.float_mode, self.timing)
+        bench = dataclasses.replace(
+            bench_config(self.cc, self.cflags, self.seed, target, self.float_mode, self.timing), threads=self.threads
+        )
         # The notes feed the model alone: with it off they would only build each child early.
         notes = reads_notes(self.compiler_notes and self.cost_model is not CostModelMode.OFF, bench)
         return SearchConfig(
@@ -212,7 +222,7 @@ class SearchSettings:
             workers=self.workers,
             cost_model=self.cost_model,
             bench=bench,
-            expand=expand_options(self.parallel, target, notes),
+            expand=expand_options(self.threads > 1, target, notes),
             remeasure=self.remeasure,
             warm_start=self.warm_start,
             defer_costly=self.defer_costly,

@@ -353,6 +353,7 @@ def run_json(
         "best": None if best is None else dict(best_json(best) or {}, schedule=steps_json(best.record)),
         "machine": search.machine.to_json(),
         "target": search.config.expand.target,
+        "threads": search.config.bench.threads,
     }
     if warm is not None:
         data["warm_start"] = warm.to_json()

@@ -242,12 +242,12 @@ def dashboard(db: str | None, host: str, port: int) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=False))
 @workload_options
-@setting_option("parallel", help="Include OpenMP parallel loops.")
+@setting_option("threads", help="Threads a kernel may run on: more than 1 includes OpenMP parallel loops.")
 @setting_option("target")
 @json_option
-def explain(file: str, proc: str | None, sizes: tuple[str, ...], parallel: bool, target: str, as_json: bool) -> None:
+def explain(file: str, proc: str | None, sizes: tuple[str, ...], threads: int, target: str, as_json: bool) -> None:
     """Show the loop nest and every legal rewrite at the root."""
-    handle_errors(commands_read.explain_command)(file, proc, parse_sizes(sizes), parallel, target, as_json)
+    handle_errors(commands_read.explain_command)(file, proc, parse_sizes(sizes), threads > 1, target, as_json)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -193,7 +193,8 @@ def summary_grid(
         (
             "strategy",
             f"{search.config.strategy.value}, seed {search.config.seed}, target {search.config.expand.target}, "
-            f"{search.config.bench.float_mode.value} float, {search.config.bench.timing.value} timing",
+            f"{search.config.bench.float_mode.value} float, {search.config.bench.timing.value} timing"
+            + (f", parallel loops on {search.config.bench.threads} threads" if search.config.bench.threads > 1 else ""),
         ),
         ("elapsed", elapsed_text(search)),
         (

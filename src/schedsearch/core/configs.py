@@ -38,6 +38,9 @@ class BenchConfig(JsonRecord):
     # ``cflags`` already hold the mode's own flags (targets.build_flags); the reference is
     # built without them (targets.reference_flags).
     float_mode: FloatMode = FloatMode.STRICT
+    # Threads a candidate with parallel loops runs on (OpenMP), pinned to as many cores, with
+    # the node's builds and expansions paused while it is timed; a candidate without runs on one.
+    threads: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,7 @@ class ReuseScope(JsonRecord):
     rtol: float
     exclude_search: int | None = None
     float_mode: FloatMode = FloatMode.STRICT  # decides how the reference was built
+    threads: int = 1  # what a parallel candidate was timed with
 
     @staticmethod
     def of(
@@ -122,6 +126,7 @@ class ReuseScope(JsonRecord):
             config.bench.rtol,
             exclude_search,
             config.bench.float_mode,
+            config.bench.threads,
         )
 
     def admits(self, search_id: int, config: SearchConfig, machine_fingerprint: str, reference: str | None) -> bool:

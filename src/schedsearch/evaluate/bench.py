@@ -194,6 +194,29 @@ def bench_cpu(pin: bool) -> int:
     return allowed[-1] if allowed else -1
 
 
+def thread_cpus(threads: int) -> list[int]:
+    """The CPUs a kernel on ``threads`` threads is pinned to: the last ``threads`` this
+    process may use (the one-thread kernel's is the last), all of them when there are fewer."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return []
+    return allowed[-max(1, threads) :]
+
+
+def openmp_env(threads: int) -> dict[str, str]:
+    """The environment a kernel with parallel loops is timed in: exactly ``threads`` OpenMP
+    threads, each bound to one of ``thread_cpus``. Set explicitly because a worker's own
+    environment says otherwise: Ray sets ``OMP_NUM_THREADS=1`` in every worker it starts."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(max(1, threads)), OMP_PROC_BIND="close")
+    cpus = thread_cpus(threads)
+    if len(cpus) >= threads:
+        env["OMP_PLACES"] = ",".join(f"{{{c}}}" for c in cpus)
+    else:
+        env.pop("OMP_PLACES", None)
+    return env
+
+
 def run_argv(
     driver: Path,
     reference_file: Path,
@@ -261,7 +284,8 @@ def run_kernels(
     argv = run_argv(
         driver, reference_file, kernels, config, pin, scale, rounds, timeout, cutoff, gate is not None, contend, pair
     )
-    return run_child(argv, timeout=timeout, gate=gate)
+    # A pinned run is one thread's; an unpinned one holds a kernel with parallel loops.
+    return run_child(argv, timeout=timeout, gate=gate, env=None if pin else openmp_env(config.threads))
 
 
 def reference_kernel(driver: Path, kernel: Path, reference_file: Path, config: BenchConfig) -> ChildResult:

@@ -246,7 +246,9 @@ def _run(
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
         kernels = [cand.path] + ([built.yardstick.path] if built.yardstick and built.yardstick.path else [])
-        gate = Gate(config, cache_dir, required=quiet)
+        # A kernel on several threads is timed with nothing of the node's beside it: the
+        # builds would take its cores.
+        gate = Gate(config, cache_dir, required=quiet or candidate.uses_openmp)
         res = run_kernels(
             built.driver,
             ref_file,

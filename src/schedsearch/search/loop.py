@@ -42,14 +42,12 @@ from collections.abc import Callable, Sequence
 
 from schedsearch.core import (
     Candidate,
-    CandidateRecord,
     CostModel,
     CostModelMode,
     EventKind,
     Executor,
     Job,
     JobKind,
-    Measurement,
     Phase,
     SearchConfig,
     SearchEvent,
@@ -65,6 +63,7 @@ from schedsearch.search.guidance import Guidance
 from schedsearch.search.inherited import Inherited
 from schedsearch.search.lease import LeaseKeeper
 from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
+from schedsearch.search.loop_resume import resume_run
 from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS
 from schedsearch.search.outcome import SearchOutcome
 from schedsearch.search.pipeline import POLL_SECONDS, Pipeline, Stopped
@@ -150,7 +149,7 @@ def run_search(
     if config.cost_model is CostModelMode.OFF:
         cost_model = None
     head_start = clock() - started if started is not None else 0.0
-    run = _Run(
+    run = Run(
         workload,
         root,
         strategy,
@@ -168,7 +167,7 @@ def run_search(
     return run.execute(search_id, lease)
 
 
-class _Run:
+class Run:
     """One run of ``run_search`` (private: one instance per call): opens the search, runs
     its rounds (``Pipeline``) and closes it (``finalists.finish``)."""
 
@@ -294,87 +293,7 @@ class _Run:
         self._seed()
 
     def _resume(self) -> None:
-        ledger = self.ledger
-        assert ledger.sid is not None
-        search = self.store.get_search(ledger.sid)
-        ledger.counters = search.counters
-        ledger.spend(starting=ledger.head_start)
-        ledger.prior_elapsed = search.elapsed_seconds
-        ledger.baseline = search.baseline_seconds
-        # The last run's declared best is re-decided when this one ends. The stored config
-        # becomes this run's - budgets extended, a new early stop - so that how the search
-        # ended is read against the limits it ran with; ``remeasure`` stays as the search was
-        # started (a resume's own ``--remeasure`` is for that run alone).
-        config = dataclasses.replace(self.config, remeasure=search.config.remeasure)
-        self.store.update_search(
-            ledger.sid,
-            status=SearchStatus.RUNNING,
-            failure="",
-            best_candidate_id=None,
-            best_seconds=None,
-            best_speedup=None,
-            config=config,
-        )
-        records = self.store.candidates(ledger.sid)
-        self.pipeline.seen = set(self.store.seen_fingerprints(ledger.sid))
-        ledger.fp_of = {r.id: r.fingerprint for r in records}
-        roots = [r for r in records if r.parent_id is None]
-        if roots and roots[0].fingerprint != self.root.fingerprint:
-            raise SearchError(
-                f"search {ledger.sid} was started from different code than {self.workload.label} gives now"
-            )
-        records = self._mark_tampered(records)
-        ledger.earlier = frozenset(r.id for r in records)
-        ledger.inherited = self.inherited
-        ledger.emit(
-            EventKind.STARTED,
-            message=f"resuming search {ledger.sid} of {self.workload.label}{self._start_note()}{self._tampered_note()}",
-        )
-        if not roots:
-            self._start()
-            return
-        ledger.root_record = roots[0]
-        self.pipeline.seen.add(self.root.fingerprint)
-        rerun_baseline = ledger.root_record.status is Status.PENDING or ledger.baseline is None
-        if rerun_baseline:
-            self._baseline()
-        elif ledger.root_record.status is not Status.OK:
-            raise SearchError(
-                f"search {ledger.sid} cannot resume: its unscheduled proc failed ({ledger.root_record.status.value})"
-            )
-        # Measured records rebuild the strategy's frontier (their expanded flags included).
-        for r in records:
-            if r.status is Status.PENDING or (rerun_baseline and r.id == ledger.root_record.id):
-                continue
-            self.strategy.tell(r)
-            ledger.offer(r)
-        ledger.restart_streak()
-        pending = [r for r in records if r.status is Status.PENDING and r.id != ledger.root_record.id]
-        if pending:
-            # Round 0: what the last run left pending, measured before anything new.
-            # Only what was rebuilt from its schedule (``Ledger.candidate``).
-            children = [c for r in pending for c in [ledger.candidate(r)] if c is not None]
-            if children:
-                self.pipeline.measure_first(children)
-
-    def _mark_tampered(self, records: list[CandidateRecord]) -> list[CandidateRecord]:
-        """Mark the rows ``inherited`` found tampered (``Status.TAMPERED``, with why): from
-        now on nothing ranks, expands, reuses or re-measures them. Returns ``records`` as now stored."""
-        assert self.ledger.sid is not None
-        root_id = next((r.id for r in records if r.parent_id is None), None)
-        marked: dict[int, CandidateRecord] = {}
-        for r in records:
-            why = self.inherited.tampered.get(r.id)
-            if why is not None and r.id != root_id and r.status is not Status.TAMPERED:
-                m = Measurement(r.fingerprint, Status.TAMPERED, error=f"not used: {why}")
-                marked[r.id] = self.store.record_measurement(self.ledger.sid, m, None, None)
-                if r.status is Status.OK:  # the counts say what the rows now say
-                    self.ledger.counters = self.ledger.counters.plus(ok=-1, failed=1)
-        return [marked.get(r.id, r) for r in records]
-
-    def _tampered_note(self) -> str:
-        n = len(self.inherited.tampered)
-        return f"; {n} stored candidate{'s' if n != 1 else ''} marked tampered (not replaying to their C)" if n else ""
+        resume_run(self)
 
     def _start_note(self) -> str:
         """What the run's start took, said when the search's clock starts (the budget does not count it)."""

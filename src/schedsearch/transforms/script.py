@@ -26,7 +26,7 @@ Self-contained: the workload source ({origin}) is embedded below and checked aga
 its sha256, so this script runs from any directory.
 
 Build the C the way the search built and measured it:
-    {build}
+    {build}{run}
 Import this file to get the scheduled proc as ``p``.
 """
 
@@ -40,6 +40,7 @@ import types
 TARGET = {target!r}  # the instruction set the steps use: a CPU must have it
 CC = {cc!r}
 CFLAGS = {cflags!r}  # the flags the search built and measured it with
+THREADS = {threads!r}  # the OpenMP threads its parallel loops were measured with
 WORKLOAD_SHA256 = {sha!r}
 WORKLOAD_SOURCE = {source}
 
@@ -67,12 +68,15 @@ if __name__ == "__main__":
 '''
 
 
-def schedule_script(workload: Workload, schedule: Schedule, *, cc: str = "", cflags: tuple[str, ...] = ()) -> str:
+def schedule_script(
+    workload: Workload, schedule: Schedule, *, cc: str = "", cflags: tuple[str, ...] = (), threads: int = 1
+) -> str:
     """A readable script that embeds the workload's source, binds the sizes with
     ``partial_eval``, applies each step with Exo's scheduling calls and prints the C.
 
     ``cc`` and ``cflags`` are the compiler and flags the candidate was built and measured
-    with; the script names them (and its target) so that its C is built the same way.
+    with, ``threads`` the OpenMP threads its parallel loops were measured with; the script
+    names them (and its target) so that its C is built and run the same way.
     Its C equals ``user_c(workload, schedule)``.
     """
     lines: list[str] = []
@@ -94,6 +98,9 @@ def schedule_script(workload: Workload, schedule: Schedule, *, cc: str = "", cfl
     # Text in the docstring, each piece quoted (``quoting``): the compiler, flags and file
     # name come from a database.
     shown_flags = " ".join(in_docstring(f) for f in cflags) if flags else "-O3 -march=native"
+    if schedule.uses_openmp and "-fopenmp" not in cflags:
+        shown_flags += " -fopenmp"
+    run = f"\nand run it with OMP_NUM_THREADS={threads} OMP_PROC_BIND=close." if schedule.uses_openmp else ""
     return _TEMPLATE.format(
         label=in_docstring(workload.label),
         count=len(schedule),
@@ -105,6 +112,8 @@ def schedule_script(workload: Workload, schedule: Schedule, *, cc: str = "", cfl
         imports=imports,
         cc=cc,
         cflags=flags,
+        threads=threads if schedule.uses_openmp else 1,
+        run=run,
         sha=workload.source_sha256,
         source=source_literal(workload.source),
         name=workload.proc,
