@@ -5,7 +5,8 @@ version 4 (schema_v4.db: that one opened by the version 4 schedsearch, which the
 second search of two candidates, its root measured and one measurement reused from search 1)
 and version 5 (schema_v5.db: that one opened by the version 5 schedsearch, which recorded a
 third search, its root measured beside a yardstick, left ``running`` as a killed driver
-leaves it)."""
+leaves it) and version 6 (schema_v6.db: that one opened by the version 6 schedsearch, which
+took the third search's lease, measured its root again and completed it)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ V1 = Path(__file__).resolve().parents[1] / "data" / "db" / "schema_v1.db"
 V3 = V1.with_name("schema_v3.db")
 V4 = V1.with_name("schema_v4.db")
 V5 = V1.with_name("schema_v5.db")
+V6 = V1.with_name("schema_v6.db")
 
 
 def _version(path: Path) -> int:
@@ -79,7 +81,7 @@ def test_a_version_1_database_opens_upgraded_with_a_backup(old_db: Path) -> None
 
 
 def test_the_fixtures_themselves_are_never_changed() -> None:
-    assert (_version(V1), _version(V3), _version(V4), _version(V5)) == (1, 3, 4, 5)
+    assert (_version(V1), _version(V3), _version(V4), _version(V5), _version(V6)) == (1, 3, 4, 5, 6)
 
 
 def _indexes(path: Path) -> set[str]:
@@ -182,9 +184,47 @@ def test_a_version_5_database_opens_upgraded_with_a_backup(tmp_path: Path) -> No
         assert store.release_lease(3, owner) and store.lease(3) is None
     finally:
         store.close()
-    assert _version(path) == SCHEMA_VERSION == 6
+    assert _version(path) == SCHEMA_VERSION
     backup = path.with_name("v5.db.v5.bak")
     assert _dump(backup) == before and _version(backup) == 5
+    fresh = tmp_path / "fresh.db"
+    SqlStore(f"sqlite:///{fresh}").close()
+    assert _columns(path) == _columns(fresh) and _indexes(path) == _indexes(fresh)
+
+
+def test_a_version_6_database_opens_upgraded_with_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / "v6.db"
+    shutil.copyfile(V6, path)
+    before = _dump(path)
+    store = SqlStore(f"sqlite:///{path}", create=False)
+    try:
+        searches = store.list_searches()
+        assert [(s.id, s.status) for s in searches] == [
+            (1, SearchStatus.COMPLETED), (2, SearchStatus.COMPLETED), (3, SearchStatus.COMPLETED)]
+        old = [r for s in searches for r in store.candidates(s.id)]
+        assert len(old) == 19
+        # Old rows do not say where they were measured: the search's machine, no node.
+        assert all((r.machine, r.node, r.built_node) == (None, "", "") for r in old)
+        # A new measurement records the node that timed it, the one that built it and its machine.
+        search = store.get_search(1)
+        sid = store.create_search(search.workload, search.config, search.machine)
+        new_root = fake_root()
+        store.add_candidate(sid, new_root)
+        machine = dataclasses.replace(search.machine, hostname="node-b")
+        m = Measurement(new_root.fingerprint, Status.OK, old[1].timing, machine=machine, node="b" * 56,
+                        built_node="b" * 56)
+        rec = store.record_measurement(sid, m, None, None)
+        assert (rec.machine, rec.node, rec.built_node) == (machine, "b" * 56, "b" * 56)
+        assert store.get_candidate(rec.id) == rec
+    finally:
+        store.close()
+    assert _version(path) == SCHEMA_VERSION == 7
+    with sqlite3.connect(path) as raw:  # old rows hold SQL NULL, not JSON 'null'
+        assert raw.execute("SELECT count(*) FROM candidates WHERE machine IS NULL AND node IS NULL").fetchone()[0] == 19
+        assert raw.execute("SELECT machine_fingerprint FROM candidates WHERE node IS NOT NULL").fetchall() == [
+            (machine.fingerprint,)]
+    backup = path.with_name("v6.db.v6.bak")
+    assert _dump(backup) == before and _version(backup) == 6
     fresh = tmp_path / "fresh.db"
     SqlStore(f"sqlite:///{fresh}").close()
     assert _columns(path) == _columns(fresh) and _indexes(path) == _indexes(fresh)

@@ -188,7 +188,9 @@ def test_a_version_4_database_is_upgraded(pg_url: str) -> None:
     _sql(pg_url, "UPDATE schema_info SET version = 4")
     again = open_store(pg_url, create=False)
     try:
-        assert again.candidates(sid) == before and before[0].paired is None
+        # Where it was measured went with the version 7 columns.
+        unplaced = [dataclasses.replace(r, machine=None, node="", built_node="") for r in before]
+        assert again.candidates(sid) == unplaced and before[0].paired is None
         yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.5), seconds=0.25)
         m = dataclasses.replace(make_measurement(root, 0.0625), paired=yardstick)
         assert again.record_measurement(sid, m, None, None).paired == yardstick
@@ -202,15 +204,53 @@ _LEASE_COLUMNS = ("lease_token", "lease_host", "lease_pid", "lease_acquired_at",
 
 
 def _drop_lease_columns(pg_url: str) -> None:
-    """Take a current database's searches back to version 5 (no leases)."""
+    """Take a current database's searches back to version 5 (no leases), and its candidates
+    to version 6 (``_drop_place_columns``)."""
+    _drop_place_columns(pg_url)
     for column in _LEASE_COLUMNS:
         _sql(pg_url, f"ALTER TABLE searches DROP COLUMN {column}")
+
+
+_PLACE_COLUMNS = ("machine", "machine_fingerprint", "node", "built_node")
+
+
+def _drop_place_columns(pg_url: str) -> None:
+    """Take a current database's candidates back to version 6 (no per-candidate machine or nodes)."""
+    for column in _PLACE_COLUMNS:
+        _sql(pg_url, f"ALTER TABLE candidates DROP COLUMN {column}")
 
 
 def _column_types(pg_url: str, table: str) -> dict[str, str]:
     rows = _sql(pg_url, "SELECT column_name, data_type FROM information_schema.columns "
                         f"WHERE table_name = '{table}'")
     return dict(rows)
+
+
+def test_a_version_6_database_is_upgraded(pg_url: str) -> None:
+    """The 6 -> 7 step's ALTER TABLE on PostgreSQL: a current database taken back to
+    version 6 (the per-candidate machine and node columns dropped) upgrades in place, keeps
+    its rows (none says where it was measured) and records the nodes of a new measurement."""
+    store = open_store(pg_url)
+    sid = store.create_search(make_workload(), make_config(), make_machine())
+    root = make_candidate("root")
+    store.add_candidate(sid, root)
+    store.record_measurement(sid, make_measurement(root, 0.125), 7.5, 1.0)
+    fresh = _column_types(pg_url, "candidates")
+    store.close()
+    _drop_place_columns(pg_url)
+    _sql(pg_url, "UPDATE schema_info SET version = 6")
+    again = open_store(pg_url, create=False)
+    try:
+        (old,) = again.candidates(sid)
+        assert (old.machine, old.node, old.built_node) == (None, "", "") and old.timing is not None
+        m = dataclasses.replace(make_measurement(root, 0.0625), node="ab" * 28, built_node="ab" * 28)
+        rec = again.record_measurement(sid, m, None, None)
+        assert (rec.machine, rec.node, rec.built_node) == (make_machine(), "ab" * 28, "ab" * 28)
+        assert again.get_candidate(rec.id) == rec
+    finally:
+        again.close()
+    assert _sql(pg_url, "SELECT version FROM schema_info") == [(SCHEMA_VERSION,)]
+    assert _column_types(pg_url, "candidates") == fresh  # the same types create_all gives
 
 
 def test_a_version_5_database_is_upgraded(pg_url: str) -> None:

@@ -127,6 +127,11 @@ class Measurement(JsonRecord):
     # Whether the node's other work was paused while it was timed (``TimingMode``); None when
     # it was not timed past its first call. Counted in ``Counters.timed_beside``, not stored.
     quiet: bool | None = None
+    # The cluster nodes (Ray node ids) that verified and timed the kernel, and that built it;
+    # "" outside a Ray cluster, and ``node`` "" for a kernel never timed (a build error).
+    # Each is reported by the worker that did the work; ``machine`` is the timing node's.
+    node: str = ""
+    built_node: str = ""
 
     @property
     def seconds(self) -> float | None:

@@ -104,6 +104,11 @@ class CandidateRecord(JsonRecord):
     reused_search_id: int | None = None  # the measurement is this search's ...
     reused_candidate_id: int | None = None  # ... measurement of this candidate (same C)
     paired: Paired | None = None  # the yardstick timed beside it; ``timing`` is then on the search's scale
+    # Where the latest measurement was taken (``Measurement.machine``, ``node``, ``built_node``);
+    # None and "" for rows stored before schema version 7 and outside a Ray cluster.
+    machine: MachineInfo | None = None
+    node: str = ""
+    built_node: str = ""
 
     @property
     def seconds(self) -> float | None:

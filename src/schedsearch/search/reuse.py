@@ -50,6 +50,9 @@ def reused_measurement(source: CandidateRecord) -> Measurement:
         reused_search_id=source.search_id,
         reused_candidate_id=source.id,
         paired=source.paired,  # its times stay on that search's scale: ``Yardsticks.place`` leaves them
+        machine=source.machine,  # where it was taken, as the source row says
+        node=source.node,
+        built_node=source.built_node,
     )
 
 

@@ -12,6 +12,7 @@ from schedsearch.core import (
     Counters,
     FeatureVector,
     MachineInfo,
+    Measurement,
     ModelAccuracy,
     Paired,
     Rewrite,
@@ -114,6 +115,18 @@ def timing_columns(timing: Timing | None) -> dict[str, Any]:
 def paired_column(paired: Paired | None) -> dict[str, Any] | None:
     """The ``paired`` column's value: the yardstick as JSON, or NULL for a lone measurement."""
     return paired.to_json() if paired is not None else None
+
+
+def place_columns(measurement: Measurement) -> dict[str, Any]:
+    """Where the measurement was taken, as the ``machine``, ``machine_fingerprint``, ``node``
+    and ``built_node`` columns (NULL for what is not known)."""
+    machine = measurement.machine
+    return {
+        "machine": machine.to_json() if machine is not None else None,
+        "machine_fingerprint": machine.fingerprint if machine is not None else None,
+        "node": measurement.node or None,
+        "built_node": measurement.built_node or None,
+    }
 
 
 class ScheduleReader:
@@ -220,6 +233,9 @@ def _candidate_record(row: CandidateRow, schedules: Callable[[str], Schedule]) -
         reused_search_id=row.reused_search_id,
         reused_candidate_id=row.reused_candidate_id,
         paired=Paired.from_json(row.paired) if row.paired is not None else None,
+        machine=MachineInfo.from_json(row.machine) if row.machine is not None else None,
+        node=row.node or "",
+        built_node=row.built_node or "",
     )
 
 

@@ -163,6 +163,9 @@ class InMemoryStore:
             reused_search_id=measurement.reused_search_id,
             reused_candidate_id=measurement.reused_candidate_id,
             paired=measurement.paired,
+            machine=measurement.machine,
+            node=measurement.node,
+            built_node=measurement.built_node,
         )
         self._candidates[cid] = record
         return record

@@ -149,3 +149,10 @@ class CandidateRow(Base):
     # it was measured alone, as every older row was. ``none_as_null``: a later lone measurement
     # writes SQL NULL over a pair, not the JSON text 'null', so "IS NULL" means "alone".
     paired: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
+    # Schema version 7: where the latest measurement was taken - the timing node's machine
+    # (MachineInfo.to_json(), NULL: the search's own) and Ray node ids of the nodes that timed
+    # and built the kernel (NULL or "": not on a Ray cluster, or not known).
+    machine: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
+    machine_fingerprint: Mapped[str | None] = mapped_column(String(32))
+    node: Mapped[str | None] = mapped_column(String(64))
+    built_node: Mapped[str | None] = mapped_column(String(64))

@@ -31,6 +31,10 @@ revision machinery; a step that rebuilds tables would be the time to bring Alemb
 - 5 -> 6: searches get the ``lease_*`` columns: which driver (host, pid, random token) runs
   the search, since when, its last heartbeat and its timeout (``core.Lease``). Older rows
   get NULL: free, so a search an older schedsearch left ``running`` can be resumed.
+- 6 -> 7: candidates get where their latest measurement was taken: ``machine`` (the timing
+  node's ``core.MachineInfo`` as JSON) and its ``machine_fingerprint``, ``node`` (the Ray
+  node that verified and timed the kernel) and ``built_node`` (the one that compiled it).
+  Older rows get NULL: the search's own machine, node unknown.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from schedsearch.errors import StoreError
 from schedsearch.store.models import Base, SchemaInfoRow
 
 #: Version of the tables this build reads and writes.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _v1_to_v2(conn: Connection) -> None:
@@ -98,6 +102,16 @@ def _v5_to_v6(conn: Connection) -> None:
         conn.execute(text(statement))
 
 
+def _v6_to_v7(conn: Connection) -> None:
+    for statement in (
+        "ALTER TABLE candidates ADD COLUMN machine JSON",
+        "ALTER TABLE candidates ADD COLUMN machine_fingerprint VARCHAR(32)",
+        "ALTER TABLE candidates ADD COLUMN node VARCHAR(64)",
+        "ALTER TABLE candidates ADD COLUMN built_node VARCHAR(64)",
+    ):
+        conn.execute(text(statement))
+
+
 #: ``MIGRATIONS[v]`` upgrades a database of version ``v`` to ``v + 1``.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -105,6 +119,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 #: Execution option read by the SQLite "begin" listener: how to BEGIN (e.g. "IMMEDIATE").

@@ -180,6 +180,8 @@ class WriteMethods(sql_leases.LeaseMethods):
             row.reused_search_id = measurement.reused_search_id
             row.reused_candidate_id = measurement.reused_candidate_id
             row.paired = convert.paired_column(measurement.paired)
+            for name, value in convert.place_columns(measurement).items():
+                setattr(row, name, value)
             s.flush()
             return convert.candidate_record(row)
 

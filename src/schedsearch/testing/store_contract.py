@@ -16,7 +16,8 @@ Exo, for these tests and any other test that needs stored data. The reuse and wa
 The tests are grouped by concern, one class each, and ``StoreContract`` includes them all:
 searches are here; candidates and their measurements in ``store_contract_candidates``; queries,
 the cost model's data and unknown ids in ``store_contract_queries``; the reuse and warm-start
-queries in ``store_contract_reuse``; leases in ``store_contract_lease``.
+queries in ``store_contract_reuse``; leases in ``store_contract_lease``; where each measurement
+was taken (its machine and cluster nodes) in ``store_contract_node``.
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ from schedsearch.testing.builders import (
 )
 from schedsearch.testing.store_contract_candidates import CandidateContract
 from schedsearch.testing.store_contract_lease import LeaseContract
+from schedsearch.testing.store_contract_node import NodeContract
 from schedsearch.testing.store_contract_queries import QueryContract
 from schedsearch.testing.store_contract_reuse import ReuseContract
 
 __all__ = [
     "CandidateContract",
     "LeaseContract",
+    "NodeContract",
     "QueryContract",
     "ReuseContract",
     "StoreContract",
@@ -58,7 +61,7 @@ __all__ = [
 ]
 
 
-class StoreContract(CandidateContract, QueryContract, ReuseContract, LeaseContract):
+class StoreContract(CandidateContract, QueryContract, ReuseContract, LeaseContract, NodeContract):
     """Behaviour every store must have. Subclasses provide a ``store`` fixture and a
     ``second`` one (another handle on the same database: see ``LeaseContract``)."""
 
