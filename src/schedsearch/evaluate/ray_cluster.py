@@ -21,11 +21,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from schedsearch.core import BenchConfig, MachineInfo
 from schedsearch.errors import ClusterError
 
 _PROBE_TIMEOUT = 3.0
+_MACHINE_TIMEOUT = 120.0
 
 #: The watchdog program, run by path (``watchdog``): standard library only.
 WATCHDOG = Path(__file__).with_name("watchdog.py")
@@ -189,6 +191,23 @@ class RayCluster:
                 signal.signal(signal.SIGTERM, ours)  # the caller's, whatever ray.init set
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt  # stopped while the cluster started: nothing more is started
+
+    def machine(self, bench: BenchConfig, query: Any) -> MachineInfo:
+        """The measuring setup for ``bench`` as the cluster's workers see it. A private
+        cluster's workers are processes of this machine with this environment: asking one
+        would only wait for a worker to start, so it is read here; a joined cluster's are
+        asked, with ``query`` (the remote ``ray_worker._machine_task``)."""
+        import ray
+
+        if self.owns_ray:
+            from schedsearch.evaluate import machine_info
+
+            return machine_info(bench)
+        try:
+            return cast(MachineInfo, ray.get(query.remote(bench), timeout=_MACHINE_TIMEOUT))
+        except ray.exceptions.RayError as e:
+            lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+            raise ClusterError(f"cannot query the Ray workers' machine: {lines[-1][:300] if lines else e}") from e
 
     def _start_watchdog(self, marker: str) -> None:
         if not sys.platform.startswith("linux"):

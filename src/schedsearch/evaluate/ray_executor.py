@@ -9,10 +9,10 @@ watchdog) is ``ray_cluster``'s. ``ray_backend`` describes the whole.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -29,9 +29,10 @@ from schedsearch.core import (
     Measurement,
     Workload,
 )
-from schedsearch.errors import ClusterError, SchedsearchError
+from schedsearch.errors import SchedsearchError
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
 from schedsearch.evaluate.ray_cluster import RayCluster
+from schedsearch.evaluate.ray_losses import LostWork, first_line
 
 # Private names: they are the Ray workers' process titles (``ray_worker``).
 from schedsearch.evaluate.ray_worker import (
@@ -42,26 +43,14 @@ from schedsearch.evaluate.ray_worker import (
     _remeasure_task,
     _Runner,
 )
-from schedsearch.evaluate.shard_queue import ShardQueue, source
+from schedsearch.evaluate.shard_queue import (  # the STREAM_* constants: ``ray_backend`` names them here
+    STREAM_LEADS_PER_ACTOR,
+    STREAM_SHARDS_PER_ACTOR,
+    Homes,
+    ShardQueue,
+    source,
+)
 from schedsearch.targets import target
-
-_MACHINE_TIMEOUT = 120.0
-#: Children whose expander actor is remembered: a few rounds' worth (each actor caches 256 procs).
-_HOMES_KEPT = 4096
-#: Shards per expander actor of an expansion the search waits for (``Job.stream``): the
-#: first are back after a sixth of the time, and an actor is soon free for an expansion
-#: asked for meanwhile; a worker proposes the parent's rewrites once for all its shards
-#: (``Expander._proposal``).
-STREAM_SHARDS_PER_ACTOR = 6
-#: Shards per expander actor, ahead of those, that hold one heavy rewrite each (a register
-#: tile: ``expand.dealt``) when a stream job asks for every heavy rewrite first
-#: (``Job.all_heavy_first``: the model leads): every register tile of the root is then made
-#: before its cheap rewrites. The rules propose their best guess first, but it is not always
-#: the best: conv1d_mc's fastest tile on Zen 3 (5 rows, 331 us) was the fourth proposed,
-#: dealt into the sixth of ten shards, and came back 12-23 s in. Not for every stream job:
-#: with the model off or not leading, the cheap children measured as they come keep the
-#: builders busy, and all tiles first cut SGEMM 256's 60-s throughput from 3.31 to 2.76 a second.
-STREAM_LEADS_PER_ACTOR = 4
 
 
 class RayExecutor(BlockingCalls):
@@ -97,19 +86,17 @@ class RayExecutor(BlockingCalls):
         self._closed = False
         self._machine: MachineInfo | None = None
         self._workload_refs: dict[str, Any] = {}
-        self._next_actor = 0
-        # The expander actor that made each recent child: its replay cache holds the child's
-        # proc, so expanding the child there replays nothing; elsewhere a register-tiled
-        # parent takes seconds of Exo to rebuild (about a third of all expansion time).
-        self._home: OrderedDict[str, int] = OrderedDict()
-        # In flight: ref -> (job, stage, detail). Stages: "expand" (detail: actor, its index, shards),
-        # "build", "run" (detail: the runner), "remeasure".
+        self._homes = Homes()
+        # In flight: ref -> (job, stage, detail). Stages: "expand" (detail: actor, its index,
+        # shards, its arguments), "build" and "remeasure" (detail: the workload's and the
+        # reference's refs), "run" (detail: the runner, the node that built the kernel, the refs).
         self._flight: dict[Any, tuple[Job, str, Any]] = {}
         self._shards: dict[int, int] = {}  # job id -> shards of its expansion back so far
         # Expansion shards not started yet, per actor index: (job, args, shards).
         self._waiting: dict[int, ShardQueue[tuple[Job, tuple[Any, ...], int]]] = {}
         self._submissions = itertools.count()  # one line for all actors' queues (``shard_queue.source``)
         self._runners: dict[str, Any] = {}
+        self._lost = LostWork()
         try:
             self._cluster.connect(address, connect_timeout, workers, stop)
             import ray
@@ -199,12 +186,8 @@ class RayExecutor(BlockingCalls):
                 for shard, index in enumerate(self._expanders_for(job.candidates[0], shards, spread)):
                     args = (wref, job.candidates[0], shard, shards, lead, job.part)
                     shards_for.setdefault(index, []).append((job, args, shards))
-            elif job.kind is JobKind.EVALUATE:
-                ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir, job.yardstick)
-                self._flight[ref] = (job, "build", (wref, rref))
             else:
-                ref = self._remeasure_fn.remote(wref, rref, list(job.candidates), self._bench, self._cache_dir)
-                self._flight[ref] = (job, "remeasure", None)
+                self._start(job, wref, rref)
         numbers = {job.id: next(self._submissions) for job in expands}  # one number per job, in every queue
         for index, calls in shards_for.items():
             # Lowest priority first; among equals the latest submitted, each job's shards in order.
@@ -212,6 +195,15 @@ class RayExecutor(BlockingCalls):
             for job in dict.fromkeys(job for job, _, _ in calls):
                 queue.push_job(job.priority, [call for call in calls if call[0] is job], numbers[job.id])
         self._dispatch()
+
+    def _start(self, job: Job, wref: Any, rref: Any) -> None:
+        """Start an evaluation (its build, on any node) or a remeasurement."""
+        if job.kind is JobKind.EVALUATE:
+            ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir, job.yardstick)
+            self._flight[ref] = (job, "build", (wref, rref))
+        else:
+            ref = self._remeasure_fn.remote(wref, rref, list(job.candidates), self._bench, self._cache_dir)
+            self._flight[ref] = (job, "remeasure", (wref, rref))
 
     def _dispatch(self) -> None:
         """Start the next waiting shard on every actor that has no expansion running: its
@@ -228,7 +220,7 @@ class RayExecutor(BlockingCalls):
                     continue
                 actor = self._actor(index)
                 job, args, shards = self._waiting[take].pop()
-                self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards))
+                self._flight[actor.expand.remote(*args)] = (job, "expand", (actor, index, shards, args))
                 running.add(index)
                 started = True
 
@@ -249,26 +241,9 @@ class RayExecutor(BlockingCalls):
         return {detail[1] for _, stage, detail in self._flight.values() if stage == "expand"}
 
     def _expanders_for(self, parent: Candidate, shards: int, spread: int | None = None) -> list[int]:
-        """The actors (indices) that expand ``parent``'s ``shards`` shards, in turn over
-        ``spread`` of them (all shards' count by default): first the one that made the
-        parent (it replays nothing) unless it is busy while another is idle, an idle actor's
-        replay costing less than leaving its core to wait; then the next ones."""
-        n = len(self._actors)
+        """The actors (indices) that expand ``parent``'s shards (``Homes.actors_for``)."""
         busy = self._expanding() | {index for index, calls in self._waiting.items() if calls}
-        home = self._home.get(parent.fingerprint)
-        if home is None or home >= n or (home in busy and len(busy) < n):
-            idle = [i for i in range(n) if i not in busy] or list(range(n))
-            home = idle[self._next_actor % len(idle)]
-            self._next_actor += 1
-        spread = max(1, min(n, spread if spread is not None else shards))
-        return [(home + k % spread) % n for k in range(shards)]
-
-    def _remember_home(self, expansion: Expansion, index: int) -> None:
-        for child in expansion.children:
-            self._home[child.fingerprint] = index
-            self._home.move_to_end(child.fingerprint)
-        while len(self._home) > _HOMES_KEPT:
-            self._home.popitem(last=False)
+        return self._homes.actors_for(parent.fingerprint, len(self._actors), busy, shards, spread)
 
     def pending(self) -> int:
         jobs = {job.id for job, _, _ in self._flight.values()}
@@ -292,29 +267,59 @@ class RayExecutor(BlockingCalls):
             try:
                 value = ray.get(ref)
             except ray.exceptions.RayError as e:
-                if stage == "expand":
-                    value = Expansion(
-                        job.candidates[0].fingerprint,
-                        (),
-                        error=f"expansion worker failed: {type(e).__name__}: {_first_line(e)}",
-                    )
-                else:
-                    results.append(
-                        worker_failure(job, f"evaluation worker failed: {type(e).__name__}: {_first_line(e)}")
-                    )
+                why = f"{type(e).__name__}: {first_line(e)}"
+                # Every Ray error here is the system's: the tasks' own failures come back as data.
+                if self._requeue(job, stage, detail, why):
                     continue
+                if stage != "expand":
+                    results.append(worker_failure(job, f"evaluation worker failed: {why}"))
+                    continue
+                value = Expansion(job.candidates[0].fingerprint, (), error=f"expansion worker failed: {why}")
             result = self._advance(job, stage, detail, value)
             if result is not None:
                 results.append(result)
+        for result in results:
+            if result.final:
+                self._lost.forget(result.job.id)
         self._dispatch()
         return results
+
+    def _requeue(self, job: Job, stage: str, detail: Any, why: str) -> bool:
+        """Send work whose worker or node was lost back to the queue, to be done on a live
+        node (a machine fault blames no candidate); False when ``job`` was lost too often
+        (``LostWork``): then the failure is reported as the job's."""
+        import ray
+
+        if not self._lost.take(job.id, why):
+            return False
+        if stage == "run":
+            runner = detail[0]
+            # Its node may be gone for good: a call queued for a pinned actor that cannot be
+            # restarted would never return. A new runner is started if the node is alive.
+            self._runners = {node: r for node, r in self._runners.items() if r is not runner}
+            with contextlib.suppress(Exception):
+                ray.kill(runner, no_restart=True)
+        if stage == "expand":
+            _, index, shards, args = detail
+            # The actor restarts on a live node (``max_restarts``); the shard goes ahead of its queue.
+            self._waiting.setdefault(index, ShardQueue()).push_job(
+                job.priority, [(job, args, shards)], next(self._submissions)
+            )
+        else:  # built again wherever a core is free; timed by that node's runner
+            self._start(job, *detail[-2:])
+        return True
+
+    @property
+    def requeued(self) -> int:
+        """Jobs sent back to the queue so far because their worker or node was lost."""
+        return self._lost.requeued
 
     def _advance(self, job: Job, stage: str, detail: Any, value: Any) -> JobResult | None:
         """Take one finished stage of ``job`` further: a result when the job is done."""
         if stage == "expand":
-            _, index, shards = detail
+            _, index, shards, _ = detail
             if isinstance(value, Expansion):
-                self._remember_home(value, index)
+                self._homes.remember((child.fingerprint for child in value.children), index)
             if shards == 1:
                 return JobResult(job, expansion=value)
             # Each shard goes back as it finishes; the last one is the job's final result.
@@ -330,15 +335,21 @@ class RayExecutor(BlockingCalls):
             if isinstance(built, Measurement):
                 return JobResult(job, measurements=(built,))
             wref, rref = detail
+            if self._lost.dead(node):  # built on a node lost since: its kernel went with it
+                return (
+                    None if self._requeue(job, stage, detail, "node lost") else worker_failure(job, "its node was lost")
+                )
             runner = self._runner(node)
             ref = runner.run.remote(
                 wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff, job.contend, job.quiet
             )
-            self._flight[ref] = (job, "run", runner)
+            self._flight[ref] = (job, "run", (runner, node, wref, rref))
             return None
         if isinstance(value, SchedsearchError):
             raise value
-        return JobResult(job, measurements=(value,) if stage == "run" else tuple(value))
+        if stage == "run":  # the runner said where it timed it; the build task, where it built it
+            return JobResult(job, measurements=(dataclasses.replace(value, built_node=detail[1]),))
+        return JobResult(job, measurements=tuple(value))
 
     def cancel(self) -> None:
         """Abandon everything in flight: build tasks are force-cancelled (their worker and
@@ -351,7 +362,7 @@ class RayExecutor(BlockingCalls):
                 with contextlib.suppress(Exception):  # best effort: the result is ignored anyway
                     ray.cancel(ref, force=True)
             else:
-                busy.append(detail if stage == "run" else detail[0])
+                busy.append(detail[0])
         for actor in {id(a): a for a in busy}.values():
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
@@ -373,20 +384,9 @@ class RayExecutor(BlockingCalls):
             resume_orphans(self._cache_dir or default_cache_dir())
 
     def machine(self) -> MachineInfo:
-        """The measuring setup, as a worker sees it (computed once)."""
-        import ray
-
-        if self._machine is None and self._cluster.owns_ray:
-            # A private cluster's workers are processes of this machine with this
-            # environment: asking one would only wait for a worker to start.
-            from schedsearch.evaluate import machine_info
-
-            self._machine = machine_info(self._bench)
+        """The measuring setup, as a worker sees it (computed once: ``RayCluster.machine``)."""
         if self._machine is None:
-            try:
-                self._machine = ray.get(self._machine_fn.remote(self._bench), timeout=_MACHINE_TIMEOUT)
-            except ray.exceptions.RayError as e:
-                raise ClusterError(f"cannot query the Ray workers' machine: {_first_line(e)}") from e
+            self._machine = self._cluster.machine(self._bench, self._machine_fn)
         return self._machine
 
     def close(self) -> None:
@@ -413,8 +413,3 @@ class RayExecutor(BlockingCalls):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [ln for ln in str(error).strip().splitlines() if ln.strip()]
-    return lines[-1].strip()[:300] if lines else ""

@@ -9,6 +9,7 @@ titles (``ray::_ExpanderHost.expand``, ``ray::_build_task``) and stay as they ar
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from schedsearch.core import (
     ExpansionPart,
     MachineInfo,
     Measurement,
+    Status,
     Workload,
 )
 from schedsearch.errors import SchedsearchError
@@ -44,9 +46,19 @@ def _build_task(
 
     node = ray.get_runtime_context().get_node_id()
     try:
-        return build_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir(), yardstick), node
+        built = build_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir(), yardstick)
     except SchedsearchError as e:
         return e, node
+    if isinstance(built, Measurement):  # a build error: built here, never timed
+        built = dataclasses.replace(built, built_node=node)
+    return built, node
+
+
+def _here() -> str:
+    """This worker's node (its Ray node id)."""
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
 
 
 class _Runner:
@@ -68,11 +80,14 @@ class _Runner:
         from schedsearch.evaluate.pipeline import run_candidate
 
         try:
-            return run_candidate(
+            measured = run_candidate(
                 workload, reference, candidate, built, bench, cache_dir or default_cache_dir(), cutoff, contend, quiet
             )
         except SchedsearchError as e:
             return e
+        # The node this runner is pinned to says it timed the kernel (the driver adds which
+        # node built it, from the build task's own report).
+        return dataclasses.replace(measured, node=_here())
 
 
 def _remeasure_task(
@@ -85,9 +100,13 @@ def _remeasure_task(
     from schedsearch.evaluate import default_cache_dir, remeasure
 
     try:
-        return remeasure(workload, reference, candidates, bench, cache_dir or default_cache_dir())
+        measured = remeasure(workload, reference, candidates, bench, cache_dir or default_cache_dir())
     except SchedsearchError as e:
         return e
+    node = _here()  # built and timed side by side in this one process
+    return [
+        dataclasses.replace(m, node="" if m.status is Status.BUILD_ERROR else node, built_node=node) for m in measured
+    ]
 
 
 def _prepare_task(bench: BenchConfig, cache_dir: Path | None, header: str | None) -> bool:

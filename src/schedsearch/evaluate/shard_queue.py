@@ -19,10 +19,26 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+#: Shards per expander actor of an expansion the search waits for (``Job.stream``): the
+#: first are back after a sixth of the time, and an actor is soon free for an expansion
+#: asked for meanwhile; a worker proposes the parent's rewrites once for all its shards
+#: (``Expander._proposal``).
+STREAM_SHARDS_PER_ACTOR = 6
+#: Shards per expander actor, ahead of those, that hold one heavy rewrite each (a register
+#: tile: ``expand.dealt``) when a stream job asks for every heavy rewrite first
+#: (``Job.all_heavy_first``: the model leads): every register tile of the root is then made
+#: before its cheap rewrites. The rules propose their best guess first, but it is not always
+#: the best: conv1d_mc's fastest tile on Zen 3 (5 rows, 331 us) was the fourth proposed,
+#: dealt into the sixth of ten shards, and came back 12-23 s in. Not for every stream job:
+#: with the model off or not leading, the cheap children measured as they come keep the
+#: builders busy, and all tiles first cut SGEMM 256's 60-s throughput from 3.31 to 2.76 a second.
+STREAM_LEADS_PER_ACTOR = 4
 
 #: A waiting shard's place in line: (priority, minus its submission number, position in its job).
 Key = tuple[float, int, int]
@@ -82,3 +98,40 @@ def source(free: int, queues: Mapping[int, ShardQueue[T]], running: set[int]) ->
         if key is not None and (best_key is None or key[:2] < best_key[:2]):
             best, best_key = index, key
     return best
+
+
+#: Children whose expander actor is remembered: a few rounds' worth (each actor caches 256 procs).
+HOMES_KEPT = 4096
+
+
+class Homes:
+    """The expander actor that made each recent child: its replay cache holds the child's
+    proc, so expanding the child there replays nothing; elsewhere a register-tiled parent
+    takes seconds of Exo to rebuild (about a third of all expansion time)."""
+
+    def __init__(self, kept: int = HOMES_KEPT) -> None:
+        self._home: OrderedDict[str, int] = OrderedDict()
+        self._kept = kept
+        self._next = 0
+
+    def remember(self, children: Iterable[str], actor: int) -> None:
+        """``actor`` made the children of these fingerprints (the oldest are forgotten)."""
+        for fingerprint in children:
+            self._home[fingerprint] = actor
+            self._home.move_to_end(fingerprint)
+        while len(self._home) > self._kept:
+            self._home.popitem(last=False)
+
+    def actors_for(self, parent: str, actors: int, busy: set[int], shards: int, spread: int | None = None) -> list[int]:
+        """The actors (indices below ``actors``) that expand the ``shards`` shards of the
+        parent of fingerprint ``parent``, in turn over ``spread`` of them (all shards' count
+        by default): first the one that made the parent (it replays nothing) unless it is
+        ``busy`` while another is idle, an idle actor's replay costing less than leaving its
+        core to wait; then the next ones."""
+        home = self._home.get(parent)
+        if home is None or home >= actors or (home in busy and len(busy) < actors):
+            idle = [i for i in range(actors) if i not in busy] or list(range(actors))
+            home = idle[self._next % len(idle)]
+            self._next += 1
+        spread = max(1, min(actors, spread if spread is not None else shards))
+        return [(home + k % spread) % actors for k in range(shards)]
