@@ -29,6 +29,10 @@ def record_summary(record: CandidateRecord) -> dict[str, Any]:
         "speedup": record.speedup,
         "predicted": record.predicted,
         "measured_at": record.measured_at,
+        # Where it was measured: the cluster nodes that timed and built it, that node's machine.
+        "node": record.node or None,
+        "built_node": record.built_node or None,
+        "machine": record.machine.fingerprint if record.machine is not None else None,
     }
 
 
