@@ -22,11 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import EXAMPLES, REPO
 
 from schedsearch.core import MachineInfo
 from schedsearch.testing.local_cluster import Isolation, LocalCluster, netns_available
-
-from tests.conftest import EXAMPLES, REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
