@@ -46,6 +46,18 @@ def _measuring(workers: int = 1, best: float | None = None, **kw: object) -> tup
     return measuring, ex, ledger
 
 
+def test_on_a_cluster_two_evaluations_per_cpu_are_in_flight() -> None:
+    # Two expanders on a cluster of five CPUs: every CPU gets builds, not the expanders' count.
+    measuring, ex, _ = _measuring(workers=2)
+    ex.slots = 5  # type: ignore[attr-defined]
+    again = Measuring(measuring.workload, measuring.root, measuring.strategy, ex, measuring.config,  # type: ignore[arg-type]
+                      measuring.ledger, measuring.budget, None, itertools.count(1))
+    assert (again.workers, again.in_flight_cap) == (2, 10)
+    ex.slots = 1  # type: ignore[attr-defined]  # fewer CPUs than expanders: two per expander still
+    assert Measuring(measuring.workload, measuring.root, measuring.strategy, ex, measuring.config,  # type: ignore[arg-type]
+                     measuring.ledger, measuring.budget, None, itertools.count(1)).in_flight_cap == 4
+
+
 def _round(n: int, keys: list[float] | None = None, **kw: object) -> Round:
     children = [fake_candidate(f"m{i}") for i in range(n)]
     rnd = Round(1, [], queue=deque(children), total=n, **kw)  # type: ignore[arg-type]

@@ -132,6 +132,15 @@ class RayExecutor(BlockingCalls):
     def workers(self) -> int:
         return self._workers
 
+    @property
+    def slots(self) -> int:
+        """Evaluations the cluster can build at once: its CPUs (every node's), at least ``workers``."""
+        import ray
+
+        with contextlib.suppress(Exception):  # the cluster's size is advice: ``workers`` will do
+            return max(self._workers, int(ray.cluster_resources().get("CPU", 0)))
+        return self._workers
+
     def _workload_ref(self, workload: Workload) -> Any:
         import ray
 

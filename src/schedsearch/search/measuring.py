@@ -7,8 +7,8 @@ to the executor from the front of the queue.
 
 Guarantees:
 
-- At most ``in_flight_cap`` (two per worker) evaluations are in flight: every worker is busy,
-  and a round's order still decides what is measured first.
+- At most ``in_flight_cap`` (two per worker, or per CPU of a cluster) evaluations are in
+  flight: every worker is busy, and a round's order still decides what is measured first.
 - Nothing is submitted beyond the candidate budget, counting those in flight.
 - While a round in the cost model's order is gated (``gated``: its early ask is pending or the
   next round is being expanded from its answer), only its likely winners leave the queue
@@ -66,8 +66,10 @@ class Measuring:
         self.config, self.ledger, self.budget, self.guide, self.job_ids = config, ledger, budget, guide, job_ids
         self.workers = max(1, getattr(executor, "workers", config.workers) or 1)
         # At most this many evaluations in flight: enough to keep every worker busy,
-        # few enough that a round's order (likely winners first) still decides.
-        self.in_flight_cap = 2 * self.workers
+        # few enough that a round's order (likely winners first) still decides. On a
+        # cluster the builders are its CPUs (``slots``), not the expanders: with the cap at
+        # two per expander, a second node of one CPU built 4 of a 15-s search's 41 kernels.
+        self.in_flight_cap = 2 * max(self.workers, getattr(executor, "slots", 0) or 0)
 
     def merging(self, rnd: Round | None) -> bool:
         """Whether ``rnd`` takes the next round in (``Pipeline._merge``): it is measured in
