@@ -192,6 +192,14 @@ class RayCluster:
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt  # stopped while the cluster started: nothing more is started
 
+    def cpus(self) -> int:
+        """The CPUs of the cluster's nodes (0 when Ray cannot say)."""
+        import ray
+
+        with contextlib.suppress(Exception):
+            return int(ray.cluster_resources().get("CPU", 0))
+        return 0
+
     def machine(self, bench: BenchConfig, query: Any) -> MachineInfo:
         """The measuring setup for ``bench`` as the cluster's workers see it. A private
         cluster's workers are processes of this machine with this environment: asking one
