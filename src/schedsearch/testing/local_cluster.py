@@ -34,8 +34,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Self
 
-#: The /24 of the veth links: ``10.<_NET>.<node index>.1`` on the head's side, ``.2`` in the node's namespace.
-_NET = 231
+#: The second octets a cluster's addresses may use, ``10.<net>.<node index>.<1: head side, 2: node side>``:
+#: each cluster takes the first one no other cluster on this machine holds (tests run in parallel).
+_NETS = range(231, 251)
 _START_TIMEOUT = 90.0
 
 
@@ -70,6 +71,7 @@ class LocalCluster:
     head: LocalNode | None = None
     nodes: list[LocalNode] = field(default_factory=list)
     port: int = 0
+    net: int = 0  # the second octet of this cluster's addresses (``_NETS``)
     _links: list[str] = field(default_factory=list)
 
     @classmethod
@@ -117,7 +119,7 @@ class LocalCluster:
         if self.isolation is Isolation.NETNS:
             netns = f"sscl{os.getpid()}n{index}"
             self._link(index, netns)
-            address = f"10.{_NET}.{index}.2"
+            address = f"10.{self.net}.{index}.2"
         else:
             address = "127.0.0.1"
         node = self._ray_start(name, address, cpus, [f"--address={self.address}"], netns=netns)
@@ -125,15 +127,19 @@ class LocalCluster:
         return node
 
     def _link(self, index: int, netns: str | None = None) -> str:
-        """A veth pair ``10.NET.index.1`` (head side) - ``.2`` (in ``netns``); the head side's address."""
+        """A veth pair ``10.net.index.1`` (head side) - ``.2`` (in ``netns``); the head side's address."""
         host_if, node_if = f"sscl{os.getpid() % 100000}h{index}", f"sscl{os.getpid() % 100000}n{index}"
-        host = f"10.{_NET}.{index}.1"
         if netns is None:
             # The head's own address, on this namespace's loopback (one /32, removed by
-            # ``close``): every node reaches it through its veth's default route.
-            _ip("addr", "add", f"{host}/32", "dev", "lo")
-            self._links.append(f"lo:{host}/32")
-            return host
+            # ``close``): every node reaches it through its veth's default route. The first
+            # net whose address no other cluster holds (adding one that exists fails).
+            for net in _NETS:
+                if _ip("addr", "add", f"10.{net}.0.1/32", "dev", "lo", check=False):
+                    self.net = net
+                    self._links.append(f"lo:10.{net}.0.1/32")
+                    return f"10.{net}.0.1"
+            raise RuntimeError(f"every net 10.{_NETS[0]}-{_NETS[-1]}.0.1 is taken on this machine's loopback")
+        host = f"10.{self.net}.{index}.1"
         _ip("netns", "add", netns)
         self._links.append(f"netns:{netns}")
         _ip("link", "add", host_if, "type", "veth", "peer", "name", node_if)
@@ -141,10 +147,10 @@ class LocalCluster:
         _ip("link", "set", node_if, "netns", netns)
         _ip("addr", "add", f"{host}/24", "dev", host_if)
         _ip("link", "set", host_if, "up")
-        _ip("-n", netns, "addr", "add", f"10.{_NET}.{index}.2/24", "dev", node_if)
+        _ip("-n", netns, "addr", "add", f"10.{self.net}.{index}.2/24", "dev", node_if)
         _ip("-n", netns, "link", "set", node_if, "up")
         _ip("-n", netns, "link", "set", "lo", "up")
-        # The head listens on 10.NET.0.1 (a dummy link of the host): reach it through the veth.
+        # The head listens on 10.net.0.1 (on the host's loopback): reach it through the veth.
         _ip("-n", netns, "route", "add", "default", "via", host)
         return host
 
