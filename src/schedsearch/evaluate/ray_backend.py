@@ -19,14 +19,18 @@ pickle.
   A free actor takes a busy one's waiting shard when it goes ahead of everything in its own
   queue (``shard_queue.source``): it rebuilds that parent rather than leave it waiting.
 - Evaluation in two stages. A build task per candidate (``num_cpus=1``, retried once
-  only when its worker dies under it)
+  only when its worker dies under it, spread over the nodes)
   compiles it (``build_candidate``): builds run continuously on every worker core. The
   built kernel then goes to the benchmark runner of the node that built it: one actor
   per node (pinned there, ``max_concurrency=1``) that verifies and times one kernel at a
   time (``run_candidate``), so no build task ever waits for a lock while holding a core.
   While it times one, the node's build tasks and expanders are paused (``evaluate.quiet``).
-  A crashed worker becomes a ``run_error`` measurement; infrastructure errors
-  (``ToolchainError``, ``SearchError``) are re-raised in the driver.
+  Each measurement names the node that timed it and the one that built it (the same).
+  Infrastructure errors (``ToolchainError``, ``SearchError``) are re-raised in the driver.
+- Lost work: a job whose Ray worker or node died (any Ray error: the tasks return their
+  own failures as data) goes back to the queue and is built, timed or expanded again on
+  a live node (``ray_losses``); only a job lost three times becomes a ``run_error``
+  measurement or a failed expansion.
 - ``cancel`` force-cancels build tasks and kills busy runners and expanders (Ray starts
   them again); their kernels and compilers die with them.
 
