@@ -7,7 +7,8 @@ Each worker node gets, where the machine allows it (root, ``ip netns``, ``unshar
 - its own **network namespace**, joined to the head's by a veth pair, so it has an address
   of its own and reaches the head over a link, as a second machine would;
 - its own **PID and mount namespaces**, so that ``kill`` ends every process of the node at
-  once - raylet, workers, compilers, kernels - as a machine that loses power does;
+  once - raylet, workers, compilers, kernels - as a machine that loses power does, and its
+  own host name (``<this host>-<name>``);
 
 else (``Isolation.LOOPBACK``) it shares the head's loopback address with ports of its own,
 and ``kill`` ends the processes started in the node's session. Either way each node has
@@ -181,8 +182,11 @@ class LocalCluster:
         ]
         if netns is not None:
             # Its own PID namespace (``kill`` ends all of it at once) with its own /proc, for
-            # Ray's process checks, in its own network namespace.
-            argv = ["ip", "netns", "exec", netns, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", *argv]
+            # Ray's process checks, in its own network namespace, under a host name of its own
+            # (``<this host>-<name>``: the machine each measurement names says which node).
+            unshare = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--uts"]
+            named = ["sh", "-c", 'hostname "$0" && exec "$@"', f"{socket.gethostname()}-{name}"]
+            argv = ["ip", "netns", "exec", netns, *unshare, *named, *argv]
         env = {**os.environ, "SCHEDSEARCH_CACHE_DIR": str(cache)}
         if name != "head" and _has_token() and "RAY_AUTH_MODE" not in env:
             # A head started with ``ray start`` asks for its token (Ray 2.60's default, the
