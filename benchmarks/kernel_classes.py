@@ -172,8 +172,12 @@ def main() -> None:
 def numpy_threads(proc: str, sizes: dict[str, int], threads: int) -> float:
     """numpy's GFLOP/s for ``proc`` with ``threads`` OpenBLAS threads (a child process)."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads)}
+    every = set(range(os.cpu_count() or 1))
+    # On every core when it starts (this process is pinned to one): OpenBLAS counts the cores
+    # it may use when it loads, and starts no more threads than that.
     out = subprocess.run([sys.executable, __file__, "--threads", str(threads), "--numpy-child", proc,
-                          json.dumps(sizes)], env=env, capture_output=True, text=True, check=True)
+                          json.dumps(sizes)], env=env, capture_output=True, text=True, check=True,
+                         preexec_fn=lambda: os.sched_setaffinity(0, every))
     return float(out.stdout.strip().splitlines()[-1])
 
 
