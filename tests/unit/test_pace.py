@@ -3,6 +3,7 @@ round asked now comes in with time left to measure its first children."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections import deque
@@ -123,3 +124,27 @@ def test_a_round_that_comes_in_with_time_to_measure_is_expanded(case: str) -> No
     assert pipe._start_expanding() is not None
     assert len(ex.expand_calls) == 1
     assert not [e for e in events if "held back" in e.message]
+
+
+def test_a_round_refused_for_room_is_asked_for_again_once_the_queue_fits() -> None:
+    # 10 s in, 10 children queued, 2 measured: at 5 s a candidate they would outlast the 50 s left.
+    pipe, strategy, ex, _ = _pipeline(10.0, expansions=Pace(first=[1.0]))
+    pipe.ledger.counters = dataclasses.replace(pipe.ledger.counters, evaluated=2)
+    assert pipe._start_expanding() is None and pipe.asker.refused
+    pipe._ask_again()
+    assert pipe.next is None and ex.expand_calls == []
+    # Measured faster than that pace said: 20 in 10 s, and the queue now fits.
+    pipe.ledger.counters = dataclasses.replace(pipe.ledger.counters, evaluated=20)
+    pipe._ask_again()
+    assert pipe.next is not None and len(ex.expand_calls) == 1 and not pipe.asker.refused
+    pipe._ask_again()  # asked once
+    assert len(ex.expand_calls) == 1
+
+
+def test_the_wait_for_the_baseline_does_not_count_against_the_room_for_a_round() -> None:
+    # A large naive nest: its baseline took 9 of the search's first 10 s; 4 measured since,
+    # 30 queued: at 2.5 s each (10 s / 4) they would outlast the 59 s left, at 0.25 s not.
+    pipe, _, ex, _ = _pipeline(10.0, queued=30, expansions=Pace(first=[1.0]))
+    pipe.ledger.unbilled = 9.0
+    pipe.ledger.counters = dataclasses.replace(pipe.ledger.counters, evaluated=4)
+    assert pipe._start_expanding() is not None and len(ex.expand_calls) == 1

@@ -79,7 +79,7 @@ def test_candidates_left_count_what_this_search_measured_and_those_in_flight() -
     assert budget.candidates_left(in_flight=8) == -2
 
 
-def test_the_pace_is_elapsed_seconds_per_measured_candidate() -> None:
+def test_the_pace_is_spent_seconds_per_measured_candidate() -> None:
     budget, ledger, clock = _budget()
     clock.advance(12.0)
     assert budget.seconds_per_candidate() is None and not budget.outlasts(1000)
@@ -87,6 +87,16 @@ def test_the_pace_is_elapsed_seconds_per_measured_candidate() -> None:
     assert budget.seconds_per_candidate() == pytest.approx(3.0)
     assert not budget.outlasts(15)  # 45 s of the 48 left
     assert budget.outlasts(16)  # 48 s
+
+
+def test_the_pace_does_not_count_the_wait_for_the_baseline() -> None:
+    # A large naive nest: its baseline took 9 of the first 10 s; 4 measured since.
+    budget, ledger, clock = _budget(max_seconds=40.0)
+    clock.advance(10.0)
+    ledger.unbilled = 9.0
+    _measured(ledger, 4)
+    assert budget.seconds_per_candidate() == pytest.approx(0.25)
+    assert not budget.outlasts(19)  # about 5 s of the 39 left: a next round fits
 
 
 def test_without_budgets_nothing_is_left_to_count_and_nothing_is_ever_spent() -> None:

@@ -12,6 +12,9 @@ Guarantees:
 - When the model leads, a round expands the one parent it picked, sharded over every
   expander; otherwise ``expand_batch`` parents, each with its waiting parent's second part
   (``parts``).
+- A round refused for room is asked for again as soon as the queued children fit
+  (``refused``): their pace so far is an estimate, and the first children of a round
+  measured in the cost model's order are its fastest.
 - A round's expansions stream back shard by shard when nothing is queued meanwhile (the
   search waits for them) and always when the model leads.
 """
@@ -70,12 +73,16 @@ class Asker:
         # A round would have come in too late (``too_late``): none is started while children
         # are queued; ``late_said``: the live view was told so once.
         self.held_back = self.late_said = False
+        # The last ask found no room (``no_room``) while children were queued: asked again
+        # once they fit (``Pipeline._ask_again``).
+        self.refused = False
 
     def start(self, cur: Round | None, merging: bool) -> Round | None:
         """The next round, its expansions submitted, or None: nothing to ask for, or no round
         is started now. ``cur``: the round being measured; ``merging``: it takes the next
         round in (its also-rans are then measured after the new round's children)."""
-        if self.no_room(cur, merging):
+        self.refused = self.no_room(cur, merging)
+        if self.refused:
             return None
         queued = cur is not None and bool(cur.queue)
         if queued and self.held_back:

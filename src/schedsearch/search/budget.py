@@ -81,15 +81,19 @@ class Budget:
         return limit - self.ledger.counters.measured - in_flight
 
     def seconds_per_candidate(self) -> float | None:
-        """The search's pace so far: elapsed seconds per candidate measured (None before one)."""
+        """The search's pace so far: seconds of the budget spent (``spent``) per candidate
+        measured (None before one). On the budget's own clock, so the wait for the
+        unscheduled kernel - minutes for a large naive nest - does not pass for the pace of
+        the candidates measured since."""
         measured = self.ledger.counters.measured
-        return self.ledger.elapsed() / measured if measured else None
+        return self.spent() / measured if measured else None
 
     def outlasts(self, candidates: int) -> bool:
-        """Whether measuring ``candidates`` more at the search's pace so far would use up the
-        seconds left for new work (False without a time budget, or before a measurement)."""
-        measured = self.ledger.counters.measured
+        """Whether measuring ``candidates`` more at the search's pace so far
+        (``seconds_per_candidate``) would use up the seconds left for new work (False
+        without a time budget, or before a measurement)."""
+        pace = self.seconds_per_candidate()
         left = self.seconds_left()
-        if left is None or measured < 1:
+        if left is None or pace is None:
             return False
-        return candidates * self.ledger.elapsed() / measured >= left
+        return candidates * pace >= left

@@ -226,6 +226,7 @@ class Pipeline(RoundResults):
                 if self.current is not None and self.current.finished():
                     continue  # a round with nothing new to measure
             self._merge()
+            self._ask_again()
             self._fill()
             self.ledger.phase = Phase.MEASURING if self.current is not None else Phase.EXPANDING
             self._count_idle()

@@ -76,6 +76,15 @@ class RoundPlanning:
         if self.next is None and early and cur is not None:
             self._arm_early_ask(cur)
 
+    def _ask_again(self) -> None:
+        """Ask for the next round again when the last ask found no room for it
+        (``Asker.refused``) and the children still queued now fit in the budget left."""
+        cur = self.current
+        if self.next is not None or cur is None or cur.ask_after or not self.asker.refused:
+            return
+        if not self.asker.no_room(cur, self.measuring.merging(cur)):
+            self.next = self._start_expanding()
+
     def _arm_early_ask(self, rnd: Round) -> None:
         """Ask for the next parents once the round's next children in measuring order are
         measured (``rounds.early_ask_point``). Until then the round's results are held back
