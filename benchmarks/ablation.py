@@ -1,0 +1,206 @@
+"""The search loop's heuristics on the kernel-class suite, each turned off in turn.
+
+Run:    python benchmarks/ablation.py [--budget 60] [--configs all-on confirm ...] [--out DIR]
+Report: python benchmarks/ablation.py --report DIR
+
+Each configuration searches every case of the kernel-class suite (``kernel_classes.CASES``)
+with ``schedsearch run`` and the defaults but the one heuristic it turns off, a fresh
+database and a fresh cache folder (``SCHEDSEARCH_CACHE_DIR``) each: every expansion, build and
+the cost model's history start cold, alike for every configuration (a warm expansion cache
+would hide exactly the heuristics that order the expansions). ``all-on`` runs twice, first
+and last, so the report can tell a heuristic's effect from two runs of the same search.
+
+A heuristic with a ``schedsearch run`` option is turned off by it; the others by a patch of
+the search loop applied in the searching process, a child of this script
+(``--child NAME -- ARGS``). The patches live here, for measuring only.
+
+The report gives, per case and configuration, the best kernel's GFLOP/s by the search's own
+times and the search's seconds (the wait for the baseline not counted) until it first measured
+a kernel within 5% of the best any run found for that case; then, per configuration, the
+geometric mean of the GFLOP/s as a ratio to the first ``all-on`` run and the median of those
+seconds. Each run appends a JSON line to ``DIR/results.jsonl``; a run of the script resumes
+after the runs already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_classes import CASES, KERNELS, MATMUL, cpu_model  # noqa: E402
+
+
+def _apart_off() -> None:
+    """Children predicted alike and of one kind are not spread apart (``ranking.kind_handicaps``,
+    ``alike_groups``): the measuring order is the predictions' alone."""
+    from schedsearch.search import loop
+
+    loop.ALIKE = 0.0
+
+
+def _depth_priority_off() -> None:
+    """Expansions are not favoured by depth (``ranking.DEPTH_HANDICAP``)."""
+    from schedsearch.search import ranking
+
+    ranking.DEPTH_HANDICAP = 1.0
+
+
+def _runner_idle_off() -> None:
+    """No also-ran is measured while the runner would idle (``Measuring.runner_idle``)."""
+    from schedsearch.search.measuring import Measuring
+
+    Measuring.runner_idle = lambda self, rnd, nxt: False  # type: ignore[method-assign]
+
+
+def _late_rounds_off() -> None:
+    """A round is started whenever asked, however late it would come in (``Asker.too_late``)."""
+    from schedsearch.search.asking import Asker
+
+    Asker.too_late = lambda self, parents, cur: False  # type: ignore[method-assign]
+
+
+def _shut_cap_off() -> None:
+    """A leading model's round merges once its early ask's own likely winners are placed, with
+    no extra cap of them (``Round.shut_at``)."""
+    from schedsearch.search.rounds import Round
+
+    Round.shut = lambda self: self.shut_at is not None  # type: ignore[method-assign]
+
+
+#: Configuration -> the patch its searching process applies (None: none).
+PATCHES: dict[str, Callable[[], None] | None] = {
+    "all-on": None,
+    "confirm": None,
+    "yardstick": None,
+    "apart": _apart_off,
+    "depth-priority": _depth_priority_off,
+    "runner-idle": _runner_idle_off,
+    "late-rounds": _late_rounds_off,
+    "shut-cap": _shut_cap_off,
+}
+#: Configuration -> the ``schedsearch run`` options that turn its heuristic off.
+OPTIONS: dict[str, list[str]] = {"confirm": ["--no-confirm-best"], "yardstick": ["--no-yardstick"]}
+DEFAULT = ["all-on", "confirm", "yardstick", "apart", "depth-priority", "runner-idle", "late-rounds", "all-on"]
+
+
+def child(name: str, args: list[str]) -> None:
+    """In the searching process: apply ``name``'s patch, then run ``schedsearch`` with ``args``."""
+    patch = PATCHES[name]
+    if patch is not None:
+        patch()
+    from schedsearch.cli.main import main as cli
+
+    cli(args)
+
+
+def run_case(name: str, case: str, budget: float, folder: Path) -> dict:
+    """One search of ``case`` with ``name``'s heuristic off: its best and its new bests."""
+    file = MATMUL if case == "sgemm" else KERNELS
+    sizes = ["--size", "M=512,N=512,K=512"] if case == "sgemm" else []
+    db, events = folder / f"{case}.db", folder / f"{case}.events"
+    args = ["run", str(file), "--proc", case, "--budget", str(budget), "--db", str(db), "--json",
+            "--events", str(events), *sizes, *OPTIONS.get(name, [])]
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "SCHEDSEARCH_CACHE_DIR": cache}
+        out = subprocess.run([sys.executable, __file__, "--child", name, "--", *args], env=env,
+                             capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{name} {case}: schedsearch run failed: {out.stderr.strip().splitlines()[-1:]}")
+    result = json.loads(out.stdout)
+    best = result["best"] or {}
+    seconds = (best.get("search_time") or {}).get("seconds")
+    flops = best["gflops"] * best["seconds"] if best.get("gflops") else None  # GFLOP of one call
+    bests = []
+    for line in events.read_text().splitlines():
+        event = json.loads(line)
+        record = event.get("record") or {}
+        if event.get("kind") == "new_best" and record.get("seconds"):
+            waited = ((event.get("counters") or {}).get("spent") or {}).get("baseline_wait", 0.0)
+            bests.append((event["elapsed"] - waited, record["seconds"]))
+    return {"config": name, "case": case, "gflops": flops / seconds if flops and seconds else 0.0,
+            "flop": flops, "bests": bests, "evaluated": result["candidates"]["evaluated"],
+            "ended": result.get("ended")}
+
+
+def report(out: Path) -> None:
+    """The tables of the runs in ``out/results.jsonl`` (see the module's docstring)."""
+    runs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    configs = list(dict.fromkeys(f"{r['config']}#{r['round']}" for r in runs))
+    cases = list(dict.fromkeys(r["case"] for r in runs))
+    by = {(f"{r['config']}#{r['round']}", r["case"]): r for r in runs}
+    top = {c: max(r["gflops"] for r in runs if r["case"] == c) for c in cases}
+
+    def reached(r: dict) -> float | None:
+        for at, seconds in r["bests"]:
+            if r["flop"] and r["flop"] / seconds >= 0.95 * top[r["case"]]:
+                return at
+        return None
+
+    print("GFLOP/s of the best (search time) / seconds until within 5% of the case's best of any run\n")
+    print("| configuration | " + " | ".join(cases) + " | geomean x all-on | median s to 95% |")
+    print("|---|" + "---|" * (len(cases) + 2))
+    first = configs[0]
+    for cfg in configs:
+        cells, ratios, times = [], [], []
+        for case in cases:
+            r = by.get((cfg, case))
+            if r is None:
+                cells.append("-")
+                continue
+            at = reached(r)
+            cells.append(f"{r['gflops']:.1f} / {'-' if at is None else f'{at:.0f}'}")
+            base = by.get((first, case))
+            if base and base["gflops"] and r["gflops"]:
+                ratios.append(r["gflops"] / base["gflops"])
+            times.append(at if at is not None else math.inf)
+        gm = math.exp(statistics.fmean(math.log(x) for x in ratios)) if ratios else float("nan")
+        med = statistics.median(times) if times else float("nan")
+        print(f"| {cfg} | " + " | ".join(cells) + f" | {gm:.3f} | {med:.0f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--configs", nargs="*", default=DEFAULT, choices=list(PATCHES))
+    parser.add_argument("--cases", nargs="*", default=list(CASES))
+    parser.add_argument("--out", type=Path, default=Path("ablation-runs"))
+    parser.add_argument("--report", type=Path, default=None, help="print the tables of a finished folder")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    opts, rest = parser.parse_known_args()
+    if opts.child:
+        child(opts.child, [a for a in rest if a != "--"])
+        return
+    if opts.report:
+        report(opts.report)
+        return
+    opts.out.mkdir(parents=True, exist_ok=True)
+    results = opts.out / "results.jsonl"
+    done = {(r["config"], r["round"], r["case"]) for r in map(json.loads, results.read_text().splitlines())} \
+        if results.exists() else set()
+    print(f"{cpu_model()}; budget {opts.budget:.0f} s per case; cold caches", flush=True)
+    seen: dict[str, int] = {}
+    for name in opts.configs:
+        seen[name] = seen.get(name, 0) + 1
+        for case in opts.cases:
+            if (name, seen[name], case) in done:
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                r = run_case(name, case, opts.budget, Path(tmp))
+            r["round"] = seen[name]
+            with results.open("a") as f:
+                f.write(json.dumps(r) + "\n")
+            print(f"{name}#{seen[name]} {case}: {r['gflops']:.1f} GFLOP/s, {r['evaluated']} evaluated", flush=True)
+    report(opts.out)
+
+
+if __name__ == "__main__":
+    main()
