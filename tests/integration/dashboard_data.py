@@ -2,12 +2,14 @@
 
 - ``searched_db``: two real (simulated-hardware) searches run by ``search.run_search`` on
   the fake executor, a search left running, and a search whose stored text is hostile
-  markup (``HOSTILE``), as a tampered or unlucky database could hold.
+  markup (``HOSTILE``), as a tampered or unlucky database could hold, and whose candidates
+  were timed on two cluster nodes (``NODES``).
 - ``big_db``: one search of ``n`` candidates with kilobytes of C each, for timing pages.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +40,10 @@ HOSTILE = {
     "c": "/* </pre><script>alert(3)</script> */\nvoid kernel(void) {}\n",
     "proc": "def evil():\n    s = '<script>alert(4)</script>'\n",
     "error": "build_error: <img src=x onerror=alert(5)>\nline 2",
+    "host": "<script>alert(6)</script>",  # the host name of the second node that timed its candidates
 }
+#: The Ray nodes (56 hex digits) that timed the hostile search's candidates: two, so its pages show nodes.
+NODES = ("a1" * 28, "b2" * 28)
 #: What no page may contain raw.
 RAW_MARKUP = ("<script>alert", "<img src=x")
 
@@ -86,11 +91,14 @@ def searched_db(path: Path) -> SearchedDb:
         failed = _candidate(Schedule((Rewrite.make(RewriteKind.UNROLL, HOSTILE["step"]),)), "/* failed */\n",
                             HOSTILE["proc"] + "# failed\n", root)
         records = [store.add_candidate(evil, c) for c in (root, child, failed)]
-        for c, seconds, at in ((root, 1e-3, 0.1), (child, 4e-4, 0.2)):
-            store.record_measurement(evil, Measurement(c.fingerprint, Status.OK, _timing(seconds), measured_at=at),
+        for c, seconds, at, node, host in ((root, 1e-3, 0.1, NODES[0], "vm-head"),
+                                           (child, 4e-4, 0.2, NODES[1], HOSTILE["host"])):
+            machine = dataclasses.replace(make_machine(), hostname=host, cpu_model=f"cpu of {host}")
+            store.record_measurement(evil, Measurement(c.fingerprint, Status.OK, _timing(seconds), measured_at=at,
+                                                       machine=machine, node=node, built_node=node),
                                      2.0, 1e-3 / seconds)
         store.record_measurement(evil, Measurement(failed.fingerprint, Status.BUILD_ERROR, error=HOSTILE["error"],
-                                                   measured_at=0.3), None, None)
+                                                   measured_at=0.3, built_node=NODES[1]), None, None)
         store.update_search(evil, status=SearchStatus.COMPLETED, baseline_seconds=1e-3, elapsed_seconds=0.4,
                             counters=Counters(evaluated=3, ok=2, failed=1), best_candidate_id=records[1].id,
                             best_seconds=4e-4, best_speedup=2.5)

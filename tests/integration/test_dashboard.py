@@ -23,7 +23,7 @@ from schedsearch.dashboard.routes import create_app
 from schedsearch.numbers import load_declared_best
 from schedsearch.store import open_store
 from tests.conftest import run_cli
-from tests.integration.dashboard_data import HOSTILE, RAW_MARKUP, SearchedDb, big_db, searched_db
+from tests.integration.dashboard_data import HOSTILE, NODES, RAW_MARKUP, SearchedDb, big_db, searched_db
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette 1.x warns that it prefers httpx2 to httpx
@@ -154,6 +154,39 @@ def test_a_candidate_page_has_schedule_diff_and_c(client: TestClient, data: Sear
     assert html.count("<li>") >= len(record.schedule.steps)
     root = next(r for r in records if r.parent_id is None)
     assert "No steps: the unscheduled proc." in _page(client, f"/candidates/{root.id}")
+
+
+def _top_header(html: str) -> str:
+    top = html[html.index('<table class="numbers" id="top">'):]
+    return top[:top.index("</thead>")]
+
+
+def test_a_search_timed_on_two_nodes_shows_them(client: TestClient, data: SearchedDb) -> None:
+    search = _page(client, f"/searches/{data.hostile}")
+    # the summary counts the nodes, named by host name; the table names each candidate's node
+    assert 'id="nodes">timed on 2 nodes: ' in search
+    assert "vm-head 1" in search and "&lt;script&gt;alert(6)&lt;/script&gt; 1" in search
+    assert "<th>node</th>" in _top_header(search)
+    assert "<td>vm-head</td>" in search and "<td>&lt;script&gt;alert(6)&lt;/script&gt;</td>" in search
+    assert "<th>node</th>" in _top_header(_page(client, f"/searches/{data.hostile}/live"))
+    # the candidate: the nodes that timed and built it, and the timing machine's fingerprint
+    with open_store(str(data.path), create=False, read_only=True) as store:
+        child = store.get_candidate(data.hostile_child)
+    assert child.machine is not None
+    html = _page(client, f"/candidates/{data.hostile_child}")
+    assert f"<th>timed on</th><td>node <code>{NODES[1]}</code> (&lt;script&gt;alert(6)&lt;/script&gt;)" in html
+    assert f"<th>built on</th><td>node <code>{NODES[1]}</code>" in html
+    assert f"<th>machine</th><td>fingerprint <code>{child.machine.fingerprint}</code></td>" in html
+    failed = _page(client, f"/candidates/{data.hostile_failed}")  # never timed: built, but on no timing node
+    assert "<th>timed on</th><td>- " in failed and f"<th>built on</th><td>node <code>{NODES[1]}</code>" in failed
+
+
+def test_a_search_timed_on_no_cluster_shows_no_nodes(client: TestClient, data: SearchedDb) -> None:
+    search = _page(client, f"/searches/{data.searches[0]}")
+    assert "<th>node</th>" not in _top_header(search) and 'id="nodes"' not in search
+    _, best, _ = _declared(data, data.searches[0])
+    html = _page(client, f"/candidates/{best.record.id}")
+    assert "<th>timed on</th><td>- " in html and "<th>built on</th><td>-</td>" in html
 
 
 def test_hostile_database_text_is_shown_as_text(client: TestClient, data: SearchedDb) -> None:

@@ -136,3 +136,36 @@ def test_the_tree_reports_the_re_measured_best():
     assert lines[1].startswith("best: #5, 110 us 9.5x (finalists re-measured side by side")
     (five,) = [ln for ln in lines if "#5 " in ln]
     assert "10x   best: split" in five  # the node keeps its search-time numbers
+
+
+_HEAD, _SECOND = "a1" * 28, "b2" * 28  # Ray node ids are 56 hex digits
+
+
+def _on(r: CandidateRecord, node: str, host: str) -> CandidateRecord:
+    return dataclasses.replace(r, node=node, built_node=node, machine=MachineInfo(hostname=host))
+
+
+def test_a_tree_timed_on_two_nodes_names_each_measured_node_s_node():
+    records = [_on(r, _HEAD if r.id in (1, 2, 5) else _SECOND, "vm-head" if r.id in (1, 2, 5) else "vm-second")
+               if r.seconds is not None else r for r in RECORDS]
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(search_tree(_search(), records))
+    lines = out.getvalue().splitlines()
+    assert "cluster node that timed it" in lines[1]
+    for rid, host in ((1, "vm-head"), (2, "vm-head"), (5, "vm-head"), (6, "vm-second"), (7, "vm-second")):
+        (line,) = [ln for ln in lines if f"#{rid} " in ln]
+        assert re.search(rf"#{rid} ok\s+\S+ [mu]s\s+±\S+%\s+\S+x {host}\s", line), line
+    (three,) = [ln for ln in lines if "#3 " in ln]
+    assert "vm-" not in three  # never timed: no node
+
+
+def test_a_tree_timed_on_one_node_looks_as_before():
+    one = [_on(r, _HEAD, "vm-head") if r.seconds is not None else r for r in RECORDS]
+    assert _lines(one) == _render(200)
+    assert not any("vm-head" in ln or "cluster node" in ln for ln in _lines(one))
+
+
+def _lines(records: list[CandidateRecord]) -> list[str]:
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(search_tree(_search(), records))
+    return out.getvalue().splitlines()

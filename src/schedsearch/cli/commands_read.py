@@ -41,6 +41,7 @@ from schedsearch.cli.render import describe, fmt_num, step_text
 from schedsearch.cli.tree_view import TreeSort, search_tree
 from schedsearch.cli.wiring import EXIT_USAGE, db_label, fail, open_db, print_json, stderr_console, stdout_console
 from schedsearch.core import CandidateRecord
+from schedsearch.nodes import node_counts, node_labels, several_nodes, timed_on
 from schedsearch.numbers import DeclaredBest, NumberKind, best_among, ending, load_declared_best, step
 from schedsearch.schedule_file import write_schedule_file
 
@@ -76,6 +77,9 @@ def _record_json(r: CandidateRecord, parent: CandidateRecord | None, best: Decla
         if r.reused_candidate_id is None
         else {"search_id": r.reused_search_id, "candidate_id": r.reused_candidate_id},
         "paired": _paired_json(r),
+        # the Ray nodes that timed and built its latest measurement (None: outside a cluster, or not known)
+        "node": r.node or None,
+        "built_node": r.built_node or None,
     }
 
 
@@ -174,24 +178,28 @@ def show_command(search_id: int, top: int, db: str | None, as_json: bool) -> Non
         records = store.top_candidates(search_id, top)
         parents = {r.parent_id: store.get_candidate(r.parent_id) for r in records if r.parent_id is not None}
         lineage = store.lineage(best.record.id) if best is not None else []
-        root = lineage[0] if lineage else next((r for r in store.candidates(search_id) if r.parent_id is None), None)
+        everything = store.candidates(search_id, code=False)
+        root = lineage[0] if lineage else next((r for r in everything if r.parent_id is None), None)
     finally:
         store.close()
+    nodes = timed_on(everything)
     if as_json:
         data = run_json(search, best, db)
         data["driver_gone"] = gone
+        data["nodes"] = node_counts(everything)  # {Ray node id: candidates it timed}; {} outside a cluster
         data["top"] = [
             _record_json(r, parents.get(r.parent_id) if r.parent_id is not None else None, best) for r in records
         ]
         print_json(data)
         return
     console = stdout_console()
-    print_whole(console, summary_grid(search, best, root, db_label(db), driver_gone=gone))
+    print_whole(console, summary_grid(search, best, root, db_label(db), driver_gone=gone, nodes=nodes))
     print_whole(
         console,
         ranked_table(
             records,
             best,
+            node_labels=node_labels(everything) if several_nodes(nodes) else None,
             title=(
                 f"top {len(records)} candidates by search-time median (time ± half the interquartile range; "
                 f"speedups against the search-time baseline)"

@@ -9,7 +9,7 @@ and give its re-measured numbers in a note under the table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
@@ -26,6 +26,7 @@ from schedsearch.cli.render import (
     step_text,
 )
 from schedsearch.core import CandidateRecord, SearchRecord, Workload
+from schedsearch.nodes import SHORT_ID, TimedOn, timed_on_text
 from schedsearch.numbers import DeclaredBest, Ending, NumberKind, ending, steps_of
 from schedsearch.progress import spent_text
 
@@ -169,10 +170,17 @@ def search_spent_text(search: SearchRecord) -> str:
 
 
 def summary_grid(
-    search: SearchRecord, best: DeclaredBest | None, root: CandidateRecord | None, db: str, driver_gone: bool = False
+    search: SearchRecord,
+    best: DeclaredBest | None,
+    root: CandidateRecord | None,
+    db: str,
+    driver_gone: bool = False,
+    nodes: Sequence[TimedOn] = (),
 ) -> Table:
     """Key facts of one search as a two-column grid (``show``'s header); ``driver_gone``: a
-    running search whose driver ended without finishing it says so, and how to go on."""
+    running search whose driver ended without finishing it says so, and how to go on;
+    ``nodes``: the nodes that timed its candidates, a row of their own when there are
+    several (``nodes.timed_on``)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -213,6 +221,7 @@ def summary_grid(
             "machine",
             f"{search.machine.cpu_model} | {search.machine.compiler_version} {' '.join(search.machine.cflags)}",
         ),
+        *([("nodes", text)] if (text := timed_on_text(list(nodes))) else []),
     ]
     for k, v in rows:
         grid.add_row(k, Text(v))
@@ -220,10 +229,16 @@ def summary_grid(
 
 
 def ranked_table(
-    records: Sequence[CandidateRecord], best: DeclaredBest | None, title: str = "", search_column: bool = False
+    records: Sequence[CandidateRecord],
+    best: DeclaredBest | None,
+    title: str = "",
+    search_column: bool = False,
+    node_labels: Mapping[str, str] | None = None,
 ) -> Table:
     """Candidates by search-time median, fastest first; the declared best marked ``*``
-    (appended as a last row of its own when it is not among ``records``)."""
+    (appended as a last row of its own when it is not among ``records``). With
+    ``node_labels`` (node id -> short name, ``nodes.node_labels``) a ``node`` column names
+    the node that timed each one ("-" when none did); without it there is no such column."""
     table = Table(title=title or None, title_justify="left", expand=False)
     columns = [("", "left"), ("id", "right")]
     if search_column:
@@ -236,6 +251,8 @@ def ranked_table(
         ("status", "left"),
         ("last step", "left"),
     ]
+    if node_labels is not None:
+        columns.insert(-2, ("node", "left"))
     for col, justify in columns:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     rows = list(records)
@@ -254,6 +271,8 @@ def ranked_table(
             Text(r.status.value, style=STATUS_STYLE.get(r.status, "")),
             Text(step_text(r)),
         ]
+        if node_labels is not None:
+            cells.insert(-2, Text(node_labels.get(r.node, r.node[:SHORT_ID]) or "-"))
         table.add_row(
             *cells,
             style="bold" if r.id == best_id else None,

@@ -6,7 +6,8 @@ medians with half their interquartile range; a ``~`` before the step marks a ste
 over its parent is within the two measurements' noise. The path from the root to the search's
 best (``numbers.declared_best``, the same one every command names) is marked with ``*``, and
 the header gives the best's reported numbers and their kind; a node whose children are not
-shown says ``+N`` (its hidden descendants).
+shown says ``+N`` (its hidden descendants). A search timed on several cluster nodes names,
+after each node's numbers, the cluster node that timed it (``nodes.node_labels``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rich.tree import Tree
 from schedsearch.cli.numbers_view import BEST_MARK, NOISE_MARK, fmt_spread, record_spread
 from schedsearch.cli.render import STATUS_STYLE, fmt_num, fmt_seconds, step_text
 from schedsearch.core import CandidateRecord, SearchRecord, Status
+from schedsearch.nodes import node_counts, node_labels, several_nodes
 from schedsearch.numbers import DeclaredBest, NumberKind, best_among, step
 
 
@@ -65,11 +67,13 @@ def tree_header(search: SearchRecord, records: Sequence[CandidateRecord], shown:
     return head
 
 
-def best_line(best: DeclaredBest | None) -> str:
-    """The header's second line: the best with the numbers every command reports for it."""
+def best_line(best: DeclaredBest | None, cluster: bool = False) -> str:
+    """The header's second line: the best with the numbers every command reports for it;
+    ``cluster``: the legend says that each node then names the cluster node that timed it."""
+    timed_by = ", cluster node that timed it" if cluster else ""
     legend = (
-        f"nodes: search-time median ±half its interquartile range, speedup; {NOISE_MARK} a step within "
-        f"noise of its parent"
+        f"nodes: search-time median ±half its interquartile range, speedup{timed_by}; {NOISE_MARK} a step "
+        f"within noise of its parent"
     )
     if best is None:
         return f"best: none measured ok ({legend})"
@@ -108,6 +112,10 @@ def search_tree(
         on_path.add(node.id)
         node = by_id.get(node.parent_id) if node.parent_id is not None else None
 
+    # Timed on several cluster nodes: each line names its node, padded so the steps line up.
+    labels = node_labels(records) if several_nodes(node_counts(records)) else None
+    width = max((len(labels[r.node]) for r in records if labels and r.node), default=0)
+
     descendants: dict[int, int] = {}
 
     def count(r: CandidateRecord) -> int:
@@ -123,6 +131,8 @@ def search_tree(
             t.append(f"{fmt_seconds(r.seconds):>9} {fmt_spread(record_spread(r)):>6} {fmt_num(r.speedup, 'x'):>7} ")
         else:
             t.append(" " * 25)
+        if labels is not None:
+            t.append(f"{labels.get(r.node, ''):<{width}} ", style="dim")
         noisy = step(r, by_id.get(r.parent_id) if r.parent_id is not None else None).within_noise
         t.append(f"{NOISE_MARK} " if noisy else "  ", style="yellow")
         if hidden:
@@ -151,4 +161,6 @@ def search_tree(
         add(tree, root)
     # The header is printed above the tree, not as its label: a label is cut at the console's
     # width in a log, and these lines carry the counts and the best's numbers.
-    return Group(Text(tree_header(search, records, shown), style="bold"), Text(best_line(best)), tree)
+    return Group(
+        Text(tree_header(search, records, shown), style="bold"), Text(best_line(best, cluster=labels is not None)), tree
+    )

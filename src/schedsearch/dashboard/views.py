@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from schedsearch.dashboard.plot import Curve, Plot, curve_of, progress_plot
 from schedsearch.dashboard.tree import TreeView, build_tree, last_step
 from schedsearch.errors import NotFoundError
 from schedsearch.explore import SearchComparison, SearchTree
+from schedsearch.nodes import SHORT_ID, node_labels, several_nodes, timed_on, timed_on_text
 from schedsearch.numbers import DeclaredBest, best_among, ending, load_declared_best, step
 
 Describe = Callable[[Rewrite], str]
@@ -115,6 +116,7 @@ class Row:
     step: str
     measured_at: str
     best: bool
+    node: str = ""  # the short name of the cluster node that timed it ("" outside a cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +142,18 @@ class SearchPage:
     tree: TreeView
     top: tuple[Row, ...]
     best_steps: tuple[StepLine, ...]
+    nodes: str = ""  # "timed on 2 nodes: ..." when several cluster nodes timed it, else ""
+    node_column: bool = False  # the fastest candidates' table names each one's node (several nodes)
 
 
-def _row(r: CandidateRecord, parent: CandidateRecord | None, best_id: int | None, describe: Describe) -> Row:
+def _row(
+    r: CandidateRecord,
+    parent: CandidateRecord | None,
+    best_id: int | None,
+    describe: Describe,
+    labels: Mapping[str, str] | None = None,
+) -> Row:
+    """``r`` as a table row; ``labels`` (node id -> short name) names the node that timed it."""
     s = step(r, parent)
     return Row(
         id=r.id,
@@ -156,6 +167,7 @@ def _row(r: CandidateRecord, parent: CandidateRecord | None, best_id: int | None
         step=last_step(r, describe),
         measured_at=f"{r.measured_at:.1f} s" if r.measured_at is not None else "-",
         best=r.id == best_id,
+        node=(labels or {}).get(r.node, r.node[:SHORT_ID]),
     )
 
 
@@ -212,8 +224,12 @@ def search_page(store: Store, search_id: int, describe: Describe) -> SearchPage:
     tree = SearchTree.load(store, search_id, describe, code=False)
     search, records, best = tree.search, tree.records, tree.declared_best
     best_id = best.record.id if best else None
+    nodes = timed_on(records)
+    labels = node_labels(records)
     top = tuple(
-        _row(r, tree[r.parent_id] if r.parent_id is not None and r.parent_id in tree else None, best_id, describe)
+        _row(
+            r, tree[r.parent_id] if r.parent_id is not None and r.parent_id in tree else None, best_id, describe, labels
+        )
         for r in tree.best(TOP_ROWS)
     )
     return SearchPage(
@@ -224,6 +240,8 @@ def search_page(store: Store, search_id: int, describe: Describe) -> SearchPage:
         tree=build_tree(search_id, records, best_id=best_id, describe=describe),
         top=top,
         best_steps=step_lines(tree.best_path(), describe),
+        nodes=timed_on_text(nodes),
+        node_column=several_nodes(nodes),
     )
 
 
@@ -261,6 +279,7 @@ class CandidatePage:
     build_seconds: str
     run_seconds: str
     reused_from: tuple[int, int] | None  # (search, candidate) its measurement was taken from
+    where: Where
     steps: tuple[StepLine, ...]
     diff: tuple[DiffLine, ...]  # its proc text against its parent's
     proc_text: str
@@ -282,6 +301,25 @@ def proc_diff(parent: CandidateRecord | None, record: CandidateRecord) -> tuple[
     return tuple(
         DiffLine("head" if line.startswith(("---", "+++")) else kinds.get(line[:1], "same"), line) for line in lines
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where a candidate's latest measurement was taken: the Ray nodes that timed and built
+    it ("" outside a cluster or when not known), the timing machine's host name, and that
+    machine's fingerprint (``MachineInfo.fingerprint``)."""
+
+    node: str
+    built_node: str
+    host: str
+    machine_fingerprint: str
+    search_machine: bool  # no machine was stored with it: the search's own is shown
+
+
+def where_of(record: CandidateRecord, search: SearchRecord) -> Where:
+    """``record``'s nodes and machine; its search's machine when it stored none."""
+    machine = record.machine if record.machine is not None else search.machine
+    return Where(record.node, record.built_node, machine.hostname, machine.fingerprint, record.machine is None)
 
 
 def candidate_page(store: Store, candidate_id: int, describe: Describe) -> CandidatePage:
@@ -306,6 +344,7 @@ def candidate_page(store: Store, candidate_id: int, describe: Describe) -> Candi
         build_seconds=f"{record.build_seconds:.2f} s",
         run_seconds=f"{record.run_seconds:.2f} s",
         reused_from=reused,
+        where=where_of(record, search),
         steps=step_lines(lineage, describe),
         diff=proc_diff(parent, record),
         proc_text=record.proc_text,
