@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_classes import CASES, KERNELS, MATMUL, cpu_model  # noqa: E402
+from kernel_classes import CASES, KERNELS, MATMUL, cpu_model
 
 
 def _apart_off() -> None:

@@ -4,9 +4,10 @@ The peer measurement for ``kernel_classes.py``: each case of ``examples/kernels.
 default sizes (and SGEMM 512, written ``C = A @ B``) is written in TVM's tensor expressions
 the plain way and tuned by MetaSchedule with its defaults (evolutionary search, XGBoost cost
 model, batches of 64 candidates) for the given wall time, each case in a fresh work
-directory. Tuning uses one core: one search thread, one build worker, and MetaSchedule's
-runner timing one candidate at a time on one thread. The target is LLVM for this CPU
-(``llvm -mcpu=<LLVM's name for it> -num-cores=1``).
+directory. Tuning uses one search thread, one build worker, and MetaSchedule's runner timing
+one candidate at a time on ``--threads`` threads (default 1). The target is LLVM for this
+CPU (``llvm -mcpu=<LLVM's name for it> -num-cores=<threads>``); ``--sgemm N`` sets the SGEMM
+case's size.
 
 A measure callback records every measured candidate with the wall time (from the start of
 ``tune_tir``) at which its result came in, and ends the task once the budget has passed.
@@ -14,7 +15,7 @@ MetaSchedule only looks at callbacks between batches, so a case may run over its
 up to one batch (searching, building and measuring 64 candidates can take most of a
 minute); the row says how long it actually tuned, and ``--trials-per-iter`` makes batches
 smaller. The best schedule is then compiled again, its output checked against numpy, and it
-is timed here, one thread, pinned to one CPU (the minimum over 15 repeats of
+is timed here on the same threads, pinned to the last CPUs (the minimum over 15 repeats of
 ``time_evaluator``, each at least 50 ms).
 
 Install (its own environment, not the project's ``.venv``; not part of CI):
@@ -35,12 +36,16 @@ over time (seconds into tuning, best GFLOP/s so far), for "time to reach X".
 
 from __future__ import annotations
 
+import argparse
 import os
 
-os.environ["TVM_NUM_THREADS"] = "1"  # before tvm is imported: the kernels run on one thread
+# Read before tvm is imported: its thread pool takes TVM_NUM_THREADS when it loads.
+_early = argparse.ArgumentParser(add_help=False)
+_early.add_argument("--threads", type=int, default=1)
+THREADS = max(1, _early.parse_known_args()[0].threads)
+os.environ["TVM_NUM_THREADS"] = str(THREADS)  # the kernels run on this many threads
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import statistics  # noqa: E402
@@ -114,8 +119,9 @@ CASES: dict[str, tuple[Callable[[], Workload], Callable[..., np.ndarray]]] = {
     "conv2d": (lambda: conv2d(64, 64, 56, 56), _conv_reference),
     "matmul_chain": (lambda: matmul_chain(256, 256, 256, 256), lambda a, b, e: (a @ b) @ e),
     "matmul_relu": (lambda: matmul(512, 512, 512, relu=True), lambda a, b: np.maximum(a @ b, 0)),
-    "sgemm": (lambda: matmul(512, 512, 512), lambda a, b: a @ b),
+    "sgemm": (lambda: matmul(SGEMM, SGEMM, SGEMM), lambda a, b: a @ b),
 }
+SGEMM = 512  # the SGEMM case's size (``--sgemm``)
 
 
 @derived_object
@@ -143,12 +149,19 @@ def cpu_name() -> str:
 
 
 def target_spec() -> dict[str, Any]:
-    """LLVM for this CPU on one core; ``znver4`` for a later Zen that TVM's LLVM does not know."""
+    """LLVM for this CPU on ``THREADS`` cores; ``znver4`` for a later Zen that TVM's LLVM does
+    not know."""
     cpu = codegen.llvm_get_system_cpu()
     known = set(codegen.llvm_get_cpu_archlist(tvm.target.Target("llvm")))
     if cpu not in known and cpu.startswith("znver") and "znver4" in known:
         cpu = "znver4"
-    return {"kind": "llvm", "mcpu": cpu, "num-cores": 1}
+    return {"kind": "llvm", "mcpu": cpu, "num-cores": THREADS}
+
+
+def timing_cpus() -> set[int]:
+    """The CPUs the best kernel is timed on: the last ``THREADS`` of this process's, as
+    ``kernel_classes.py`` times numpy and a search its kernels."""
+    return set(sorted(os.sched_getaffinity(0))[-THREADS:])
 
 
 def run_case(name: str, budget: float, target: tvm.target.Target, per_iter: int = 64,
@@ -180,7 +193,7 @@ def run_case(name: str, budget: float, target: tvm.target.Target, per_iter: int 
     want = reference(*inputs)
     error = float(np.abs(args[-1].numpy() - want).max() / max(1.0, float(np.abs(want).max())))
     affinity = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {max(affinity)})  # timed pinned to one CPU, as kernel_classes.py does
+    os.sched_setaffinity(0, timing_cpus())  # pinned, as kernel_classes.py times numpy
     try:
         timer = lib.time_evaluator(lib.entry_name, dev, number=10, repeat=15, min_repeat_ms=50)
         runs = list(timer(*args).results)
@@ -207,9 +220,13 @@ def main() -> None:
                         help="candidates built and measured per batch (MetaSchedule's default: 64)")
     parser.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows (with curves) here")
+    parser.add_argument("--threads", type=int, default=1, help="threads the kernels run on (the target's num-cores)")
+    parser.add_argument("--sgemm", type=int, default=512, help="the SGEMM case's size")
     args = parser.parse_args()
+    global SGEMM
+    SGEMM = args.sgemm
     target = tvm.target.Target(target_spec())
-    print(f"{cpu_name()}; TVM {tvm.__version__} MetaSchedule, one core, {args.budget:g} s per case, "
+    print(f"{cpu_name()}; TVM {tvm.__version__} MetaSchedule, kernels on {THREADS} thread(s), {args.budget:g} s per case, "
           f"batches of {args.trials_per_iter}")
     print(f"target: {target}\n")
     print("| case | TVM GFLOP/s | best in tuning (GFLOP/s) | found at | trials | tuned for | max rel. error |")
