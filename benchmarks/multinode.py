@@ -8,11 +8,13 @@ each node with ``--cpus-per-node`` CPUs for builds and its own cache directory; 
 the early stop off, and the candidates it evaluated are divided by its own elapsed seconds
 (starting Ray and the workers is not counted). The database says which node timed each.
 
-On one machine both nodes share its cores: two nodes of one CPU each get two build slots
-where one node gets one, but nothing that is not there already - the issue's goal of 1.6x
-throughput from a second node holds for nodes that do not share cores, which this script
-cannot show on one machine. Its numbers are the executor's overhead and scaling across
-raylets, on the cores this machine has.
+On one machine the nodes share its cores unless ``--disjoint-cores`` gives each node cores of
+its own (``LocalCluster``'s ``cores``: the node's raylet and every process it starts run on
+them alone; the head on the last core, the second node on the one before): one node of one
+core against two such nodes, as one small machine against two. The driver (``schedsearch
+run``, which only schedules and writes the database) is not pinned. Without it, two nodes of
+one CPU each get two build slots where one node gets one, on the same cores: the executor's
+overhead and scaling across raylets, nothing more.
 
 Run (as root for network namespaces; takes about ``2 * repeats * (budget + 20)`` seconds)::
 
@@ -43,11 +45,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 def one_search(nodes: int, args: argparse.Namespace, isolation: Isolation | None) -> dict[str, object]:
     """Start a cluster of ``nodes`` nodes, run one search on it, stop it; what it measured."""
+    cores = sorted(os.sched_getaffinity(0))
+    if args.disjoint_cores and len(cores) < nodes * args.cpus_per_node:
+        raise SystemExit(f"--disjoint-cores: {nodes} nodes of {args.cpus_per_node} core(s) need more than {len(cores)}")
+
+    def own(n: int) -> frozenset[int] | None:
+        """Node ``n``'s cores (the head's are the last ones), or None: shared."""
+        if not args.disjoint_cores:
+            return None
+        k = args.cpus_per_node
+        return frozenset(cores[len(cores) - (n + 1) * k:len(cores) - n * k])
+
     with tempfile.TemporaryDirectory(prefix="ssmn") as tmp, LocalCluster.start(
-        head_cpus=args.cpus_per_node, isolation=isolation
+        head_cpus=args.cpus_per_node, isolation=isolation, head_cores=own(0)
     ) as cluster:
         for n in range(1, nodes):
-            cluster.add_node(f"node{n}", cpus=args.cpus_per_node)
+            cluster.add_node(f"node{n}", cpus=args.cpus_per_node, cores=own(n))
         ids = cluster.wait_for_nodes(nodes)
         db = Path(tmp) / "bench.db"
         argv = [sys.executable, "-m", "schedsearch", "run", str(args.example), "--proc", args.proc,
@@ -91,13 +104,15 @@ def main() -> None:
     parser.add_argument("--size", default="M=64,N=64,K=64")
     parser.add_argument("--isolation", choices=["auto", *[i.value for i in Isolation]], default="auto")
     parser.add_argument("--json", action="store_true", help="also print every run as a JSON line")
+    parser.add_argument("--disjoint-cores", action="store_true",
+                        help="each node on --cpus-per-node cores of its own (the nodes share no core)")
     args = parser.parse_args()
     isolation = None if args.isolation == "auto" else Isolation(args.isolation)
     # The nodes' workers import schedsearch from this tree, as the driver does.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
 
     print(f"{cpu_name()}, {os.cpu_count()} cores; {args.proc}[{args.size}], budget {args.budget:g} s, "
-          f"{args.cpus_per_node} CPU(s) per node")
+          f"{args.cpus_per_node} CPU(s) per node" + (", on cores of its own" if args.disjoint_cores else ", sharing the cores"))
     rates: dict[int, list[float]] = {}
     for repeat in range(args.repeats):
         for nodes in (1, 2):

@@ -37,7 +37,9 @@ pass() {
   # pytest exits 5 when a pass selects no test (e.g. a file with only serial tests was named)
   .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || { rc=$?; [ "$rc" -eq 5 ] || return "$rc"; }
 }
-pass -n "$workers" -m "not serial" "$@"
+# worksteal: a worker that runs out of tests takes some of those queued for another, so the
+# lane does not end on one worker while the other idles.
+pass -n "$workers" --dist worksteal -m "not serial" "$@"
 pass -m serial "$@"
 if [ "$#" -eq 0 ]; then
   SCHEDSEARCH_EXO_PATCHES=off pass -n "$workers" tests/unit/test_rules.py tests/unit/test_rewrites.py \

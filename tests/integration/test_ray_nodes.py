@@ -5,7 +5,8 @@ The second node runs in network, PID and mount namespaces of its own, joined to 
 over a veth pair, where the machine allows it (root with ``ip netns``: the test id says
 ``netns``); else on loopback with its own ports (``loopback``). Each node has its own
 schedsearch cache, so a kernel built on one node exists only there. The head gets one CPU
-for builds and the second node one, so builds land on both.
+for builds and the second node one, so builds land on both; the second node runs on this
+machine's last core alone (``LocalCluster``'s ``cores``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 ISOLATION = Isolation(
     os.environ.get("SCHEDSEARCH_TEST_ISOLATION") or (Isolation.NETNS if netns_available() else Isolation.LOOPBACK)
 )
+#: The second node's own core.
+SECOND_CORES = frozenset({max(os.sched_getaffinity(0))})
 
 
 @pytest.fixture(scope="module", params=[ISOLATION], ids=str)
@@ -44,7 +47,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[tuple[LocalCluster, dict
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env_path) if p)
     made = LocalCluster.start(head_cpus=1, isolation=request.param)
     try:
-        made.add_node("second", cpus=1)
+        made.add_node("second", cpus=1, cores=SECOND_CORES)
         ids = made.wait_for_nodes(2)
         yield made, ids
     finally:
@@ -52,6 +55,40 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[tuple[LocalCluster, dict
         os.environ["PYTHONPATH"] = env_path
         if not env_path:
             del os.environ["PYTHONPATH"]
+
+
+def _affinity(pid: int) -> frozenset[int] | None:
+    """The CPUs process ``pid`` may run on (None: it is gone)."""
+    try:
+        return frozenset(os.sched_getaffinity(pid))
+    except ProcessLookupError:
+        return None
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``, from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def test_a_node_given_cores_of_its_own_runs_on_them_alone(cluster) -> None:
+    made, _ = cluster
+    second = made.nodes[0]
+    below = _descendants(second.process.pid)
+    assert len(below) >= 2  # the raylet and the processes it started
+    assert {_affinity(pid) for pid in [second.process.pid, *below]} - {None} == {SECOND_CORES}
+    assert _affinity(made.head.process.pid) == frozenset(os.sched_getaffinity(0))  # the head: not pinned
 
 
 def _rows(db: Path) -> list[dict[str, object]]:

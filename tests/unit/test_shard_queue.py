@@ -10,7 +10,7 @@ import pytest
 from schedsearch.core import CandidateRecord, JobKind, Schedule, SearchConfig, Status
 from schedsearch.evaluate.shard_queue import ShardQueue, source
 from schedsearch.search import make_strategy, run_search
-from schedsearch.search.ranking import DEPTH_HANDICAP, expansion_priority
+from schedsearch.search.ranking import expansion_priority
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.builders import make_timing
 from schedsearch.testing.fake_executor import FakeExecutor
@@ -86,17 +86,12 @@ def _record(seconds: float | None, depth: int) -> CandidateRecord:
                            fingerprint="fp", status=Status.OK, timing=timing)
 
 
-def test_a_parent_goes_ahead_of_a_deeper_one_within_noise_but_not_of_a_clearly_faster_one() -> None:
+def test_the_faster_parent_goes_first_whatever_its_depth_and_an_untimed_one_last() -> None:
     tile = _record(3.590e-3, depth=1)
-    split_child = _record(3.560e-3, depth=2)  # 0.8% faster: within noise
-    packed_child = _record(2.890e-3, depth=2)  # 1.24x faster
+    packed_child = _record(2.890e-3, depth=2)
     root = _record(0.305, depth=0)
-    assert expansion_priority(tile) < expansion_priority(split_child)
-    assert expansion_priority(packed_child) < expansion_priority(tile)
-    assert expansion_priority(tile) < expansion_priority(root)
-    # The handicap is exactly one DEPTH_HANDICAP per level at equal times.
-    same = _record(3.590e-3, depth=2)
-    assert math.isclose(expansion_priority(same) - expansion_priority(tile), math.log(DEPTH_HANDICAP))
+    assert expansion_priority(packed_child) < expansion_priority(tile) < expansion_priority(root)
+    assert math.isclose(expansion_priority(tile), math.log(3.590e-3))
     assert expansion_priority(_record(None, depth=1)) == math.inf
 
 

@@ -113,7 +113,11 @@ class RayExecutor(BlockingCalls):
             self._remeasure_fn = ray.remote(num_cpus=1, max_retries=1)(_remeasure_task)
             self._machine_fn = ray.remote(num_cpus=0, max_retries=0)(_machine_task)
             self._runner_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
-            self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_ExpanderHost)
+            # Spread too: left to Ray, every expander starts on the driver's node, and on a
+            # cluster the other nodes' cores would never run Exo.
+            self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, scheduling_strategy="SPREAD")(
+                _ExpanderHost
+            )
             self._factory, self._options = expander_factory, expand_options
             self._actors: list[Any] = [  # None for one killed, until it is next needed (``_actor``)
                 self._actor_cls.remote(expander_factory, expand_options, self._cache_dir, bench) for _ in range(workers)

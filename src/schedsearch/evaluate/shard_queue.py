@@ -2,7 +2,7 @@
 
 Standard library only: the Ray executor keeps one ``ShardQueue`` per actor and takes from
 it whenever the actor is free. An expansion job carries a ``priority`` (lower goes first:
-its parent's time, handicapped by depth, ``ranking.expansion_priority``); among equal
+its parent's time, ``ranking.expansion_priority``); among equal
 priorities the latest submitted goes first - the next round, grown from the first likely
 winners of a streamed one, ahead of that one's remaining shards - and each job's own
 shards keep their order (the first shard holds the heavy rewrite dealt first).

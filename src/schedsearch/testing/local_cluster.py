@@ -14,7 +14,9 @@ else (``Isolation.LOOPBACK``) it shares the head's loopback address with ports o
 and ``kill`` ends the processes started in the node's session. Either way each node has
 its own Ray temporary directory and its own schedsearch cache directory
 (``SCHEDSEARCH_CACHE_DIR``), as nodes with local disks do: a kernel built on one node exists
-only in that node's cache. The addresses used are those of the veth pair this module
+only in that node's cache. A node may be given cores of its own (``cores``): its raylet and
+every process it starts - workers, compilers, kernels - run on those alone, as on a machine
+of that many cores. The addresses used are those of the veth pair this module
 makes, inside namespaces it made; nothing else on the network is touched.
 """
 
@@ -76,16 +78,22 @@ class LocalCluster:
     _links: list[str] = field(default_factory=list)
 
     @classmethod
-    def start(cls, head_cpus: int, isolation: Isolation | None = None, ray_program: Path | None = None) -> Self:
-        """Start a head node with ``head_cpus`` CPUs. ``isolation`` None: network namespaces
-        when ``netns_available()``, else loopback."""
+    def start(
+        cls,
+        head_cpus: int,
+        isolation: Isolation | None = None,
+        ray_program: Path | None = None,
+        head_cores: frozenset[int] | None = None,
+    ) -> Self:
+        """Start a head node with ``head_cpus`` CPUs (on ``head_cores`` alone, when given).
+        ``isolation`` None: network namespaces when ``netns_available()``, else loopback."""
         chosen = isolation or (Isolation.NETNS if netns_available() else Isolation.LOOPBACK)
         # Short: Ray's socket paths under its temporary directory must fit in 107 bytes.
         root = Path(tempfile.mkdtemp(prefix="sscl", dir="/tmp"))
         program = ray_program or Path(sys.executable).with_name("ray")
         cluster = cls(chosen, root, program)
         try:
-            cluster._start_head(head_cpus)
+            cluster._start_head(head_cpus, head_cores)
         except BaseException:
             cluster.close()
             raise
@@ -97,7 +105,7 @@ class LocalCluster:
         assert self.head is not None
         return f"{self.head.address}:{self.port}"
 
-    def _start_head(self, cpus: int) -> None:
+    def _start_head(self, cpus: int, cores: frozenset[int] | None) -> None:
         if self.isolation is Isolation.NETNS:
             host = self._link(0)
         else:
@@ -110,11 +118,12 @@ class LocalCluster:
             ["--head", f"--port={self.port}", "--include-dashboard=false"],
             netns=None,
             wait_for=(host, self.port),
+            cores=cores,
         )
 
-    def add_node(self, name: str, cpus: int) -> LocalNode:
-        """Start a worker node with ``cpus`` CPUs that joins the head; returns once it runs
-        (registered with the head: ``wait_for_nodes``)."""
+    def add_node(self, name: str, cpus: int, cores: frozenset[int] | None = None) -> LocalNode:
+        """Start a worker node with ``cpus`` CPUs (on ``cores`` alone, when given) that joins
+        the head; returns once it runs (registered with the head: ``wait_for_nodes``)."""
         index = len(self.nodes) + 1
         netns = None
         if self.isolation is Isolation.NETNS:
@@ -123,7 +132,7 @@ class LocalCluster:
             address = f"10.{self.net}.{index}.2"
         else:
             address = "127.0.0.1"
-        node = self._ray_start(name, address, cpus, [f"--address={self.address}"], netns=netns)
+        node = self._ray_start(name, address, cpus, [f"--address={self.address}"], netns=netns, cores=cores)
         self.nodes.append(node)
         return node
 
@@ -163,6 +172,7 @@ class LocalCluster:
         extra: list[str],
         netns: str | None,
         wait_for: tuple[str, int] | None = None,
+        cores: frozenset[int] | None = None,
     ) -> LocalNode:
         temp = self.root / name
         cache = self.root / f"{name}-cache"
@@ -193,7 +203,11 @@ class LocalCluster:
             # token written when it started); a joining node sends it only in this mode.
             env["RAY_AUTH_MODE"] = "token"
         log = (self.root / f"{name}.log").open("wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        # Every process of the node inherits the affinity of its first.
+        pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, preexec_fn=pin
+        )
         log.close()
         node = LocalNode(name, address, temp, cache, proc, netns)
         if name == "head":
