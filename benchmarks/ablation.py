@@ -42,6 +42,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_classes import CASES, KERNELS, MATMUL, cpu_model
 
 
+def _apart_off() -> None:
+    """Children predicted alike and of one kind are not spread apart (``ranking.kind_handicaps``,
+    ``alike_groups``): the measuring order is the predictions' alone."""
+    from schedsearch.search import loop
+
+    loop.ALIKE = 0.0
+
+
 def _runner_idle_off() -> None:
     """No also-ran is measured while the runner would idle (``Measuring.runner_idle``)."""
     from schedsearch.search.measuring import Measuring
@@ -69,6 +77,7 @@ PATCHES: dict[str, Callable[[], None] | None] = {
     "all-on": None,
     "confirm": None,
     "yardstick": None,
+    "apart": _apart_off,
     "runner-idle": _runner_idle_off,
     "late-rounds": _late_rounds_off,
     "shut-cap": _shut_cap_off,
@@ -77,7 +86,7 @@ PATCHES: dict[str, Callable[[], None] | None] = {
 OPTIONS: dict[str, list[str]] = {"confirm": ["--no-confirm-best"], "yardstick": ["--no-yardstick"]}
 #: Configurations whose searches measure a new best once only: their own times may flatter them.
 UNCONFIRMED = {"confirm"}
-DEFAULT = ["all-on", "confirm", "yardstick", "runner-idle", "late-rounds", "all-on"]
+DEFAULT = ["all-on", "confirm", "yardstick", "apart", "runner-idle", "late-rounds", "all-on"]
 
 
 def child(name: str, args: list[str]) -> None:

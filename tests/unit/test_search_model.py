@@ -425,12 +425,19 @@ def test_prune_never_skips_children_already_queued() -> None:
     assert [c.fingerprint for c in plain.children] == kept[:len(kept) - len(rescued)]
 
 
-def test_the_measuring_order_is_by_prediction_alone_and_seeded() -> None:
+def test_children_predicted_alike_are_measured_one_of_each_group_first() -> None:
+    from schedsearch.search.ranking import ALIKE, alike_groups
+    # A dozen splits predicted within a percent of each other, then an unroll 30% slower
+    # by prediction, then the slow ones: the unroll comes second, not after the dozen.
     predictions = [-1.0, -0.995, -0.993, -0.99, -0.99, -0.7, -0.69, 1.2]
-    order, drawn = measuring_order(predictions, random.Random(3), explore=0.0)
-    assert order == [0, 1, 2, 3, 4, 5, 6, 7] and not drawn
+    assert alike_groups(sorted(predictions), ALIKE) == [0, 1, 2, 3, 4, 0, 1, 0]
+    order, drawn = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE)
+    assert order == [0, 5, 7, 1, 6, 2, 3, 4] and not drawn
+    # Without ``apart`` the order is by prediction alone.
+    assert measuring_order(predictions, random.Random(3), explore=0.0)[0] == [0, 1, 2, 3, 4, 5, 6, 7]
     # Seeded: the same draws with the same seed.
-    assert measuring_order(predictions, random.Random(9)) == measuring_order(predictions, random.Random(9))
+    assert measuring_order(predictions, random.Random(9), apart=ALIKE) == \
+        measuring_order(predictions, random.Random(9), apart=ALIKE)
 
 
 #: Twelve children per node, each within 0.7-1.3x of its parent: every one a likely winner.
@@ -454,9 +461,8 @@ def test_a_leading_model_expands_one_parent_a_round_and_merges_after_one_more_ca
     depths = [rows[fp].depth for fp in ex.evaluated]
     # The root's 12 children: the ask after the first 4 (one in-flight cap of 2 x 2 workers),
     # 4 more while the next round is expanded, then that round's children come first (here
-    # the expansion is in before those 4 are measured: no also-ran is measured meanwhile),
-    # give or take an exploration draw, which passes the gate (``rounds.passes``).
-    assert depths[0] == 0 and depths[1:9] == [1] * 8 and depths.index(2) <= 10
+    # the expansion is in before those 4 are measured: no also-ran is measured meanwhile).
+    assert depths[0] == 0 and depths[1:9] == [1] * 8 and depths[9] == 2
     # Without the lead every likely winner of the round is measured before the next round
     # merges, and a round expands two parents.
     rows, ex = _leading(False)
@@ -629,3 +635,44 @@ def test_only_a_leading_model_asks_for_every_heavy_rewrite_first() -> None:
         assert not any(j.all_heavy_first for j in seen if not j.stream)
 
 
+def test_a_run_of_one_kind_does_not_hold_back_the_other_kinds() -> None:
+    from schedsearch.search.ranking import ALIKE, kind_handicaps
+    # Eight splits 3% apart (each its own group), a pack predicted 1% slower than the
+    # fifth split, and a slow reorder.
+    predictions = [-1.00, -0.97, -0.94, -0.91, -0.88, -0.85, -0.82, -0.79, -0.87, -0.5]
+    kinds = ["split"] * 8 + ["pack", "reorder"]
+    assert kind_handicaps(predictions, kinds, 0.1) == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.0, 0.0])
+    # Grouped across kinds, the pack is second in the fifth split's group: it waits behind
+    # every group's first, the slow reorder's included.
+    plain = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE)[0]
+    assert plain == [0, 1, 2, 3, 4, 5, 6, 7, 9, 8]
+    # By kind, each split counts ALIKE slower per faster split: the pack comes fourth.
+    order, drawn = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE, kinds=kinds)
+    assert order == [0, 1, 2, 8, 3, 4, 5, 6, 7, 9] and not drawn
+    # Near-ties within a kind still wait for one of each group (an unroll after one split).
+    ties = [-1.0, -0.995, -0.993, -0.99, -0.7]
+    assert measuring_order(ties, random.Random(3), explore=0.0, apart=ALIKE,
+                           kinds=["split"] * 4 + ["unroll"])[0] == [0, 4, 1, 2, 3]
+    # Without ``apart`` the kinds change nothing.
+    assert measuring_order(predictions, random.Random(3), explore=0.0, kinds=kinds)[0] == sorted(
+        range(10), key=lambda i: predictions[i])
+
+
+def test_a_leading_guide_orders_by_each_childs_last_rewrite_kind() -> None:
+    from schedsearch.core import FeatureVector, Rewrite, RewriteKind, Schedule
+    from schedsearch.search.guidance import Guidance
+    from schedsearch.search.ranking import ALIKE
+
+    def kid(i: int, kind: RewriteKind, predicted: float):
+        steps = (Rewrite.make(RewriteKind.REGISTER_TILE, "i j"), Rewrite.make(kind, "k"))
+        return dataclasses.replace(fake_root(), fingerprint=f"c{i}", schedule=Schedule(steps),
+                                   features=FeatureVector("t", (predicted,)))
+
+    kids = [kid(i, RewriteKind.SPLIT, -1.0 + 0.03 * i) for i in range(8)] + [kid(8, RewriteKind.PACK, -0.87)]
+    order = [c.fingerprint for c in Guidance(FakeCostModel(lambda f: f.values[0]), seed=1, prune=False,
+                                             apart=ALIKE).order(kids, seconds_left=None, seconds_per_candidate=None,
+                                                                candidates_left=None).children]
+    assert order.index("c8") < order.index("c4")  # the pack before the fifth split
+    plain = Guidance(FakeCostModel(lambda f: f.values[0]), seed=1, prune=False)  # the model does not lead
+    assert [c.fingerprint for c in plain.order(kids, seconds_left=None, seconds_per_candidate=None,
+                                               candidates_left=None).children].index("c8") > 4

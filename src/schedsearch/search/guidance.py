@@ -42,9 +42,10 @@ class Ordering:
 class Guidance:
     """The cost model's part in one run of a search (one instance per run)."""
 
-    def __init__(self, model: CostModel, seed: int, *, prune: bool, workload_key: str = "") -> None:
+    def __init__(self, model: CostModel, seed: int, *, prune: bool, workload_key: str = "", apart: float = 0.0) -> None:
         self.model = model
         self.prune = prune
+        self.apart = apart  # children predicted alike: one of each first (``ranking.measuring_order``)
         self.workload_key = workload_key
         # Its own stream, so exploration draws do not shift the strategy's.
         self._rng = random.Random(f"measuring order {seed}")
@@ -77,7 +78,8 @@ class Guidance:
         predictions = self.predictions(children)
         if not predictions:
             return Ordering(list(children), {}, [])
-        order, drawn = ranking.measuring_order(predictions, self._rng)
+        kinds = [c.schedule.steps[-1].kind.value if c.schedule.steps else "" for c in children]
+        order, drawn = ranking.measuring_order(predictions, self._rng, apart=self.apart, kinds=kinds)
         ordered = [children[i] for i in order]
         explored = frozenset(children[i].fingerprint for i in drawn)
         predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}

@@ -67,6 +67,7 @@ from schedsearch.search.loop_resume import resume_run
 from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS
 from schedsearch.search.outcome import SearchOutcome
 from schedsearch.search.pipeline import POLL_SECONDS, Pipeline, Stopped
+from schedsearch.search.ranking import ALIKE
 from schedsearch.search.rounds import EARLY_ASK_SHARE, STREAM_GATE
 
 #: A baseline whose measuring took this long says so (and that the budget does not count it).
@@ -197,6 +198,7 @@ class Run:
                 config.seed,
                 prune=config.cost_model is CostModelMode.PRUNE,
                 workload_key=workload.key,
+                apart=ALIKE if config.model_leads else 0.0,
             )
             if cost_model is not None
             else None
