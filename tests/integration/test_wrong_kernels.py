@@ -81,13 +81,11 @@ def test_an_element_moved_by_two_tenths_of_a_percent_is_caught_whatever_the_seed
     assert m.status is Status.WRONG_RESULT and "C[0, 0] is" in m.error, m.error
 
 
-@pytest.mark.serial
 def test_a_reduction_parallelized_without_a_private_accumulator_is_caught(cache: Path) -> None:
     """The k loop outermost and split between threads: every thread adds into all of C at
     once. The same loops parallel over i (each element one thread's) are right. A race
-    shows only when the threads run at the same time, so the test runs alone (``serial``);
-    on a machine whose cores other work keeps busy it may not (``verification.PARALLEL_CHECKS``),
-    and the test says so."""
+    shows only when the threads run at the same time: on a machine whose cores other work
+    keeps busy it may not (``verification.PARALLEL_CHECKS``), and the test says so."""
     root = root_candidate(SGEMM)
     kij = kernel_c(reorder_loops(reorder_loops(build_proc(SGEMM), "j k"), "i k"))
     racy = from_c(kij.replace("for (int_fast32_t k = 0;", "#pragma omp parallel for\nfor (int_fast32_t k = 0;", 1))
