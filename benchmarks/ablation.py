@@ -18,7 +18,7 @@ The report gives, per case and configuration, the best kernel's GFLOP/s by the s
 times and the search's seconds (the wait for the baseline not counted) until it first measured
 a kernel within 5% of the best any run found for that case (any run that confirms its new
 bests); then, per configuration, the
-geometric means over the cases of its GFLOP/s against the ``all-on`` runs' - by the search's
+geometric means over the cases of its GFLOP/s against the ``all-on`` runs' (``REFERENCE``: another) - by the search's
 own times, and as the best was re-measured beside the other finalists (what a user is given;
 a search that confirms no new best can only look better by its own times) - and the median of
 those seconds. Each run appends a JSON line to ``DIR/results.jsonl``; a run of the script resumes
@@ -72,6 +72,58 @@ def _shut_cap_off() -> None:
     Round.shut = lambda self: self.shut_at is not None  # type: ignore[method-assign]
 
 
+def _leading_share_off() -> None:
+    """A streamed round plans the next one only once its last shard is in (``rounds.leaders_in``)."""
+    from schedsearch.search import pipeline_results
+
+    pipeline_results.leaders_in = lambda parts, depth, **kw: False
+
+
+def _whole_pick_off() -> None:
+    """A leading model's pick is expanded in two parts like any other (``Asker.parts``)."""
+    from schedsearch.search.asking import Asker
+    from schedsearch.search.parts import TwoParts
+
+    init = Asker.__init__
+
+    def patched(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        init(self, *args, **kwargs)
+        self.parts = TwoParts(self.config.defer_costly and not self.strategy.whole_rounds, self.strategy)
+
+    Asker.__init__ = patched  # type: ignore[method-assign]
+
+
+def _waiting_parents_off() -> None:
+    """A parent's waiting second part comes only when the strategy picks it again
+    (``TwoParts.with_waiting_parents``)."""
+    from schedsearch.search.parts import TwoParts
+
+    TwoParts.with_waiting_parents = lambda self, parents: list(parents)  # type: ignore[method-assign]
+
+
+def _repeats_off() -> None:
+    """Best-first's ties use the fixed floor share, not the search's own repeats (``RepeatNoise``)."""
+    from schedsearch.search.repeats import RepeatNoise
+
+    RepeatNoise.share = lambda self: self.floor  # type: ignore[method-assign]
+
+
+def _contend_off() -> None:
+    """Every candidate gets the full samples, however slow (``Measuring.contend``)."""
+    from schedsearch.search.measuring import Measuring
+
+    Measuring.contend = lambda self: None  # type: ignore[method-assign]
+
+
+def _explore_pass_off() -> None:
+    """Behind the gate, only the predictions decide: exploration draws wait too (``rounds.passes``)."""
+    import math
+
+    from schedsearch.search import rounds
+
+    rounds.passes = lambda rnd, child, bar: rnd.keys.get(child.fingerprint, math.inf) <= bar
+
+
 #: Configuration -> the patch its searching process applies (None: none).
 PATCHES: dict[str, Callable[[], None] | None] = {
     "all-on": None,
@@ -81,11 +133,28 @@ PATCHES: dict[str, Callable[[], None] | None] = {
     "runner-idle": _runner_idle_off,
     "late-rounds": _late_rounds_off,
     "shut-cap": _shut_cap_off,
+    "leading-share": _leading_share_off,
+    "whole-pick": _whole_pick_off,
+    "waiting-parents": _waiting_parents_off,
+    "repeats": _repeats_off,
+    "contend": _contend_off,
+    "explore-pass": _explore_pass_off,
+    "no-notes": None,
+    "no-notes-waiting-parents": _waiting_parents_off,
 }
 #: Configuration -> the ``schedsearch run`` options that turn its heuristic off.
-OPTIONS: dict[str, list[str]] = {"confirm": ["--no-confirm-best"], "yardstick": ["--no-yardstick"]}
+#: ``no-notes*``: without gcc's notes the model does not lead, and a parent's costly rewrites
+#: wait for a second part (``TwoParts``) - the only searches ``waiting-parents`` acts in.
+OPTIONS: dict[str, list[str]] = {
+    "confirm": ["--no-confirm-best"],
+    "yardstick": ["--no-yardstick"],
+    "no-notes": ["--no-compiler-notes"],
+    "no-notes-waiting-parents": ["--no-compiler-notes"],
+}
 #: Configurations whose searches measure a new best once only: their own times may flatter them.
 UNCONFIRMED = {"confirm"}
+#: Configurations compared with another than ``all-on``: the one they differ from by one heuristic.
+REFERENCE = {"no-notes-waiting-parents": "no-notes"}
 DEFAULT = ["all-on", "confirm", "yardstick", "apart", "runner-idle", "late-rounds", "all-on"]
 
 
@@ -99,13 +168,15 @@ def child(name: str, args: list[str]) -> None:
     cli(args)
 
 
-def run_case(name: str, case: str, budget: float, folder: Path) -> dict:
+def run_case(name: str, case: str, budget: float, folder: Path, max_candidates: int | None = None) -> dict:
     """One search of ``case`` with ``name``'s heuristic off: its best and its new bests."""
     file = MATMUL if case == "sgemm" else KERNELS
     sizes = ["--size", "M=512,N=512,K=512"] if case == "sgemm" else []
     db, events = folder / f"{case}.db", folder / f"{case}.events"
     args = ["run", str(file), "--proc", case, "--budget", str(budget), "--db", str(db), "--json",
             "--events", str(events), *sizes, *OPTIONS.get(name, [])]
+    if max_candidates:
+        args += ["--max-candidates", str(max_candidates)]
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "SCHEDSEARCH_CACHE_DIR": cache}
         out = subprocess.run([sys.executable, __file__, "--child", name, "--", *args], env=env,
@@ -149,9 +220,11 @@ def report(out: Path) -> None:
                 return at
         return None
 
-    def reference(case: str, key: str) -> float | None:
-        """The geometric mean of the ``all-on`` runs' ``key`` for ``case`` (None: none has it)."""
-        values = [r[key] for r in runs if r["config"] == "all-on" and r["case"] == case and r.get(key)]
+    def reference(config: str, case: str, key: str) -> float | None:
+        """The geometric mean of ``key`` for ``case`` over the runs ``config`` is compared with
+        (``REFERENCE``, else ``all-on``; None: none has it)."""
+        ref = REFERENCE.get(config, "all-on")
+        values = [r[key] for r in runs if r["config"] == ref and r["case"] == case and r.get(key)]
         return _geomean(values) if values else None
 
     print("Each cell: GFLOP/s of the best by the search's own times / seconds of search until it first measured "
@@ -169,10 +242,10 @@ def report(out: Path) -> None:
                 continue
             at = reached(r)
             cells.append(f"{r['gflops']:.1f} / {'-' if at is None else f'{at:.0f}'}")
-            ref = reference(case, "gflops")
+            ref = reference(r["config"], case, "gflops")
             if ref and r["gflops"]:
                 search.append(r["gflops"] / ref)
-            ref = reference(case, "declared")
+            ref = reference(r["config"], case, "declared")
             if ref and r.get("declared"):
                 declared.append(r["declared"] / ref)
             times.append(at if at is not None else math.inf)
@@ -183,6 +256,8 @@ def report(out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--max-candidates", type=int, default=None,
+                        help="also stop each search after this many candidates (a small-budget pass)")
     parser.add_argument("--configs", nargs="*", default=DEFAULT, choices=list(PATCHES))
     parser.add_argument("--cases", nargs="*", default=list(CASES))
     parser.add_argument("--out", type=Path, default=Path("ablation-runs"))
@@ -199,7 +274,8 @@ def main() -> None:
     results = opts.out / "results.jsonl"
     done = {(r["config"], r["round"], r["case"]) for r in map(json.loads, results.read_text().splitlines())} \
         if results.exists() else set()
-    print(f"{cpu_model()}; budget {opts.budget:.0f} s per case; cold caches", flush=True)
+    cap = f", at most {opts.max_candidates} candidates" if opts.max_candidates else ""
+    print(f"{cpu_model()}; budget {opts.budget:.0f} s per case{cap}; cold caches", flush=True)
     seen: dict[str, int] = {}
     for name in opts.configs:
         seen[name] = seen.get(name, 0) + 1
@@ -207,7 +283,7 @@ def main() -> None:
             if (name, seen[name], case) in done:
                 continue
             with tempfile.TemporaryDirectory() as tmp:
-                r = run_case(name, case, opts.budget, Path(tmp))
+                r = run_case(name, case, opts.budget, Path(tmp), opts.max_candidates)
             r["round"] = seen[name]
             with results.open("a") as f:
                 f.write(json.dumps(r) + "\n")
