@@ -123,7 +123,7 @@ def test_a_gated_round_lets_only_its_likely_winners_go_and_none_once_shut() -> N
     assert [job.candidates[0].fingerprint for job in ex.jobs] == [c.fingerprint for c in (
         fake_candidate("m0"), fake_candidate("m2"))]
     assert len(rnd.queue) == 2  # the also-rans wait for the merge
-    shut = _round(3, keys=[0.0, 0.0, 0.0], ask_after=1, shut_at=0)
+    shut = _round(3, keys=[0.0, 0.0, 0.0], ask_after=1, shut=True)
     measuring.fill(shut, nxt)
     assert len(shut.queue) == 3
 
@@ -138,7 +138,7 @@ def test_a_round_is_not_gated_without_predictions_or_before_its_early_asks_child
 
 def test_a_leading_model_measures_a_built_also_ran_while_the_runner_would_idle() -> None:
     measuring, ex, _ = _measuring(model_leads=True)
-    rnd = _round(3, keys=[0.0, STREAM_GATE + 1.0, STREAM_GATE + 2.0], shut_at=0)
+    rnd = _round(3, keys=[0.0, STREAM_GATE + 1.0, STREAM_GATE + 2.0], shut=True)
     rnd.queue[2] = dataclasses.replace(rnd.queue[2], built=True)
     built = rnd.queue[2]
     nxt = _round(0, expanding={99: None})

@@ -85,8 +85,8 @@ class SearchConfig(JsonRecord):
     yardstick: bool = True  # time each candidate beside the search's yardstick (``search.yardstick``)
     confirm_best: bool = True  # a new best is measured twice, the slower time counts (``search.confirm``)
     # The cost model leads (set with gcc's notes, which make it rank a node's children right
-    # from the first round): a round expands one parent, the next merges once one in-flight
-    # cap of likely winners beyond the early ask is measured, and of children predicted
+    # from the first round): a round expands one parent, the next merges as soon as it is
+    # ready (ahead of the likely winners still queued), and of children predicted
     # alike one is measured first (``search.pipeline``, ``search.ranking.measuring_order``).
     model_leads: bool = False
 

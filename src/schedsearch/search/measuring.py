@@ -12,8 +12,8 @@ Guarantees:
 - Nothing is submitted beyond the candidate budget, counting those in flight.
 - While a round in the cost model's order is gated (``gated``: its early ask is pending or the
   next round is being expanded from its answer), only its likely winners leave the queue
-  (``rounds.next_child``), and none once its places before ``Round.shut_at`` are given; the
-  rest wait for the merge. Which children wait depends on the predictions alone.
+  (``rounds.next_child``), and none when the model leads (``Round.shut``); the rest wait
+  for the merge. Which children wait depends on the predictions alone.
 - The one exception, when the model leads: while the next round is expanded and nothing is
   being measured, an also-ran whose kernel is built already is measured, one at a time
   (``runner_idle``) - only the benchmark runner's otherwise idle time is spent. How many are
@@ -140,7 +140,7 @@ class Measuring:
                 break
             gated = self.gated(rnd, nxt)
             # The rest wait for the merge once the gate is shut (``Round.shut``).
-            child = None if gated and rnd.shut() else next_child(rnd, gated)
+            child = None if gated and rnd.shut else next_child(rnd, gated)
             if child is None and gated and self.runner_idle(rnd, nxt):
                 child = next_built(rnd)  # the next also-ran, while nothing else can be measured
             if child is None:

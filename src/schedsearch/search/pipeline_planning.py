@@ -96,10 +96,9 @@ class RoundPlanning:
         k = early_ask_point(rnd, cap)
         if rnd.ranked:
             rnd.open_until = k  # places beyond it wait behind the gate (``Measuring.gated``)
-            if self.config.model_leads:
-                # One in-flight cap of likely winners more while the next round is expanded,
-                # then the merge: the model's picks are trusted to lead (``SearchConfig``).
-                rnd.shut_at = k + cap
+            # A leading model's picks go on at once: the next round merges as soon as it is
+            # ready, ahead of this round's likely winners still queued (``SearchConfig``).
+            rnd.shut = self.config.model_leads
         if all(i in rnd.measured_places for i in range(k)):
             self.next = self._start_expanding()
             return
@@ -134,7 +133,7 @@ class RoundPlanning:
         ready = nxt is not None and (nxt.expanded() or (nxt.streamed and nxt.has_new_shards()))
         if cur is None or nxt is None or not ready or not self.measuring.merging(cur) or cur.placed < cur.open_until:
             return
-        if likely(cur) and not cur.shut():
+        if likely(cur) and not cur.shut:
             return
         self._release(cur)
         absorb(cur, nxt)

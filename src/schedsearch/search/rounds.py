@@ -86,9 +86,9 @@ class Round:
     # In the cost model's order, places from here on go to likely winners only while an ask
     # is pending or the next round is expanded (``Measuring.gated``): the first ``ask_after``.
     open_until: int = 0
-    # When the model leads (``SearchConfig.model_leads``): while gated, no place from here on
-    # either - the next round merges once the places before it are given (``Pipeline._merge``).
-    shut_at: int | None = None
+    # When the model leads (``SearchConfig.model_leads``): while gated, no place beyond
+    # ``open_until`` either - the next round merges as soon as it is ready (``Pipeline._merge``).
+    shut: bool = False
     # A child's place in measuring order is given when it leaves the queue (submitted, or
     # measured by an earlier search), so a queue re-ordered by late shards keeps it exact.
     place: dict[str, int] = field(default_factory=dict)  # child fingerprint -> place in measuring order
@@ -105,10 +105,6 @@ class Round:
 
     def finished(self) -> bool:
         return not self.queue and not self.measuring and self.expanded()
-
-    def shut(self) -> bool:
-        """Whether every place before ``shut_at`` is given (never without one)."""
-        return self.shut_at is not None and self.placed >= self.shut_at
 
     def take_place(self, fingerprint: str) -> None:
         """The child leaves the queue: its place in measuring order is the next one."""
