@@ -7,7 +7,9 @@ Each configuration searches every case of the kernel-class suite (``kernel_class
 with ``schedsearch run`` and the defaults but the one heuristic it turns off, a fresh
 database and a fresh cache folder (``SCHEDSEARCH_CACHE_DIR``) each: every expansion, build and
 the cost model's history start cold, alike for every configuration (a warm expansion cache
-would hide exactly the heuristics that order the expansions). ``all-on`` runs twice, first
+would hide exactly the heuristics that order the expansions). With ``--warm`` a configuration's
+cases share one database instead, searched in turn, so that every search after the first has a
+cost model trained on other kernels, as a user's own database gives it. ``all-on`` runs twice, first
 and last, so the report can tell a heuristic's effect from two runs of the same search.
 
 A heuristic with a ``schedsearch run`` option is turned off by it; the others by a patch of
@@ -62,14 +64,6 @@ def _late_rounds_off() -> None:
     from schedsearch.search.asking import Asker
 
     Asker.too_late = lambda self, parents, cur: False  # type: ignore[method-assign]
-
-
-def _shut_cap_off() -> None:
-    """A leading model's round merges once its early ask's own likely winners are placed, with
-    no extra cap of them (``Round.shut_at``)."""
-    from schedsearch.search.rounds import Round
-
-    Round.shut = lambda self: self.shut_at is not None  # type: ignore[method-assign]
 
 
 def _leading_share_off() -> None:
@@ -132,7 +126,6 @@ PATCHES: dict[str, Callable[[], None] | None] = {
     "apart": _apart_off,
     "runner-idle": _runner_idle_off,
     "late-rounds": _late_rounds_off,
-    "shut-cap": _shut_cap_off,
     "leading-share": _leading_share_off,
     "whole-pick": _whole_pick_off,
     "waiting-parents": _waiting_parents_off,
@@ -168,11 +161,14 @@ def child(name: str, args: list[str]) -> None:
     cli(args)
 
 
-def run_case(name: str, case: str, budget: float, folder: Path, max_candidates: int | None = None) -> dict:
-    """One search of ``case`` with ``name``'s heuristic off: its best and its new bests."""
+def run_case(
+    name: str, case: str, budget: float, folder: Path, max_candidates: int | None = None, db: Path | None = None
+) -> dict:
+    """One search of ``case`` with ``name``'s heuristic off: its best and its new bests.
+    ``db``: the database to search in (default: a new one in ``folder``)."""
     file = MATMUL if case == "sgemm" else KERNELS
     sizes = ["--size", "M=512,N=512,K=512"] if case == "sgemm" else []
-    db, events = folder / f"{case}.db", folder / f"{case}.events"
+    db, events = db or folder / f"{case}.db", folder / f"{case}.events"
     args = ["run", str(file), "--proc", case, "--budget", str(budget), "--db", str(db), "--json",
             "--events", str(events), *sizes, *OPTIONS.get(name, [])]
     if max_candidates:
@@ -262,6 +258,9 @@ def main() -> None:
     parser.add_argument("--cases", nargs="*", default=list(CASES))
     parser.add_argument("--out", type=Path, default=Path("ablation-runs"))
     parser.add_argument("--report", type=Path, default=None, help="print the tables of a finished folder")
+    parser.add_argument("--warm", action="store_true",
+                        help="one database per configuration and run, its cases searched in turn: each search after "
+                             "the first starts with a cost model trained on the kernels before it")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     opts, rest = parser.parse_known_args()
     if opts.child:
@@ -275,7 +274,8 @@ def main() -> None:
     done = {(r["config"], r["round"], r["case"]) for r in map(json.loads, results.read_text().splitlines())} \
         if results.exists() else set()
     cap = f", at most {opts.max_candidates} candidates" if opts.max_candidates else ""
-    print(f"{cpu_model()}; budget {opts.budget:.0f} s per case{cap}; cold caches", flush=True)
+    model = "the cost model trained on the cases before" if opts.warm else "cold cost model"
+    print(f"{cpu_model()}; budget {opts.budget:.0f} s per case{cap}; cold caches, {model}", flush=True)
     seen: dict[str, int] = {}
     for name in opts.configs:
         seen[name] = seen.get(name, 0) + 1
@@ -283,7 +283,8 @@ def main() -> None:
             if (name, seen[name], case) in done:
                 continue
             with tempfile.TemporaryDirectory() as tmp:
-                r = run_case(name, case, opts.budget, Path(tmp), opts.max_candidates)
+                db = opts.out / f"{name}-{seen[name]}.db" if opts.warm else None
+                r = run_case(name, case, opts.budget, Path(tmp), opts.max_candidates, db)
             r["round"] = seen[name]
             with results.open("a") as f:
                 f.write(json.dumps(r) + "\n")
