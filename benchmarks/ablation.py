@@ -20,7 +20,7 @@ The report gives, per case and configuration, the best kernel's GFLOP/s by the s
 times and the search's seconds (the wait for the baseline not counted) until it first measured
 a kernel within 5% of the best any run found for that case (any run that confirms its new
 bests); then, per configuration, the
-geometric means over the cases of its GFLOP/s against the ``all-on`` runs' (``REFERENCE``: another) - by the search's
+geometric means over the cases of its GFLOP/s against the ``all-on`` runs' - by the search's
 own times, and as the best was re-measured beside the other finalists (what a user is given;
 a search that confirms no new best can only look better by its own times) - and the median of
 those seconds. Each run appends a JSON line to ``DIR/results.jsonl``; a run of the script resumes
@@ -87,14 +87,6 @@ def _whole_pick_off() -> None:
     Asker.__init__ = patched  # type: ignore[method-assign]
 
 
-def _waiting_parents_off() -> None:
-    """A parent's waiting second part comes only when the strategy picks it again
-    (``TwoParts.with_waiting_parents``)."""
-    from schedsearch.search.parts import TwoParts
-
-    TwoParts.with_waiting_parents = lambda self, parents: list(parents)  # type: ignore[method-assign]
-
-
 def _repeats_off() -> None:
     """Best-first's ties use the fixed floor share, not the search's own repeats (``RepeatNoise``)."""
     from schedsearch.search.repeats import RepeatNoise
@@ -128,26 +120,20 @@ PATCHES: dict[str, Callable[[], None] | None] = {
     "late-rounds": _late_rounds_off,
     "leading-share": _leading_share_off,
     "whole-pick": _whole_pick_off,
-    "waiting-parents": _waiting_parents_off,
     "repeats": _repeats_off,
     "contend": _contend_off,
     "explore-pass": _explore_pass_off,
     "no-notes": None,
-    "no-notes-waiting-parents": _waiting_parents_off,
 }
 #: Configuration -> the ``schedsearch run`` options that turn its heuristic off.
-#: ``no-notes*``: without gcc's notes the model does not lead, and a parent's costly rewrites
-#: wait for a second part (``TwoParts``) - the only searches ``waiting-parents`` acts in.
+#: ``no-notes``: without gcc's notes the cost model does not lead the search (``model_leads``).
 OPTIONS: dict[str, list[str]] = {
     "confirm": ["--no-confirm-best"],
     "yardstick": ["--no-yardstick"],
     "no-notes": ["--no-compiler-notes"],
-    "no-notes-waiting-parents": ["--no-compiler-notes"],
 }
 #: Configurations whose searches measure a new best once only: their own times may flatter them.
 UNCONFIRMED = {"confirm"}
-#: Configurations compared with another than ``all-on``: the one they differ from by one heuristic.
-REFERENCE = {"no-notes-waiting-parents": "no-notes"}
 DEFAULT = ["all-on", "confirm", "yardstick", "apart", "runner-idle", "late-rounds", "all-on"]
 
 
@@ -216,11 +202,9 @@ def report(out: Path) -> None:
                 return at
         return None
 
-    def reference(config: str, case: str, key: str) -> float | None:
-        """The geometric mean of ``key`` for ``case`` over the runs ``config`` is compared with
-        (``REFERENCE``, else ``all-on``; None: none has it)."""
-        ref = REFERENCE.get(config, "all-on")
-        values = [r[key] for r in runs if r["config"] == ref and r["case"] == case and r.get(key)]
+    def reference(case: str, key: str) -> float | None:
+        """The geometric mean of the ``all-on`` runs' ``key`` for ``case`` (None: none has it)."""
+        values = [r[key] for r in runs if r["config"] == "all-on" and r["case"] == case and r.get(key)]
         return _geomean(values) if values else None
 
     print("Each cell: GFLOP/s of the best by the search's own times / seconds of search until it first measured "
@@ -238,10 +222,10 @@ def report(out: Path) -> None:
                 continue
             at = reached(r)
             cells.append(f"{r['gflops']:.1f} / {'-' if at is None else f'{at:.0f}'}")
-            ref = reference(r["config"], case, "gflops")
+            ref = reference(case, "gflops")
             if ref and r["gflops"]:
                 search.append(r["gflops"] / ref)
-            ref = reference(r["config"], case, "declared")
+            ref = reference(case, "declared")
             if ref and r.get("declared"):
                 declared.append(r["declared"] / ref)
             times.append(at if at is not None else math.inf)

@@ -54,54 +54,6 @@ def _left_costly(r) -> bool:
     return TREE.expand(parent, ExpansionPart.FIRST).deferred > 0
 
 
-@pytest.mark.parametrize("mode", [CostModelMode.RANK, CostModelMode.OFF])
-def test_a_parents_costly_rewrites_come_at_the_latest_with_a_childs_expansion(mode: CostModelMode) -> None:
-    """Once one of a parent's children is expanded, the parent's second part is asked for in
-    that same round or before: costly rewrites are not put off level after level."""
-    outcome, store, ex = _search(cost_model=mode, max_candidates=80)
-    rows = store.candidates(outcome.search_id)
-    by_fp = {r.fingerprint: r for r in rows}
-    by_id = {r.id: r for r in rows}
-    flat = iter(ex.parts_asked)
-    round_of = {next(flat): n for n, call in enumerate(ex.expand_calls) for _ in call}
-    checked = 0
-    for (fp, part), n in round_of.items():
-        parent = by_id.get(by_fp[fp].parent_id) if part is ExpansionPart.FIRST else None
-        if parent is None or not _left_costly(parent):
-            continue
-        assert round_of.get((parent.fingerprint, ExpansionPart.DEFERRED), n + 1) <= n
-        checked += 1
-    assert checked >= 3
-
-
-@pytest.mark.parametrize("shuffle", [1, 2])
-def test_a_parents_costly_rewrites_come_after_a_childs_expansion_in_streamed_rounds_too(shuffle: int) -> None:
-    """A streamed first part may still be coming in when one of the parent's children is
-    expanded: the parent's second part then comes once the first is all in, not never."""
-    from schedsearch.testing.fake_executor import FakeClock
-
-    cfg = SearchConfig(max_seconds=None, max_candidates=80, seed=5, cost_model=CostModelMode.RANK)
-    clock = FakeClock()
-    ex = FakeExecutor(TREE, shuffle_seed=shuffle, stream_shards=3, clock=clock, expand_seconds=3.0,
-                      eval_seconds=0.2)
-    store = InMemoryStore()
-    outcome = run_search(fake_workload(), fake_root(TREE.moves), make_strategy(cfg), ex, store, cfg,
-                         cost_model=FakeCostModel(oracle(TREE)), clock=clock)
-    rows = store.candidates(outcome.search_id)
-    by_fp = {r.fingerprint: r for r in rows}
-    by_id = {r.id: r for r in rows}
-    flat = iter(ex.parts_asked)
-    round_of = {next(flat): n for n, call in enumerate(ex.expand_calls) for _ in call}
-    assert any(not final for _, final in ex.shards_sent)  # first parts really came in shards
-    last = len(ex.expand_calls) - 1
-    owed = [(by_id[by_fp[fp].parent_id], n) for (fp, part), n in round_of.items()
-            if part is ExpansionPart.FIRST and by_fp[fp].parent_id in by_id
-            and _left_costly(by_id[by_fp[fp].parent_id]) and n < last - 2]
-    assert len(owed) >= 5
-    for parent, _ in owed:
-        assert (parent.fingerprint, ExpansionPart.DEFERRED) in round_of
-
-
 def test_a_parent_is_marked_expanded_only_once_its_second_part_is_measured() -> None:
     outcome, store, ex = _search(max_candidates=80)
     rows = {r.fingerprint: r for r in store.candidates(outcome.search_id)}

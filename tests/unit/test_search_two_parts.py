@@ -38,10 +38,9 @@ def test_a_parent_is_expanded_first_for_its_cheap_rewrites_then_once_for_its_cos
     parent = _record(2)
     assert parts.part_for(parent) is ExpansionPart.FIRST and parts.second(parent)
     assert not _announced(parts, parent, ExpansionPart.FIRST, deferred=3)  # costly rewrites wait
-    assert parts.costly_waiting == {2: parent}
     assert [r.id for r in strategy.ask(5)] == [2]  # back in the frontier
     assert parts.part_for(parent) is ExpansionPart.DEFERRED
-    assert parts.done(parent) and parts.costly_waiting == {}
+    assert parts.done(parent)
     assert _announced(parts, parent, ExpansionPart.DEFERRED, deferred=0)
 
 
@@ -50,29 +49,7 @@ def test_a_first_part_that_left_nothing_costly_is_the_last() -> None:
     parent = _record(2)
     parts.part_for(parent)
     assert _announced(parts, parent, ExpansionPart.FIRST, deferred=0)
-    assert parts.costly_waiting == {} and strategy.ask(5) == []
-
-
-def test_a_waiting_parent_comes_along_with_its_childs_first_expansion() -> None:
-    parts, _ = _parts()
-    parent, other = _record(2), _record(5)
-    parts.part_for(parent)
-    _announced(parts, parent, ExpansionPart.FIRST, deferred=3)
-    child = _record(3, parent_id=2)
-    assert [r.id for r in parts.with_waiting_parents([child, other])] == [2, 3, 5]
-    assert [r.id for r in parts.with_waiting_parents([parent, child])] == [2, 3]  # asked itself: once
-
-
-def test_a_parent_still_streaming_in_is_owed_its_second_part_with_the_next_round() -> None:
-    parts, _ = _parts()
-    parent = _record(2)
-    parts.part_for(parent)  # its first part is coming in
-    child = _record(3, parent_id=2)
-    assert [r.id for r in parts.with_waiting_parents([child])] == [3]
-    assert parts.costly_owed == {2}
-    _announced(parts, parent, ExpansionPart.FIRST, deferred=3)  # all in now
-    assert [r.id for r in parts.with_waiting_parents([_record(7)])] == [2, 7]
-    assert parts.costly_owed == set()
+    assert strategy.ask(5) == [] and not parts.done(parent)
 
 
 def _shards(n: int, of: int, leads: int = 0, leading: int = 0) -> list[Expansion]:

@@ -10,8 +10,8 @@ Guarantees:
   are queued until it is said to fit; with nothing queued the cores would idle, so one is.
 - A parent at ``max_depth``, or whose second part was asked for already, is never expanded.
 - When the model leads, a round expands the one parent it picked, sharded over every
-  expander; otherwise ``expand_batch`` parents, each with its waiting parent's second part
-  (``parts``).
+  expander; otherwise ``expand_batch`` parents, a large one's costly rewrites in a second
+  part of their own (``parts``).
 - A round refused for room is asked for again as soon as the queued children fit
   (``refused``): their pace so far is an estimate, and the first children of a round
   measured in the cost model's order are its fastest.
@@ -96,15 +96,14 @@ class Asker:
             parents = [p for p in asked if p.depth < self.config.max_depth and not self.parts.done(p)]
             if parents:
                 break
-        whole = self.parts.with_waiting_parents(parents)
         # Only while children are queued: with none, the cores would idle otherwise.
-        if queued and self.too_late(whole, cur):
+        if queued and self.too_late(parents, cur):
             for parent in parents:  # back to the frontier: they were not expanded
                 self.strategy.tell(parent)
             self.held_back = True
             return None
         self.held_back = False
-        return self.submit(whole, cur)
+        return self.submit(parents, cur)
 
     def no_room(self, cur: Round | None, merging: bool) -> bool:
         """Whether the children of ``cur`` still queued use up the rest of the budget: a

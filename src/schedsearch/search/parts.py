@@ -5,11 +5,7 @@ expanded in two parts (``core.ExpansionPart``, ``SearchConfig.defer_costly``): t
 the strategy picks it, its cheap rewrites; its reorders, hoists, sinks and packs
 (``Rule.deferred``, which Exo checks over the whole nest) wait. Once its first part is
 announced it goes back into the strategy's frontier at its own measured time, and its second
-part comes when the strategy picks it again, or - at the latest - with the first expansion of
-one of its children (``with_waiting_parents``). Why the latter: each child of a large node is
-large too and defers its own costly rewrites, so on a plateau of children a little faster
-than their parents "picked again" never came, and the costly rewrites were put off at every
-level.
+part comes when the strategy picks it again.
 
 Guarantees:
 
@@ -18,9 +14,6 @@ Guarantees:
 - Each parent's first part and second part are each asked for once; a parent picked after its
   second part was asked for is not expanded again.
 - A parent whose first part left no costly rewrite (or failed) is done with its first part.
-- Which parents come along depends on the asked ones only (and, for a parent whose first part
-  was still streaming in, on when its last shard came in), so the same seed gives the same
-  search.
 """
 
 from __future__ import annotations
@@ -36,12 +29,6 @@ class TwoParts:
         self.enabled, self.strategy = enabled, strategy
         self.first_done: set[int] = set()  # parents whose first part has been asked for
         self.second_done: set[int] = set()  # ... and those whose second part has been asked for
-        self.first_coming: set[int] = set()  # parents whose first part is not all in yet
-        # Parents whose first part left costly rewrites, not yet asked for again, by id.
-        self.costly_waiting: dict[int, CandidateRecord] = {}
-        # Parents a child of which was expanded before their first part was all in (a
-        # streamed round): their second part comes with the next round once they are.
-        self.costly_owed: set[int] = set()
 
     def done(self, parent: CandidateRecord) -> bool:
         """Whether ``parent``'s second part was asked for already: it is not expanded again."""
@@ -58,41 +45,15 @@ class TwoParts:
             return ExpansionPart.ALL
         if self.second(parent):
             self.second_done.add(parent.id)
-            self.costly_waiting.pop(parent.id, None)
             return ExpansionPart.DEFERRED
         self.first_done.add(parent.id)
-        self.first_coming.add(parent.id)
         return ExpansionPart.FIRST
-
-    def with_waiting_parents(self, parents: list[CandidateRecord]) -> list[CandidateRecord]:
-        """``parents``, each preceded by its own parent when that one's costly rewrites still
-        wait. A parent whose first part is still coming in (a streamed round) is owed: its
-        second part comes with the first round asked once the first is all in."""
-        asked = {p.id for p in parents}
-        out: list[CandidateRecord] = []
-        for pid in sorted(self.costly_owed - self.first_coming):
-            self.costly_owed.discard(pid)
-            if pid in self.costly_waiting and pid not in asked:  # else its first part left nothing
-                asked.add(pid)
-                out.append(self.costly_waiting[pid])
-        for parent in parents:
-            parent_id = parent.parent_id
-            if parent_id is not None and parent_id in self.costly_waiting and parent_id not in asked:
-                asked.add(parent_id)
-                out.append(self.costly_waiting[parent_id])
-            elif parent_id is not None and parent_id in self.first_coming:
-                self.costly_owed.add(parent_id)
-            out.append(parent)
-        return out
 
     def announced(self, rnd: Round, parent: CandidateRecord) -> bool:
         """``parent``'s expansion in ``rnd`` is all in and announced; whether it was its last
         part. When it was not, its costly rewrites wait: it goes back into the frontier, at
-        its own time, to be picked again when no faster node is left to expand first - or to
-        come along with the first of its children to be expanded."""
-        self.first_coming.discard(parent.id)
+        its own time, to be picked again when no faster node is left to expand first."""
         if final_part(rnd, parent.fingerprint):
             return True
         self.strategy.tell(parent)
-        self.costly_waiting[parent.id] = parent
         return False
