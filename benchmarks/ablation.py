@@ -94,13 +94,6 @@ def _repeats_off() -> None:
     RepeatNoise.share = lambda self: self.floor  # type: ignore[method-assign]
 
 
-def _contend_off() -> None:
-    """Every candidate gets the full samples, however slow (``Measuring.contend``)."""
-    from schedsearch.search.measuring import Measuring
-
-    Measuring.contend = lambda self: None  # type: ignore[method-assign]
-
-
 def _explore_pass_off() -> None:
     """Behind the gate, only the predictions decide: exploration draws wait too (``rounds.passes``)."""
     import math
@@ -121,7 +114,6 @@ PATCHES: dict[str, Callable[[], None] | None] = {
     "leading-share": _leading_share_off,
     "whole-pick": _whole_pick_off,
     "repeats": _repeats_off,
-    "contend": _contend_off,
     "explore-pass": _explore_pass_off,
     "no-notes": None,
 }

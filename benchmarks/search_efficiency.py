@@ -410,8 +410,8 @@ def throughput(budget: float, workers: int, work: Path, seeds: int = 3, timing: 
     """Candidates measured a second: SGEMM 256, default rewrite space, cost model on
     (``setting``; by default as ``schedsearch run`` searches, with the compiler's notes), one
     search per seed, each in a database of its own (reused measurements would count for
-    nothing measured). One search's rate swings with what it happens to measure - a round of
-    kernels far slower than the best is timed with the fewest samples - so the median counts."""
+    nothing measured). One search's rate swings with what it happens to measure - how slow its
+    kernels are, and how many the cutoff times by one call - so the median counts."""
     runs = []
     for seed in range(seeds):
         db = work / f"throughput-{seed}.db"

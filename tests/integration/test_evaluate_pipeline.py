@@ -20,7 +20,6 @@ from schedsearch.core import (
     BenchConfig,
     Candidate,
     DType,
-    Paired,
     Schedule,
     Status,
     Workload,
@@ -385,18 +384,6 @@ def test_a_candidate_slower_than_the_cutoff_is_timed_by_its_verification_call_al
     assert wrong.status is Status.WRONG_RESULT
 
 
-def test_a_candidate_that_cannot_contend_for_the_best_gets_the_fewest_samples(ref: Candidate, cache: Path) -> None:
-    cand = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
-    config = dataclasses.replace(FAST, samples=9, settle=0.0)
-    full = evaluate_candidate(SGEMM, ref, cand, config, cache, contend=60.0)
-    assert full.status is Status.OK and len(full.timing.samples) == 9
-    few = evaluate_candidate(SGEMM, ref, cand, config, cache, contend=1e-9)
-    assert few.status is Status.OK, few.error
-    assert len(few.timing.samples) == 3 and few.max_error is not None
-    side_by_side = remeasure(SGEMM, ref, [ref, cand], config, cache)  # finalists: always in full
-    assert [len(m.timing.samples) for m in side_by_side] == [9, 9]
-
-
 @pytest.mark.parametrize(("settle", "expected"), [(0.0, 9), (10.0, 3)])
 def test_a_lone_kernel_stops_sampling_once_its_samples_agree(ref: Candidate, cache: Path, settle: float,
                                                              expected: int) -> None:
@@ -505,17 +492,14 @@ def test_a_candidate_not_timed_in_full_leaves_its_yardstick_untimed(ref: Candida
     assert no_yard.status is Status.OK and no_yard.paired is None
 
 
-def test_a_paired_candidate_that_cannot_contend_gets_the_fewest_samples_and_its_yardstick_is_spared(
+def test_a_paired_candidate_is_timed_in_full_beside_its_yardstick_unless_their_ratio_settles(
         ref: Candidate, cache: Path) -> None:
     fast = candidate_from_proc(reorder_loops(sgemm.partial_eval(M=N, N=N, K=N), "j k"))
     config = dataclasses.replace(FAST, samples=9, settle=0.0)
-    few = evaluate_candidate(SGEMM, ref, ref, config, cache, contend=1e-9, yardstick=fast)
-    assert few.status is Status.OK and len(few.timing.samples) == 3
-    # Not run beside it: the search scales it by its latest pairing with ``fast``.
-    assert few.paired == Paired(fast.fingerprint, None) and few.paired.spared
-    # One that may contend is still timed beside it, in full.
-    full = evaluate_candidate(SGEMM, ref, ref, config, cache, contend=1e3, yardstick=fast)
-    assert full.paired is not None and not full.paired.spared
+    # Every sample of the subject has its yardstick's beside it, round for round.
+    full = evaluate_candidate(SGEMM, ref, ref, config, cache, yardstick=fast)
+    assert full.status is Status.OK and full.paired is not None and full.paired.timing is not None
+    assert full.paired.fingerprint == fast.fingerprint
     assert len(full.timing.samples) == len(full.paired.timing.samples) == 9
     settled = evaluate_candidate(SGEMM, ref, ref, dataclasses.replace(config, settle=10.0), cache, yardstick=fast)
     # Their ratio agrees within 10x at once - unless something outside this test loads the

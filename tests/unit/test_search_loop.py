@@ -575,20 +575,6 @@ def test_a_stop_during_an_expansion_is_acknowledged_at_once() -> None:
     assert ex.cancelled == 1 and outcome.elapsed < 5.0
 
 
-def test_evaluations_carry_a_contend_bar_of_the_best_so_far_times_the_factor() -> None:
-    ex = FakeExecutor(FakeTree(base_seconds=1.0, failure_rate=0.0))
-    outcome, store, _ = search(config(max_candidates=25), ex)
-    root = fake_root().fingerprint
-    assert ex.contends[root] is None
-    bars = [ex.contends[fp] for fp in ex.evaluated if fp != root]
-    assert bars and bars == sorted(bars, reverse=True)  # the best only improves
-    assert bars[0] == pytest.approx(loop.CONTEND_FACTOR * 1.0)
-    best = min(r.seconds for r in measured(store, outcome.search_id) if r.seconds is not None)
-    assert min(bars) >= loop.CONTEND_FACTOR * best and min(bars) < bars[0]
-    assert all(c is not None and b is not None and b < c for b, c in
-               zip(bars, (ex.cutoffs[fp] for fp in ex.evaluated if fp != root), strict=True))
-
-
 @pytest.mark.parametrize("base_seconds", [1.0, 1e-4])
 def test_evaluations_carry_a_cutoff_of_four_times_the_best_so_far_but_never_under_the_floor(
         base_seconds: float) -> None:

@@ -1,4 +1,4 @@
-"""``search.measuring``: which child is measured next, how many at once, and with which bars."""
+"""``search.measuring``: which child is measured next, how many at once, and with which cutoff."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from schedsearch.core import CandidateRecord, Job, SearchConfig, Status
 from schedsearch.search import make_strategy
 from schedsearch.search.budget import Budget
 from schedsearch.search.ledger import Ledger
-from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS, Measuring
+from schedsearch.search.measuring import CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS, Measuring
 from schedsearch.search.rounds import STREAM_GATE, Round
 from schedsearch.store import InMemoryStore
 from schedsearch.testing.builders import make_schedule, make_timing
@@ -90,27 +90,26 @@ def test_nothing_is_submitted_beyond_the_candidate_budget_counting_those_in_flig
     assert len(ex.jobs) == 3 and len(rnd.queue) == 7
 
 
-def test_no_bars_before_a_best_and_then_the_bests_multiples() -> None:
+def test_no_cutoff_before_a_best_and_then_a_multiple_of_it() -> None:
     measuring, _, _ = _measuring()
-    assert measuring.cutoff() is None and measuring.contend() is None
+    assert measuring.cutoff() is None
     measuring, ex, _ = _measuring(best=1.0)
     assert measuring.cutoff() == pytest.approx(CUTOFF_FACTOR * 1.0)
-    assert measuring.contend() == pytest.approx(CONTEND_FACTOR * 1.0)
     fast, _, _ = _measuring(best=1e-6)
     assert fast.cutoff() == CUTOFF_FLOOR_SECONDS  # a cold first call may look that slow
     rnd = _round(1)
     measuring.fill(rnd, None)
     job = ex.jobs[0]
-    assert job.cutoff == measuring.cutoff() and job.contend == measuring.contend() and not job.quiet
+    assert job.cutoff == measuring.cutoff() and not job.quiet
 
 
-def test_a_confirmation_is_timed_in_full_and_quietly_and_the_round_waits_for_it() -> None:
+def test_a_confirmation_is_timed_quietly_and_the_round_waits_for_it() -> None:
     measuring, ex, _ = _measuring(best=1.0)
     rnd = _round(0)
     child = fake_candidate("m9")
     job_id = measuring.again(rnd, child)
     job = ex.jobs[-1]
-    assert job.id == job_id and job.quiet and job.contend is None and job.cutoff == measuring.cutoff()
+    assert job.id == job_id and job.quiet and job.cutoff == measuring.cutoff()
     assert rnd.measuring[job_id] is child
 
 

@@ -70,6 +70,8 @@ def test_a_disturbance_in_some_rounds_does_not_move_the_time_on_the_scale() -> N
 
 
 def test_an_also_ran_whose_yardstick_was_spared_borrows_the_median_of_the_latest_factors() -> None:
+    """A spared pairing (the yardstick not run) comes only from an older database; one not yet
+    placed is still put on the scale."""
     ys = Yardsticks("root")
     fast = fake_candidate("m1")
     assert ys.consider(record(fast.fingerprint, 2e-3), fast, baseline=10e-3)

@@ -93,7 +93,7 @@ def _paired_json(r: CandidateRecord) -> dict[str, Any] | None:
         "yardstick": p.fingerprint,
         "yardstick_measured": p.timing.median if p.timing is not None else None,
         "yardstick_seconds": p.seconds,
-        "spared": p.spared,
+        "spared": p.spared,  # true only for rows of older databases: the driver no longer spares one
         "factor": p.factor,
         "measured_seconds": r.seconds / p.factor if r.seconds is not None else None,
     }

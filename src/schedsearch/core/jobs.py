@@ -17,20 +17,18 @@ class Job:
     """One unit of work handed to an ``Executor``. ``id`` is the submitter's, unique among
     its jobs in flight; ``candidates`` holds the parent (expand), the candidate (evaluate)
     or the finalists (remeasure). An evaluated candidate whose verification call takes
-    longer than ``cutoff`` seconds is timed by that call alone; one whose warm call takes
-    longer than ``contend`` seconds cannot be the new best and gets the fewest samples.
-    An expansion with ``stream`` is wanted piece by piece: nothing else is left to measure,
-    so the executor may share it out in small shards and return each as it finishes; with
-    ``all_heavy_first`` every heavy rewrite (a register tile) is made alone before the rest
-    (else only the first per worker). An expansion tries the ``part`` of the parent's
-    rewrites it names (``ExpansionPart``). An executor that must hold expansions back starts
-    those of lower ``priority`` first."""
+    longer than ``cutoff`` seconds is timed by that call alone. An expansion with ``stream``
+    is wanted piece by piece: nothing else is left to measure, so the executor may share it
+    out in small shards and return each as it finishes; with ``all_heavy_first`` every heavy
+    rewrite (a register tile) is made alone before the rest (else only the first per
+    worker). An expansion tries the ``part`` of the parent's rewrites it names
+    (``ExpansionPart``). An executor that must hold expansions back starts those of lower
+    ``priority`` first."""
 
     id: int
     kind: JobKind
     candidates: tuple[Candidate, ...]
     cutoff: float | None = None
-    contend: float | None = None
     stream: bool = False
     all_heavy_first: bool = False
     part: ExpansionPart = ExpansionPart.ALL

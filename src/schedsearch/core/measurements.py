@@ -60,13 +60,15 @@ class Paired(JsonRecord):
     round, over the candidate's median (``search.yardstick``) - and for rows stored before
     it was kept ``seconds / timing.median``.
 
-    A candidate that cannot be the new best (its warm call slower than the run's ``contend``
-    bound) is timed with the fewest samples and its yardstick is *spared*: not run at all,
-    which halves what timing an also-ran costs. Its ``timing`` is None, and the search puts
-    it on its scale with the median factor of its latest pairings with the same yardstick."""
+    Rows of older databases may hold a *spared* pairing: the driver once left the
+    yardstick out beside a candidate whose warm call was over 1.25 times the best so far,
+    so ``timing`` is None and ``scaled_by`` is the median factor of that yardstick's latest
+    pairings, borrowed when the row was placed. The driver no longer spares a yardstick;
+    such rows are still read as stored (schema and JSON unchanged), so ``timing`` stays
+    optional."""
 
     fingerprint: str  # the yardstick's C
-    timing: Timing | None  # the yardstick's times in this run, as measured (None: spared)
+    timing: Timing | None  # the yardstick's times in this run, as measured (None: spared, older rows only)
     seconds: float | None = None
     scaled_by: float | None = None
 
@@ -83,7 +85,7 @@ class Paired(JsonRecord):
 
     @property
     def spared(self) -> bool:
-        """The yardstick was not run beside the candidate."""
+        """The yardstick was not run beside the candidate (a row of an older database)."""
         return self.timing is None
 
 

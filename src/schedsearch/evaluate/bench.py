@@ -127,7 +127,6 @@ class KernelReport:
     slow: bool = False  # one call is too long to time within the budget
     inner: int = 1
     samples: tuple[float, ...] = ()
-    spared: bool = False  # a yardstick not run: its subject cannot be the new best
 
 
 def parse_report(stdout: str, count: int) -> list[KernelReport]:
@@ -145,8 +144,6 @@ def parse_report(stdout: str, count: int) -> list[KernelReport]:
             fields[i]["verdict"] = _verdict(parts)
         elif tag == "slow":
             fields[i]["slow"] = True
-        elif tag == "spared":
-            fields[i]["spared"] = True
         elif tag == "inner":
             fields[i]["inner"] = int(parts[2])
         elif tag == "sample":
@@ -228,7 +225,6 @@ def run_argv(
     timeout: float | None = None,
     cutoff: float | None = None,
     gated: bool = False,
-    contend: float | None = None,
     pair: bool = False,
 ) -> list[str]:
     """The driver's ``run`` command line (``run_kernels`` says what the arguments do);
@@ -247,7 +243,6 @@ def run_argv(
         str(max(1, config.samples)),
         repr(timeout * TIMING_BUDGET_SHARE),
         repr(float(cutoff or 0.0)),
-        repr(float(contend or 0.0)),
         repr(float(config.settle)),
         "1" if gated else "0",
         "1" if pair and len(kernels) == 2 else "0",
@@ -266,7 +261,6 @@ def run_kernels(
     timeout: float | None = None,
     cutoff: float | None = None,
     gate: Callable[[], AbstractContextManager[object]] | None = None,
-    contend: float | None = None,
     pair: bool = False,
 ) -> ChildResult:
     """Verify and time ``kernels`` in one driver process (interleaved rounds when several).
@@ -275,14 +269,13 @@ def run_kernels(
     many times each input set is run and checked (``verification.verification_rounds``).
     ``cutoff``: a kernel whose verification call takes longer than this many seconds is
     timed by that one call (it cannot be among the fastest; timing it fully would cost
-    ``samples`` more calls). ``contend`` (one kernel): a kernel whose warm call takes longer
-    is timed with the fewest samples (it cannot be the new best). ``gate``: the timing proper
-    (from the first warm-up on) runs inside ``gate()``; loading, verification and one-call timings run before it. ``pair``
+    ``samples`` more calls). ``gate``: the timing proper (from the first warm-up on) runs
+    inside ``gate()``; loading, verification and one-call timings run before it. ``pair``
     (two kernels): the second is a yardstick timed beside the first (``core.Paired``); the
-    first alone is held to the budget, ``cutoff`` and ``contend``."""
+    first alone is held to the budget and ``cutoff``."""
     timeout = config.run_timeout if timeout is None else timeout
     argv = run_argv(
-        driver, reference_file, kernels, config, pin, scale, rounds, timeout, cutoff, gate is not None, contend, pair
+        driver, reference_file, kernels, config, pin, scale, rounds, timeout, cutoff, gate is not None, pair
     )
     # A pinned run is one thread's; an unpinned one holds a kernel with parallel loops.
     return run_child(argv, timeout=timeout, gate=gate, env=None if pin else openmp_env(config.threads))

@@ -48,12 +48,11 @@ Timing uses ``clock_gettime(CLOCK_MONOTONIC)`` around each kernel call only; the
 reset between calls is not timed. The first verification call's duration lets a very slow
 kernel stop early (``slow``, after checking one set: it will not be timed; ``cut``, fully
 checked); the fastest warm-up call's decides ``inner`` (calls per sample, so a sample lasts
-at least ``min_sample_seconds``), fewer samples so the run fits its time budget, and
-whether the kernel can contend for the best at all. The fastest, not the last: one warm-up
-call preempted by the host (milliseconds on a KVM guest) once gave a 182 ns i8 kernel 2
-calls a sample instead of ~27000; its samples, each taken right after thousands of calls
-of another kernel, ran cold at 315-641 ns, and as the yardstick they made the candidate
-beside it look 2.6 times faster than it was.
+at least ``min_sample_seconds``) and fewer samples so the run fits its time budget. The
+fastest, not the last: one warm-up call preempted by the host (milliseconds on a KVM guest)
+once gave a 182 ns i8 kernel 2 calls a sample instead of ~27000; its samples, each taken
+right after thousands of calls of another kernel, ran cold at 315-641 ns, and as the
+yardstick they made the candidate beside it look 2.6 times faster than it was.
 
 ``dump`` mode (``run_once``) draws the first input set with the kernel it is given and
 writes every argument before and the outputs after one call. The driver prints one line
@@ -70,7 +69,7 @@ from schedsearch.evaluate.driver_sets import SETS
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.
-HARNESS_VERSION = "11"
+HARNESS_VERSION = "12"
 #: Input sets every kernel is verified on (each drawn from its own seed).
 INPUT_SETS = 2
 #: Bytes of the guard zone on either side of every argument: a multiple of 64, so that the
@@ -179,27 +178,24 @@ static double timed_call(kernel_fn k) {
   return now() - t0;
 }
 
-/* run <reference-file> <cpu> <rtol> <scale> <rounds> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <contend-s> <settle> <gate> <pair> <so>...
+/* run <reference-file> <cpu> <rtol> <scale> <rounds> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <settle> <gate> <pair> <so>...
    Verify every kernel (verify: each input set of the reference file `rounds` times, with
    the tolerances `rtol` and `scale` give), then time the good ones in interleaved
    rounds.
    pair = 1 (two kernels): the second is a yardstick timed beside the first, the subject.
    The subject alone decides what the budget allows (the yardstick is the search's fast
-   kernel) and, like a lone kernel, may be timed with fewer samples (contend, settle: then
-   on its ratio to the yardstick); when the subject is not timed, neither is the yardstick.
+   kernel) and, like a lone kernel, may be timed with fewer samples (settle: then on its
+   ratio to the yardstick); when the subject is not timed, neither is the yardstick.
    gate = 1: before the first warm-up, print "ready" and wait for a line on stdin (the
    caller pauses the node's other work for the timing only; verification and kernels
    timed by one call do not need it).
    cutoff-s > 0: a kernel whose verification call takes longer is timed by that call alone
    ("cut"): it cannot be among the fastest, and timing it properly would cost many calls.
-   contend-s > 0 (one kernel only): a kernel whose warm call takes longer cannot be the new
-   best; it gets MIN_SAMPLES samples, enough to rank it among the slower ones. Paired, its
-   yardstick is then spared (not loaded, verified nor timed: "spared 1").
    settle > 0 (one kernel only): stop sampling once the last MIN_SAMPLES samples lie within
    that relative spread ((max - min) / min) of each other. */
 #define MIN_SAMPLES 3
 static int do_run(int argc, char **argv) {
-  if (argc < 17) { fprintf(stderr, "usage: run ref cpu rtol scale rounds warmup min_sample samples budget cutoff contend settle gate pair so...\n"); return 2; }
+  if (argc < 16) { fprintf(stderr, "usage: run ref cpu rtol scale rounds warmup min_sample samples budget cutoff settle gate pair so...\n"); return 2; }
   double start = now();
   const char *ref_path = argv[2];
   int cpu = atoi(argv[3]);
@@ -208,12 +204,11 @@ static int do_run(int argc, char **argv) {
   double warmup = atof(argv[7]), min_sample = atof(argv[8]);
   int samples = atoi(argv[9]);
   double budget = atof(argv[10]);
-  double cutoff = atof(argv[11]), contend = atof(argv[12]), settle = atof(argv[13]);
-  int gate = atoi(argv[14]);
-  int n = argc - 16;
-  int pair = atoi(argv[15]) && n == 2;
-  int alone = n == 1 || pair; /* one subject: contend and settle apply to it */
-  int few = 0; /* the kernel cannot be the new best: MIN_SAMPLES samples */
+  double cutoff = atof(argv[11]), settle = atof(argv[12]);
+  int gate = atoi(argv[13]);
+  int n = argc - 15;
+  int pair = atoi(argv[14]) && n == 2;
+  int alone = n == 1 || pair; /* one subject: settle applies to it */
   if (cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -232,14 +227,7 @@ static int do_run(int argc, char **argv) {
   double per_round = 0.0;
   for (int c = 0; c < n; c++) {
     if (pair && c == 1 && !good[0]) continue; /* no subject timed: no yardstick either */
-    if (pair && c == 1 && few) {
-      /* The subject cannot be the new best: its few samples need no yardstick beside them
-         (the caller scales them by the median factor of its latest pairings). */
-      printf("spared 1 %.9g\n", contend);
-      fflush(stdout);
-      continue;
-    }
-    k[c] = load(argv[16 + c]);
+    k[c] = load(argv[15 + c]);
     double slow = (!pair || c == 0) ? budget / (pair ? 1 : n) / 2.0 : 0.0;
     good[c] = verify(c, k[c], rounds < 1 ? 1 : rounds, slow, &first[c]);
     if (good[c] && (!pair || c == 0) && first[c] * 2.0 > budget / (pair ? 1 : n)) {
@@ -269,7 +257,6 @@ static int do_run(int argc, char **argv) {
       if (t <= 0.0 || u < t) t = u;
     } while (now() - w0 < warmup);
     if (t <= 0.0) t = 1e-9;
-    if (contend > 0.0 && alone && c == 0 && t > contend) few = 1;
     double want = min_sample / t;
     inner[c] = want < 1.0 ? 1 : (want > 1e9 ? 1000000000 : (int)ceil(want));
     per_round += inner[c] * t;
@@ -279,7 +266,6 @@ static int do_run(int argc, char **argv) {
     double left = budget - (now() - start);
     int fit = per_round > 0.0 ? (int)(left / per_round) : samples;
     if (fit < samples) samples = fit < 1 ? 1 : fit;
-    if (few && samples > MIN_SAMPLES) samples = MIN_SAMPLES;
   }
   double *acc = (double *)calloc((size_t)n * (size_t)samples, sizeof(double));
   int taken = 0;

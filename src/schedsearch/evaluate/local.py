@@ -113,7 +113,6 @@ def _run_job(
                         bench,
                         cache_dir,
                         job.cutoff,
-                        job.contend,
                         job.yardstick,
                         job.quiet,
                     ),

@@ -98,7 +98,6 @@ def evaluate_candidate(
     config: BenchConfig,
     cache_dir: Path,
     cutoff: float | None = None,
-    contend: float | None = None,
     yardstick: Candidate | None = None,
     quiet: bool = False,
 ) -> Measurement:
@@ -120,7 +119,7 @@ def evaluate_candidate(
     built = build_candidate(workload, reference, candidate, config, cache_dir, yardstick)
     if isinstance(built, Measurement):
         return built
-    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff, contend, quiet)
+    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff, quiet)
 
 
 def prepare_node(config: BenchConfig, cache_dir: Path, header: str | None) -> bool:
@@ -179,17 +178,15 @@ def run_candidate(
     config: BenchConfig,
     cache_dir: Path,
     cutoff: float | None = None,
-    contend: float | None = None,
     quiet: bool = False,
 ) -> Measurement:
     """Verify a built candidate against the reference and time it, holding the node's
     benchmark lock (one timing at a time per node); one whose verification call takes more
-    than ``cutoff`` seconds is timed by that call alone, one whose warm call takes more than
-    ``contend`` seconds with the fewest samples; beside ``built.yardstick`` when it has one;
-    ``quiet``: with the node's other work paused whatever auto timing found.
+    than ``cutoff`` seconds is timed by that call alone; beside ``built.yardstick`` when it
+    has one; ``quiet``: with the node's other work paused whatever auto timing found.
     Raises as ``evaluate_candidate`` does."""
     with infrastructure_errors(cache_dir):
-        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff, contend, quiet)
+        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff, quiet)
 
 
 def _run(
@@ -200,7 +197,6 @@ def _run(
     config: BenchConfig,
     cache_dir: Path,
     cutoff: float | None,
-    contend: float | None = None,
     quiet: bool = False,
 ) -> Measurement:
     machine = machine_info(config)
@@ -258,7 +254,6 @@ def _run(
             scale=atol_scale(workload),
             rounds=verification_rounds(candidate.uses_openmp),
             cutoff=cutoff,
-            contend=contend,
             gate=gate,
             pair=len(kernels) == 2,
         )
@@ -272,6 +267,4 @@ def _run(
         if yard.samples:
             timing = timing_from_samples(yard.samples, yard.inner)
             m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, timing))
-        elif yard.spared:  # an also-ran: the search scales it by its latest pairings (``Paired``)
-            m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, None))
     return m

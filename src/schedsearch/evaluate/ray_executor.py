@@ -351,7 +351,7 @@ class RayExecutor(BlockingCalls):
                 )
             runner = self._runner(node)
             ref = runner.run.remote(
-                wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff, job.contend, job.quiet
+                wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff, job.quiet
             )
             self._flight[ref] = (job, "run", (runner, node, wref, rref))
             return None

@@ -73,7 +73,6 @@ class _Runner:
         bench: BenchConfig,
         cache_dir: Path | None,
         cutoff: float | None = None,
-        contend: float | None = None,
         quiet: bool = False,
     ) -> Measurement | SchedsearchError:
         from schedsearch.evaluate import default_cache_dir
@@ -81,7 +80,7 @@ class _Runner:
 
         try:
             measured = run_candidate(
-                workload, reference, candidate, built, bench, cache_dir or default_cache_dir(), cutoff, contend, quiet
+                workload, reference, candidate, built, bench, cache_dir or default_cache_dir(), cutoff, quiet
             )
         except SchedsearchError as e:
             return e

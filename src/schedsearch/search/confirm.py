@@ -4,8 +4,8 @@ With ``SearchConfig.confirm_best``, a measurement faster than the best so far (b
 search's scale) is not recorded at once: its candidate is measured again, in a new process,
 and the slower of the two times is what the search records (``confirmed``). Why: the fastest
 of many measurements of near-equal kernels is mostly the luckiest one, and a new best sets
-the bar every later candidate is timed against (``measuring``'s cutoff and contend) and
-steers the strategy for the rest of the search.
+the bar every later candidate is timed against (``measuring``'s cutoff) and steers the
+strategy for the rest of the search.
 
 Guarantees:
 

@@ -64,7 +64,7 @@ from schedsearch.search.inherited import Inherited
 from schedsearch.search.lease import LeaseKeeper
 from schedsearch.search.ledger import TICK_SECONDS, TOP_N, Ledger, ObserverError
 from schedsearch.search.loop_resume import resume_run
-from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS
+from schedsearch.search.measuring import CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS
 from schedsearch.search.outcome import SearchOutcome
 from schedsearch.search.pipeline import POLL_SECONDS, Pipeline, Stopped
 from schedsearch.search.ranking import ALIKE
@@ -76,7 +76,6 @@ UNBILLED_NOTE_SECONDS = 10.0
 # The loop's constants live with the code that reads them (patch them there); they stay
 # importable from here.
 __all__ = [
-    "CONTEND_FACTOR",
     "CUTOFF_FACTOR",
     "CUTOFF_FLOOR_SECONDS",
     "EARLY_ASK_SHARE",

@@ -1,4 +1,4 @@
-"""``Measuring``: the measuring queue - which child is measured next, and with which bars.
+"""``Measuring``: the measuring queue - which child is measured next, and with which cutoff.
 
 A round's new children are queued in measuring order: the cost model's (``order``: predicted
 fastest first, seeded exploration draws among them, and in ``prune`` mode with a short budget
@@ -18,9 +18,9 @@ Guarantees:
   being measured, an also-ran whose kernel is built already is measured, one at a time
   (``runner_idle``) - only the benchmark runner's otherwise idle time is spent. How many are
   measured then depends on how long the expansion takes.
-- Every evaluation carries the bars of the best so far: a ``cutoff`` beyond which it is timed
-  by its verification call alone, and a ``contend`` bar beyond which it gets the fewest
-  samples (a confirmation is timed in full and quietly). Neither exists before a best.
+- Every evaluation carries the ``cutoff`` of the best so far, beyond which it is timed by its
+  verification call alone; there is none before a best. A confirmation (``again``) is also
+  timed quietly (``Job.quiet``).
 - Only new children are ever pruned; a pruned child leaves ``seen`` again, so another parent
   may propose it later.
 """
@@ -41,10 +41,6 @@ CUTOFF_FACTOR = 4.0
 #: ... but only beyond this many seconds per call, where a cold first call is not the
 #: reason a contender looks slow (and where timing it fully starts to cost real time).
 CUTOFF_FLOOR_SECONDS = 0.01
-#: A candidate slower than this many times the best so far gets the fewest samples: same-C
-#: timings agree within a few percent near the best (quiet timing), so at 1.25x it cannot
-#: be the new best, and more samples would only refine the time of a loser.
-CONTEND_FACTOR = 1.25
 
 
 class Measuring:
@@ -106,24 +102,15 @@ class Measuring:
             return None
         return max(CUTOFF_FACTOR * self.ledger.top[0].seconds, CUTOFF_FLOOR_SECONDS)
 
-    def contend(self) -> float | None:
-        """Seconds per call beyond which a candidate cannot be the new best by a margin the
-        timing noise would hide (``CONTEND_FACTOR`` times the best so far): it is timed with
-        the fewest samples, enough to rank it among the slower ones."""
-        if not self.ledger.top or self.ledger.top[0].seconds is None:
-            return None
-        return CONTEND_FACTOR * self.ledger.top[0].seconds
-
-    def evaluation(self, child: Candidate, contend: float | None = None, quiet: bool = False) -> Job:
+    def evaluation(self, child: Candidate, quiet: bool = False) -> Job:
         """A job measuring ``child`` beside the current yardstick, with the cutoff of the
-        best so far (and ``contend``, see ``contend``; ``quiet``, see ``Job.quiet``)."""
+        best so far (``quiet``, see ``Job.quiet``)."""
         yardsticks = self.ledger.yardsticks
         return Job(
             next(self.job_ids),
             JobKind.EVALUATE,
             (child,),
             cutoff=self.cutoff(),
-            contend=contend,
             yardstick=yardsticks.current if yardsticks is not None else None,
             quiet=quiet,
         )
@@ -146,7 +133,7 @@ class Measuring:
             if child is None:
                 break
             rnd.take_place(child.fingerprint)
-            job = self.evaluation(child, contend=self.contend())
+            job = self.evaluation(child)
             rnd.measuring[job.id] = child
             jobs.append(job)
         if jobs:
@@ -155,8 +142,8 @@ class Measuring:
     def again(self, rnd: Round, child: Candidate) -> int:
         """Measure ``child`` of ``rnd`` again (a confirmation, ``search.confirm``); the round
         waits for it as for any child being measured. Returns the job's id."""
-        # Timed in full and quietly: it is measured as a new best, and what it measures decides
-        # where the search goes.
+        # Timed quietly: it is measured as a new best, and what it measures decides where the
+        # search goes.
         job = self.evaluation(child, quiet=True)
         rnd.measuring[job.id] = child
         self.executor.submit(self.workload, self.root, [job])

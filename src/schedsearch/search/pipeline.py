@@ -6,7 +6,7 @@ are stored as ``pending`` and measured (``measuring``), the likely winners first
 k is measured, round k+1's parents are already being expanded, so the workers that build and
 benchmark never wait for Exo. The parts: ``budget`` (what is spent and left), ``asking`` (the
 next round, and whether one is started), ``parts`` (a large parent's two parts), ``measuring``
-(the queue and its bars), ``confirm`` (a new best measured twice), ``reuse`` (earlier
+(the queue and its cutoff), ``confirm`` (a new best measured twice), ``reuse`` (earlier
 searches' measurements), ``rounds`` (one round's record and what it alone decides). This
 module drives the rounds for the driver; what is decided between rounds is
 ``pipeline_planning``'s, how results are taken in ``pipeline_results``'s.
@@ -64,7 +64,7 @@ from schedsearch.search.confirm import Confirmations, confirmed
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.intake import Intake
 from schedsearch.search.ledger import Ledger
-from schedsearch.search.measuring import CONTEND_FACTOR, CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS, Measuring
+from schedsearch.search.measuring import CUTOFF_FACTOR, CUTOFF_FLOOR_SECONDS, Measuring
 from schedsearch.search.pipeline_results import RoundResults
 from schedsearch.search.reuse import EarlierSearches
 from schedsearch.search.rounds import LEADING_SHARE, Round, activity_text
@@ -76,7 +76,6 @@ POLL_SECONDS = 0.25
 
 # Names that lived here before the measuring queue and confirmations had modules of their own.
 __all__ = [
-    "CONTEND_FACTOR",
     "CUTOFF_FACTOR",
     "CUTOFF_FLOOR_SECONDS",
     "LEADING_SHARE",

@@ -14,8 +14,7 @@ every candidate) - or, for the first, as soon as one call of it is shorter than 
 (``short``, ``BenchConfig.min_sample_seconds``): a sample of it then lasts what a sample of
 any candidate lasts. Its scale is its time when it became the yardstick, itself measured
 beside the previous yardstick, so every yardstick's scale is linked to the first. A
-yardstick is always fast, so timing it costs at most about as much as the candidate - and
-beside a candidate that cannot be the new best it is not run at all (``Paired.spared``).
+yardstick is always fast, so timing it costs at most about as much as the candidate.
 
 Why the short first one: a kernel whose steps each gain less than ``STEP`` had no yardstick
 for most of its search. In a search of the i8 matmul (784 ns unscheduled; Zen 3, 2 vCPUs)
@@ -40,9 +39,10 @@ from schedsearch.core import Candidate, CandidateRecord, Measurement, Status
 #: yardstick changes only when timing it beside every candidate would cost noticeably more
 #: than timing the best.
 STEP = 1.5
-#: A candidate whose yardstick was spared is scaled by the median factor of this many of the
-#: latest pairings with it: enough to outvote a pairing taken during a passing disturbance,
-#: few enough (seconds of a search) to follow a drifting host.
+#: A candidate whose yardstick was spared (``Paired.spared``, older databases only) is scaled
+#: by the median factor of this many of the latest pairings with it: enough to outvote a
+#: pairing taken during a passing disturbance, few enough (seconds of a search) to follow a
+#: drifting host.
 BORROW_WINDOW = 9
 
 
@@ -78,17 +78,19 @@ class Yardsticks:
         one such run made a 2.45 ms SGEMM 512 look 1.70 ms. Runs whose rounds do not pair
         one to one fall back to the ratio of the medians.
 
-        An also-ran whose yardstick was spared (``Paired.spared``) is rescaled by the median
-        factor of the latest ``BORROW_WINDOW`` pairings with that yardstick: its time only
-        has to rank it among the slower kernels, and a single pairing's factor would carry
-        that run's passing disturbance (one taken while the machine was 20% slower made a
-        spared candidate the false best). Before any pairing with it, it stays as measured
-        (timed alone)."""
+        A spared pairing (``Paired.spared``: the yardstick was not run) comes only from a
+        database written while the driver still spared the yardstick beside an also-ran;
+        such rows were stored placed, so they are returned as they are. One not yet placed
+        is rescaled by the median factor of the latest ``BORROW_WINDOW`` pairings with that
+        yardstick: its time only has to rank it among the slower kernels, and a single
+        pairing's factor would carry that run's passing disturbance (one taken while the
+        machine was 20% slower made a spared candidate the false best). Before any pairing
+        with it, it stays as measured (timed alone)."""
         p = m.paired
         if m.timing is None or p is None or p.seconds is not None:
             return m
         scale = self.scales.get(p.fingerprint)
-        if p.timing is None:  # spared
+        if p.timing is None:  # spared: older databases only (``Paired``)
             recent = self.recent.get(p.fingerprint) if scale is not None else None
             if not recent:
                 return dataclasses.replace(m, paired=None)

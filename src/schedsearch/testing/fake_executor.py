@@ -112,7 +112,6 @@ class FakeExecutor:
         self.parts_asked: list[tuple[str, ExpansionPart]] = []  # (parent fingerprint, part) per expansion job
         self.evaluated: list[str] = []
         self.cutoffs: dict[str, float | None] = {}  # fingerprint -> the cutoff its evaluation job carried
-        self.contends: dict[str, float | None] = {}  # fingerprint -> the contend bar its evaluation job carried
         self.remeasured: list[list[str]] = []
         self.closed = False
         self.cancelled = 0
@@ -195,7 +194,6 @@ class FakeExecutor:
             candidate = job.candidates[0]
             self.evaluated.append(candidate.fingerprint)
             self.cutoffs[candidate.fingerprint] = job.cutoff
-            self.contends[candidate.fingerprint] = job.contend
             self.yardsticks[candidate.fingerprint] = job.yardstick.fingerprint if job.yardstick else None
             if self.on_evaluate is not None:
                 self.on_evaluate(candidate)

@@ -101,7 +101,8 @@ class CandidateContract:
         assert store.get_candidate(rec.id) == rec
         assert store.candidate_by_fingerprint(sid, rec.fingerprint) == rec
         assert store.top_candidates(sid) == [rec]
-        # Placed round by round, and an also-ran whose yardstick was spared: the factor is kept.
+        # Placed round by round, and an also-ran whose yardstick was spared (such rows come
+        # only from older databases, and must still load): the factor is kept.
         a, b = make_candidate("a", make_candidate("root")), make_candidate("b", make_candidate("root"))
         rounds = dataclasses.replace(yardstick, scaled_by=1.1)
         rec = store.record_measurement(sid, dataclasses.replace(make_measurement(a, 0.05), paired=rounds), None, None)
