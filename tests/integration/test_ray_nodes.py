@@ -248,7 +248,9 @@ def test_jobs_in_flight_on_a_lost_node_are_done_elsewhere(cluster, tmp_path: Pat
           f"by node: {Counter('head' if m['node'] == head else 'other' for m in results.values())}")
     # Nothing lost: one measurement per job, none blamed on the candidate.
     assert len(results) == report["submitted"] == 24
-    assert all(m["status"] == "ok" for m in results.values()), results
+    assert all(m["status"] == "ok" for m in results.values()), {
+        job: (m["status"], m["error"][-500:], "head" if m["node"] == head else "other", m["at"] - killed_at)
+        for job, m in results.items() if m["status"] != "ok"}
     assert all(m["node"] == m["built_node"] for m in results.values())
     assert sum(m["node"] == other for m in results.values()) >= 2
     assert all(m["node"] == head for m in results.values() if m["at"] > killed_at + 2)
