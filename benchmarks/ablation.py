@@ -94,15 +94,6 @@ def _repeats_off() -> None:
     RepeatNoise.share = lambda self: self.floor  # type: ignore[method-assign]
 
 
-def _explore_pass_off() -> None:
-    """Behind the gate, only the predictions decide: exploration draws wait too (``rounds.passes``)."""
-    import math
-
-    from schedsearch.search import rounds
-
-    rounds.passes = lambda rnd, child, bar: rnd.keys.get(child.fingerprint, math.inf) <= bar
-
-
 #: Configuration -> the patch its searching process applies (None: none).
 PATCHES: dict[str, Callable[[], None] | None] = {
     "all-on": None,
@@ -114,7 +105,6 @@ PATCHES: dict[str, Callable[[], None] | None] = {
     "leading-share": _leading_share_off,
     "whole-pick": _whole_pick_off,
     "repeats": _repeats_off,
-    "explore-pass": _explore_pass_off,
     "no-notes": None,
 }
 #: Configuration -> the ``schedsearch run`` options that turn its heuristic off.

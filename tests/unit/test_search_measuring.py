@@ -154,5 +154,5 @@ def test_without_a_model_the_order_is_the_queue_then_the_new_children() -> None:
     measuring, _, _ = _measuring()
     queued, fresh = [fake_candidate("q")], [fake_candidate("f1"), fake_candidate("f2")]
     seen = {c.fingerprint for c in queued + fresh}
-    assert measuring.order(fresh, queued, seen) == ([*queued, *fresh], {}, frozenset())
+    assert measuring.order(fresh, queued, seen) == ([*queued, *fresh], {})
     assert len(seen) == 3

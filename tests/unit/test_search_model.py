@@ -35,12 +35,12 @@ def _search(mode: CostModelMode, model=None, *, tree: FakeTree = TREE, seed: int
 
 def test_measuring_order_is_by_prediction_and_seeded() -> None:
     predictions = [0.5, -1.0, 0.0, 2.0, -0.5, 1.0] * 5
-    assert measuring_order(predictions, random.Random(1), explore=0.0)[0] == sorted(
+    assert measuring_order(predictions, random.Random(1), explore=0.0) == sorted(
         range(30), key=lambda i: (predictions[i], i))
-    first = measuring_order(predictions, random.Random(7))[0]
-    assert first == measuring_order(predictions, random.Random(7))[0]  # same seed, same order
+    first = measuring_order(predictions, random.Random(7))
+    assert first == measuring_order(predictions, random.Random(7))  # same seed, same order
     assert sorted(first) == list(range(30))
-    assert any(measuring_order(predictions, random.Random(s))[0] != first for s in range(8, 12))
+    assert any(measuring_order(predictions, random.Random(s)) != first for s in range(8, 12))
 
 
 def test_children_are_measured_predicted_fastest_first() -> None:
@@ -431,10 +431,10 @@ def test_children_predicted_alike_are_measured_one_of_each_group_first() -> None
     # by prediction, then the slow ones: the unroll comes second, not after the dozen.
     predictions = [-1.0, -0.995, -0.993, -0.99, -0.99, -0.7, -0.69, 1.2]
     assert alike_groups(sorted(predictions), ALIKE) == [0, 1, 2, 3, 4, 0, 1, 0]
-    order, drawn = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE)
-    assert order == [0, 5, 7, 1, 6, 2, 3, 4] and not drawn
+    order = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE)
+    assert order == [0, 5, 7, 1, 6, 2, 3, 4]
     # Without ``apart`` the order is by prediction alone.
-    assert measuring_order(predictions, random.Random(3), explore=0.0)[0] == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert measuring_order(predictions, random.Random(3), explore=0.0) == [0, 1, 2, 3, 4, 5, 6, 7]
     # Seeded: the same draws with the same seed.
     assert measuring_order(predictions, random.Random(9), apart=ALIKE) == \
         measuring_order(predictions, random.Random(9), apart=ALIKE)
@@ -647,17 +647,17 @@ def test_a_run_of_one_kind_does_not_hold_back_the_other_kinds() -> None:
     assert kind_handicaps(predictions, kinds, 0.1) == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.0, 0.0])
     # Grouped across kinds, the pack is second in the fifth split's group: it waits behind
     # every group's first, the slow reorder's included.
-    plain = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE)[0]
+    plain = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE)
     assert plain == [0, 1, 2, 3, 4, 5, 6, 7, 9, 8]
     # By kind, each split counts ALIKE slower per faster split: the pack comes fourth.
-    order, drawn = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE, kinds=kinds)
-    assert order == [0, 1, 2, 8, 3, 4, 5, 6, 7, 9] and not drawn
+    order = measuring_order(predictions, random.Random(3), explore=0.0, apart=ALIKE, kinds=kinds)
+    assert order == [0, 1, 2, 8, 3, 4, 5, 6, 7, 9]
     # Near-ties within a kind still wait for one of each group (an unroll after one split).
     ties = [-1.0, -0.995, -0.993, -0.99, -0.7]
     assert measuring_order(ties, random.Random(3), explore=0.0, apart=ALIKE,
-                           kinds=["split"] * 4 + ["unroll"])[0] == [0, 4, 1, 2, 3]
+                           kinds=["split"] * 4 + ["unroll"]) == [0, 4, 1, 2, 3]
     # Without ``apart`` the kinds change nothing.
-    assert measuring_order(predictions, random.Random(3), explore=0.0, kinds=kinds)[0] == sorted(
+    assert measuring_order(predictions, random.Random(3), explore=0.0, kinds=kinds) == sorted(
         range(10), key=lambda i: predictions[i])
 
 

@@ -36,7 +36,6 @@ class Ordering:
     children: list[Candidate]  # to measure, in this order
     predicted: dict[str, float]  # the model's prediction by fingerprint ({} before it trained)
     skipped: list[Candidate]  # left out by ``prune``
-    explored: frozenset[str] = frozenset()  # placed by an exploration draw, not by prediction
 
 
 class Guidance:
@@ -79,9 +78,8 @@ class Guidance:
         if not predictions:
             return Ordering(list(children), {}, [])
         kinds = [c.schedule.steps[-1].kind.value if c.schedule.steps else "" for c in children]
-        order, drawn = ranking.measuring_order(predictions, self._rng, apart=self.apart, kinds=kinds)
+        order = ranking.measuring_order(predictions, self._rng, apart=self.apart, kinds=kinds)
         ordered = [children[i] for i in order]
-        explored = frozenset(children[i].fingerprint for i in drawn)
         predicted = {c.fingerprint: p for c, p in zip(children, predictions, strict=True)}
         short = ranking.budget_is_short(
             len(ordered),
@@ -90,12 +88,12 @@ class Guidance:
             candidates_left=candidates_left,
         )
         if not (self.prune and prune and short):
-            return Ordering(ordered, predicted, [], explored)
+            return Ordering(ordered, predicted, [])
         keep = ranking.kept_after_pruning(len(ordered))
         tail = ordered[keep:]
         kept = [c for c in tail if c.fingerprint in stored]
         skipped = [c for c in tail if c.fingerprint not in stored]
-        return Ordering(ordered[:keep] + kept, predicted, skipped, explored - {c.fingerprint for c in skipped})
+        return Ordering(ordered[:keep] + kept, predicted, skipped)
 
     def predictions(self, candidates: Sequence[Candidate]) -> list[float]:
         """The model's predictions (log time / root time) for ``candidates``, in order, or

@@ -43,7 +43,7 @@ class Intake:
         assert ledger.sid is not None
         fresh, ledger.counters = take_shards(rnd, seen, ledger.counters)
         rest = list(rnd.queue)
-        ordered, predicted, rnd.explored = self.measuring.order(fresh, rest, seen)
+        ordered, predicted = self.measuring.order(fresh, rest, seen)
         rnd.keys.update(predicted)
         queued = [predicted[c.fingerprint] for c in ordered if c.fingerprint in predicted]
         if queued:  # later shards may lower the anchor; a merge sets it anew (``Pipeline._merge``)

@@ -151,17 +151,16 @@ class Measuring:
 
     def order(
         self, fresh: list[Candidate], queued: Sequence[Candidate], seen: set[str]
-    ) -> tuple[list[Candidate], dict[str, float], frozenset[str]]:
+    ) -> tuple[list[Candidate], dict[str, float]]:
         """New children (``fresh``) and those still queued from earlier shards of the round,
-        in measuring order, the predictions (by fingerprint; none: proposal order) and the
-        children an exploration draw placed.
+        in measuring order, and the predictions (by fingerprint; none: proposal order).
 
         Only new children are ever pruned: queued ones are stored already, and keep their
         place in the order however slow they are predicted. Children skipped by ``prune``
         leave ``seen`` again: another parent may propose them later.
         """
         if self.guide is None:
-            return [*queued, *fresh], {}, frozenset()
+            return [*queued, *fresh], {}
         budget = self.budget
         ordering = self.guide.order(
             [*queued, *fresh],
@@ -175,4 +174,4 @@ class Measuring:
             seen.discard(child.fingerprint)
         if ordering.skipped:
             self.ledger.counters = self.ledger.counters.plus(pruned=len(ordering.skipped))
-        return ordering.children, ordering.predicted, ordering.explored
+        return ordering.children, ordering.predicted

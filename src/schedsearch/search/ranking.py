@@ -45,11 +45,10 @@ def measuring_order(
     explore: float = EXPLORE_SHARE,
     apart: float = 0.0,
     kinds: Sequence[str] | None = None,
-) -> tuple[list[int], frozenset[int]]:
+) -> list[int]:
     """Indices of the children, predicted-fastest first, with each slot taken by a random
     remaining child with probability ``explore`` (drawn from ``rng``: seeded, reproducible;
-    ties keep proposal order), and the indices those draws placed (put in a slot the
-    predictions would have given to another child).
+    ties keep proposal order).
 
     With ``apart`` > 0, children predicted alike - within ``apart`` of the fastest of their
     group (``alike_groups``) - are measured one of each group first, groups fastest first,
@@ -73,13 +72,10 @@ def measuring_order(
             place.update(zip(members, turns, strict=True))
         remaining.sort(key=lambda i: (place[i], predictions[i] + handicap[i], i))
     order: list[int] = []
-    drawn: set[int] = set()
     while remaining:
         pick = rng.randrange(len(remaining)) if rng.random() < explore else 0
-        if pick:
-            drawn.add(remaining[pick])
         order.append(remaining.pop(pick))
-    return order, frozenset(drawn)
+    return order
 
 
 def kind_handicaps(predictions: Sequence[float], kinds: Sequence[str], step: float) -> list[float]:

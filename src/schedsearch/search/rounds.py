@@ -72,7 +72,6 @@ class Round:
     # The best prediction of a child still queued when the round took its children in
     # (lowered by later shards, set anew at a merge): what the gate's bar is counted from.
     anchor: float | None = None
-    explored: frozenset[str] = frozenset()  # children an exploration draw placed (they pass the gate)
     queue: deque[Candidate] = field(default_factory=deque)  # children not yet submitted, in order
     measuring: dict[int, Candidate] = field(default_factory=dict)  # job id -> child in flight
     parent_of: dict[str, int] = field(default_factory=dict)  # child fingerprint -> parent id
@@ -160,13 +159,9 @@ def next_built(rnd: Round) -> Candidate | None:
 
 
 def passes(rnd: Round, child: Candidate, bar: float) -> bool:
-    """Whether ``child`` is measured while ``rnd`` is gated: predicted within ``bar``, or -
-    once the round's own expansions are all in - placed by an exploration draw. Why the
-    draws: they are how a wrong model is corrected (``ranking.EXPLORE_SHARE``), and behind
-    the gate a model that ranked a workload's good children slow kept them queued for good."""
-    if rnd.keys.get(child.fingerprint, math.inf) <= bar:
-        return True
-    return rnd.expanded() and child.fingerprint in rnd.explored
+    """Whether ``child`` is measured while ``rnd`` is gated: it is predicted within ``bar``
+    (a child without a prediction never is)."""
+    return rnd.keys.get(child.fingerprint, math.inf) <= bar
 
 
 def gate_bar(rnd: Round) -> float:
