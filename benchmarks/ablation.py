@@ -26,12 +26,14 @@ a search that confirms no new best can only look better by its own times) - and 
 those seconds. Each run appends a JSON line to ``DIR/results.jsonl``; a run of the script resumes
 after the runs already there. Every search's database is kept in ``DIR``.
 
-With ``--load SHARE`` a neighbour keeps one core busy that share of the time, in bursts of
-0.05-1 s, while the searches run: the noisy machine the yardstick and the confirmation of new
+With ``--load SHARE`` a neighbour keeps the timing core busy that share of the time, in bursts
+of 0.05-1 s, while the searches run: the noisy machine the yardstick and the confirmation of new
 bests are for. A search's own times then flatter a lucky measurement, so the best each run
 chose is judged afterwards on the quiet machine: every run's best of a case re-measured side
 by side (``side_by_side``, its rounds each in a fresh driver process), written to
-``DIR/quiet.json`` and reported as a last column against the ``all-on`` runs' bests.
+``DIR/quiet.json`` and reported against the ``all-on`` runs' bests; with the range, over the
+cases, of the best's GFLOP/s by the search's own times and as finally given (re-measured beside
+the other finalists) over its quiet GFLOP/s: how far the numbers a user sees are off.
 """
 
 from __future__ import annotations
@@ -177,7 +179,11 @@ def run_case(
 
 
 def _burn(share: float, seed: int) -> None:
-    """Keep one core busy ``share`` of the time, in bursts of 0.05-1 s: a neighbour's work."""
+    """Keep one core busy ``share`` of the time, in bursts of 0.05-1 s: a neighbour's work.
+    The core kernels are timed on (the last allowed: ``evaluate.bench.bench_cpu``), as a
+    host's other guests take a virtual CPU's time; on another core the timings would not
+    see it."""
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     rng = random.Random(seed)
     while True:
         on = rng.uniform(0.05, 1.0)
@@ -189,7 +195,7 @@ def _burn(share: float, seed: int) -> None:
 
 def quiet_check(out: Path, rounds: int = 5) -> None:
     """Every run's best of each case re-measured side by side on the (now quiet) machine:
-    ``DIR/quiet.json``, case -> fingerprint -> seconds (on one scale per case)."""
+    ``DIR/quiet.json``, case -> fingerprint -> seconds (the median of its rounds)."""
     runs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     quiet: dict[str, dict[str, float]] = {}
     for case in dict.fromkeys(r["case"] for r in runs):
@@ -199,9 +205,14 @@ def quiet_check(out: Path, rounds: int = 5) -> None:
         with tempfile.TemporaryDirectory() as cache:
             measured = side_by_side(dbs, speeds, Path(cache), within=math.inf, most=len(speeds), rounds=rounds)
         if measured is not None:
-            quiet[case] = measured.seconds
+            quiet[case] = measured.measured
             print(f"{case}: {measured.kernels} bests side by side, {measured.rounds} rounds", flush=True)
     (out / "quiet.json").write_text(json.dumps(quiet, indent=1))
+
+
+def _spread(ratios: list[float]) -> str:
+    """``ratios``' lowest-highest, e.g. ``0.53-1.04``."""
+    return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 
 
 def _geomean(values: list[float]) -> float:
@@ -240,12 +251,12 @@ def report(out: Path) -> None:
         """The run's best as re-measured side by side on the quiet machine (seconds)."""
         return quiet.get(r["case"], {}).get(r.get("fingerprint") or "")
 
-    extra = " x all-on (quiet, side by side) |" if quiet else ""
+    extra = " x all-on (quiet, side by side) | search's / quiet | final / quiet |" if quiet else ""
     print("| configuration | " + " | ".join(cases) + f" | x all-on (search) | x all-on (re-measured) |{extra} "
           "median s to 95% |")
-    print("|---|" + "---|" * (len(cases) + 3 + bool(quiet)))
+    print("|---|" + "---|" * (len(cases) + 3 + 3 * bool(quiet)))
     for cfg in configs:
-        cells, search, declared, times, calm = [], [], [], [], []
+        cells, search, declared, times, calm, claims, finals = [], [], [], [], [], [], []
         for case in cases:
             r = by.get((cfg, case))
             if r is None:
@@ -264,8 +275,11 @@ def report(out: Path) -> None:
             refs = [t for x in runs if x["config"] == "all-on" and x["case"] == case and (t := quietly(x))]
             if mine and refs:
                 calm.append(_geomean(refs) / mine)
+            if mine and r["flop"]:  # the numbers the search gave against the quiet machine's
+                claims.append(r["gflops"] * mine / r["flop"])
+                finals.append(r["declared"] * mine / r["flop"])
         med = statistics.median(times) if times else float("nan")
-        quiet_cell = f" {_geomean(calm):.3f} |" if quiet else ""
+        quiet_cell = f" {_geomean(calm):.3f} | {_spread(claims)} | {_spread(finals)} |" if quiet else ""
         print(f"| {cfg} | " + " | ".join(cells) + f" | {_geomean(search):.3f} | {_geomean(declared):.3f} |{quiet_cell}"
               f" {med:.0f} |")
 

@@ -56,6 +56,7 @@ class SideBySide:
     kernels: int  # re-measured
     rounds: int  # driver processes that timed them all
     ratio_spread: float | None  # median over kernels of (max - min) / median of its ratios to the anchor
+    measured: dict[str, float]  # fingerprint -> the median over rounds of its own seconds (this machine, now)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ def side_by_side(dbs: Sequence[Path], speeds: Mapping[str, float], cache_dir: Pa
     anchor = wanted[0]
     candidates = [kept.found[fp] for fp in wanted if fp in kept.found]
     ratios: dict[str, list[float]] = {c.fingerprint: [] for c in candidates}
+    own: dict[str, list[float]] = {c.fingerprint: [] for c in candidates}
     done = 0
     for _ in range(rounds):
         measured = remeasure(kept.workload, kept.root, candidates, kept.bench, cache_dir)
@@ -122,8 +124,10 @@ def side_by_side(dbs: Sequence[Path], speeds: Mapping[str, float], cache_dir: Pa
         done += 1
         for fp, seconds in times.items():
             ratios[fp].append(seconds / times[anchor])
+            own[fp].append(seconds)
     if not done:
         return None
     spreads = [(max(r) - min(r)) / statistics.median(r) for fp, r in ratios.items() if len(r) > 1 and fp != anchor]
     return SideBySide({fp: statistics.median(r) * speeds[anchor] for fp, r in ratios.items() if r}, anchor,
-                      len(candidates), done, statistics.median(spreads) if spreads else None)
+                      len(candidates), done, statistics.median(spreads) if spreads else None,
+                      {fp: statistics.median(t) for fp, t in own.items() if t})
