@@ -83,21 +83,24 @@ def test_an_element_moved_by_two_tenths_of_a_percent_is_caught_whatever_the_seed
 
 def test_a_reduction_parallelized_without_a_private_accumulator_is_caught(cache: Path) -> None:
     """The k loop outermost and split between threads: every thread adds into all of C at
-    once. The same loops parallel over i (each element one thread's) are right. A race
-    shows only when the threads run at the same time: on a machine whose cores other work
-    keeps busy it may not (``verification.PARALLEL_CHECKS``), and the test says so."""
+    once. The same loops parallel over i (each element one thread's) are right. Two
+    threads, as a search allowed parallel loops times them with (``BenchConfig.threads``;
+    on one, OpenMP runs the loop serially and nothing races). A race shows only when the
+    threads run at the same time: on a machine whose cores other work keeps busy it may
+    not (``verification.PARALLEL_CHECKS``), and the test says so."""
+    config = BenchConfig(**{**CONFIG.to_json(), "threads": 2})
     root = root_candidate(SGEMM)
     kij = kernel_c(reorder_loops(reorder_loops(build_proc(SGEMM), "j k"), "i k"))
     racy = from_c(kij.replace("for (int_fast32_t k = 0;", "#pragma omp parallel for\nfor (int_fast32_t k = 0;", 1))
     assert racy.uses_openmp
-    m = evaluate_candidate(SGEMM, root, racy, CONFIG, cache)
+    m = evaluate_candidate(SGEMM, root, racy, config, cache)
     if m.status is Status.OK and (busy := busy_cores()) > 0.3:
         pytest.skip(f"threads collide only when they run at once, and {busy:.1f} of this machine's "
                     "cores are busy with other work")
     assert m.status is Status.WRONG_RESULT, (m.status, m.error)
     ikj = kernel_c(reorder_loops(build_proc(SGEMM), "j k"))
     fine = from_c(ikj.replace("for (int_fast32_t i = 0;", "#pragma omp parallel for\nfor (int_fast32_t i = 0;", 1))
-    assert evaluate_candidate(SGEMM, root, fine, CONFIG, cache).status is Status.OK
+    assert evaluate_candidate(SGEMM, root, fine, config, cache).status is Status.OK
 
 
 def busy_cores(seconds: float = 0.5) -> float:
