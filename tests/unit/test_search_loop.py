@@ -348,6 +348,41 @@ def test_finalists_are_remeasured_and_the_winner_comes_from_that() -> None:
     assert "moved by up to 75%" in fin.message
 
 
+class FinalistsTimeOut(FakeExecutor):
+    """Side by side, the contenders named in ``timeouts`` (fingerprints) are not timed."""
+
+    def __init__(self, tree: FakeTree, timeouts: set[str]) -> None:
+        super().__init__(tree)
+        self.timeouts = timeouts
+
+    def _remeasure(self, candidates):
+        measured = super()._remeasure(candidates)
+        return [dataclasses.replace(m, status=Status.TIMEOUT, timing=None, error="timed out after 20 s\nmore")
+                if m.fingerprint in self.timeouts else m for m in measured]
+
+
+def test_the_root_never_wins_because_the_finalists_were_not_timed() -> None:
+    tree = FakeTree(moves=4, branching=3, failure_rate=0.0,
+                    times={"": 1e-3, "m1": 0.5e-3, "m2": 0.6e-3, "m3": 0.9e-3},
+                    remeasure_times={"": 1.1e-3, "m1": 0.8e-3, "m2": 0.55e-3, "m3": 0.9e-3})
+    outcome, store, events = search(config(max_depth=1, finalists=2),
+                                    FinalistsTimeOut(tree, {fingerprint_of("m1"), fingerprint_of("m2")}))
+    ids = {r.fingerprint: r.id for r in store.candidates(outcome.search_id)}
+    assert outcome.best.fingerprint == fingerprint_of("m1")  # the search's own best stands
+    assert outcome.best_seconds == pytest.approx(0.5e-3)
+    (fin,) = [e for e in events if e.kind is EventKind.FINALISTS]
+    m1, m2 = ids[fingerprint_of("m1")], ids[fingerprint_of("m2")]
+    assert fin.message == (f"no finalist re-measured ok; not re-measured ok: #{m1} timeout (timed out after 20 s), "
+                           f"#{m2} timeout (timed out after 20 s); keeping the search's best")
+    # One of them timed: it wins side by side, and the event names the other.
+    outcome, store, events = search(config(max_depth=1, finalists=2),
+                                    FinalistsTimeOut(tree, {fingerprint_of("m1")}))
+    assert outcome.best.fingerprint == fingerprint_of("m2")
+    (fin,) = [e for e in events if e.kind is EventKind.FINALISTS]
+    m1 = {r.fingerprint: r.id for r in store.candidates(outcome.search_id)}[fingerprint_of("m1")]
+    assert fin.message.endswith(f"; not re-measured ok: #{m1} timeout (timed out after 20 s)")
+
+
 def test_finalists_that_agree_with_the_search_get_no_drift_note() -> None:
     tree = FakeTree(moves=4, branching=3, failure_rate=0.0,
                     times={"": 1e-3, "m1": 0.5e-3, "m2": 0.6e-3, "m3": 0.9e-3},

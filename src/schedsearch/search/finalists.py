@@ -143,7 +143,10 @@ def _finalists(
     """Re-measure the top candidates and the root side by side; pick the winner from that.
 
     Falls back to the search's own measurements (and says so in the FINALISTS event)
-    when the re-measurement cannot run, is stopped, or outlasts the time budget.
+    when the re-measurement cannot run, is stopped, outlasts the time budget, or gives no
+    contender but the root an ``ok`` time: the root wins only by being timed fastest beside
+    them, never because they were not timed. The event names every contender that did not
+    re-measure ``ok``, with its status.
     """
     assert ledger.sid is not None and ledger.root_record is not None
     fallback = (best, best.seconds, best.speedup, ledger.baseline)
@@ -187,10 +190,11 @@ def _finalists(
         if m.status is Status.OK and m.seconds is not None and m.seconds > 0
     ]
     timed.sort(key=rank_key)
-    if not timed:
-        ledger.emit(EventKind.FINALISTS, message="no finalist re-measured ok; keeping the search's best")
+    failed = _failures(contenders, ms)
+    if not any(r.id != ledger.root_record.id for r in timed):
+        ledger.emit(EventKind.FINALISTS, message=f"no finalist re-measured ok{failed}; keeping the search's best")
         return fallback
-    message = f"re-measured {len(contenders)} side by side" + drift_note(top, timed)
+    message = f"re-measured {len(contenders)} side by side" + drift_note(top, timed) + failed
     fastest = timed[0]
     winner = min((r for r in timed if tied(fastest, r, TIE_SHARE)), key=lambda r: (r.depth, rank_key(r)))
     timed.remove(winner)
@@ -207,6 +211,17 @@ def _finalists(
     ledger.emit(EventKind.FINALISTS, winner, message=message, top=tuple(timed))
     stored = ledger.store.get_candidate(winner.id)
     return stored, winner.seconds, winner.speedup, reference
+
+
+def _failures(contenders: Sequence[CandidateRecord], measured: Sequence[Measurement]) -> str:
+    """``; not re-measured ok: #3 timeout (its error's first line), ...`` for the contenders
+    whose side-by-side measurement was not ``ok`` ("" when every one was)."""
+    bad = [
+        f"#{r.id} {m.status.value}" + (f" ({m.error.strip().splitlines()[0][:120]})" if m.error.strip() else "")
+        for r, m in zip(contenders, measured, strict=False)
+        if m.status is not Status.OK or not m.seconds
+    ]
+    return f"; not re-measured ok: {', '.join(bad)}" if bad else ""
 
 
 def _steps(n: int) -> str:
