@@ -73,7 +73,7 @@ def searched_db(path: Path) -> SearchedDb:
     try:
         ids = []
         for seed, count in ((0, 60), (1, 40)):
-            cfg = SearchConfig(max_seconds=None, max_candidates=count, confirm_best=False, seed=seed)
+            cfg = SearchConfig(max_seconds=None, max_candidates=count, seed=seed)
             executor = FakeExecutor(FakeTree(failure_rate=0.15, seed=seed))
             ids.append(run_search(fake_workload(), fake_root(), make_strategy(cfg), executor, store, cfg).search_id)
 

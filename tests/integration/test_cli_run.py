@@ -25,8 +25,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """One short in-process search (no Ray) of SGEMM 32^3, shared by the tests below, with
     a build cache of its own: it expands and builds (an earlier run's cache would hold it all).
     24 candidates: with the compiler's notes the root's children are all measured as one
-    round, before the first new best is confirmed and becomes the yardstick; the next
-    round's are timed beside it."""
+    round, and the next round grows from the best of them."""
     work = tmp_path_factory.mktemp("cli")
     db = work / "s.db"
     r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--workers", "0",
@@ -115,36 +114,6 @@ def test_list_show_tree(searched: tuple[Path, dict]) -> None:
     assert all(n["parent_id"] in ids for n in nodes if n["parent_id"] is not None)
     shallow = json.loads(run_cli("tree", sid, "--db", str(db), "--json", "--depth", "1").stdout)
     assert shallow and max(n["depth"] for n in shallow) <= 1
-    # Once a yardstick was chosen, candidates were timed beside it and put on its scale.
-    paired = [n for n in nodes if n["paired"] is not None]
-    assert paired and all(n["parent_id"] is not None for n in paired)
-    fps = {n["fingerprint"] for n in nodes if n["status"] == "ok"}
-    for n in paired:
-        p = n["paired"]
-        assert p["yardstick"] in fps and p["yardstick"] != roots[0]["fingerprint"]
-        assert n["seconds"] == pytest.approx(p["measured_seconds"] * p["factor"]) and p["factor"] > 0
-        # The yardstick is always run beside it (``spared`` is true only in older databases).
-        assert p["spared"] is False and p["yardstick_measured"] is not None and p["yardstick_measured"] > 0
-
-
-@pytest.mark.slow
-def test_no_yardstick_times_every_candidate_alone(tmp_path: Path) -> None:
-    from schedsearch.store import open_store
-
-    db = tmp_path / "t.db"
-    r = run_cli("run", str(EXAMPLES / "matmul.py"), "--proc", "sgemm", "--size", SIZES, "--workers", "0",
-                "--no-yardstick", "--no-confirm-best", "--max-candidates", "8", "--budget", "120", "--no-warm-start",
-                "--db", str(db), "--json", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    sid = json.loads(r.stdout)["search_id"]
-    nodes = json.loads(run_cli("tree", str(sid), "--db", str(db), "--json").stdout)
-    assert len(nodes) >= 8 and all(n["paired"] is None for n in nodes)
-    store = open_store(str(db), create=False, read_only=True)
-    try:
-        config = store.get_search(sid).config
-    finally:
-        store.close()
-    assert config.yardstick is False and config.confirm_best is False
 
 
 @pytest.mark.slow

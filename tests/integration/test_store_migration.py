@@ -4,7 +4,7 @@ schema), version 3 (schema_v3.db: the same database as the version 3 schedsearch
 version 4 (schema_v4.db: that one opened by the version 4 schedsearch, which then ran a
 second search of two candidates, its root measured and one measurement reused from search 1)
 and version 5 (schema_v5.db: that one opened by the version 5 schedsearch, which recorded a
-third search, its root measured beside a yardstick, left ``running`` as a killed driver
+third search, its root measured beside a yardstick (a pairing no longer read), left ``running`` as a killed driver
 leaves it) and version 6 (schema_v6.db: that one opened by the version 6 schedsearch, which
 took the third search's lease, measured its root again and completed it)."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from schedsearch.core import LeaseOwner, LeaseState, Measurement, Paired, ReuseScope, SearchStatus, Status
+from schedsearch.core import LeaseOwner, LeaseState, Measurement, ReuseScope, SearchStatus, Status
 from schedsearch.store import SCHEMA_VERSION, SqlStore
 from schedsearch.testing.fake_executor import FakeExecutor
 from schedsearch.testing.fake_tree import fake_root, fake_workload
@@ -63,7 +63,6 @@ def test_a_version_1_database_opens_upgraded_with_a_backup(old_db: Path) -> None
             assert 0 <= r.measured_at < 600
             assert r.features is None and r.predicted is None
             assert r.reused_search_id is None and r.reused_candidate_id is None
-            assert r.paired is None
         assert store.progress(1)[-1].elapsed == pytest.approx(
             store.get_candidate(store.progress(1)[-1].candidate_id).measured_at)
         # It takes new searches with the new columns.
@@ -135,26 +134,23 @@ def test_a_version_4_database_opens_upgraded_with_a_backup(tmp_path: Path) -> No
         assert [s.id for s in store.list_searches()] == [1, 2]
         first, second = store.candidates(1), store.candidates(2)
         assert len(first) == 16 and len(second) == 2
-        # Every row is kept as it was, the version 4 columns included; none was timed beside a yardstick.
-        assert all(r.paired is None for r in first + second)
+        # Every row is kept as it was, the version 4 columns included.
         reused = second[1]
         assert (reused.reused_search_id, reused.reused_candidate_id) == (1, first[1].id)
         assert reused.timing == first[1].timing and reused.status is Status.OK
         assert store.get_search(2).best_candidate_id == reused.id
-        # A new search records the yardstick a measurement was timed beside.
+        # A new search records its measurements.
         search = store.get_search(1)
         sid = store.create_search(search.workload, search.config, search.machine)
         new_root = fake_root()
         store.add_candidate(sid, new_root)
-        yardstick = Paired(first[0].fingerprint, first[0].timing, seconds=0.002)  # type: ignore[arg-type]
-        m = Measurement(new_root.fingerprint, Status.OK, first[1].timing, paired=yardstick)
-        rec = store.record_measurement(sid, m, None, None)
-        assert rec.paired == yardstick and store.get_candidate(rec.id).paired == yardstick
+        rec = store.record_measurement(sid, Measurement(new_root.fingerprint, Status.OK, first[1].timing), None, None)
+        assert rec.timing == first[1].timing and store.get_candidate(rec.id) == rec
     finally:
         store.close()
     assert _version(path) == SCHEMA_VERSION
     with sqlite3.connect(path) as raw:  # old rows hold SQL NULL (measured alone), not JSON 'null'
-        assert raw.execute("SELECT count(*) FROM candidates WHERE paired IS NULL").fetchone()[0] == 18
+        assert raw.execute("SELECT count(*) FROM candidates WHERE paired IS NULL").fetchone()[0] == 19
     backup = path.with_name("v4.db.v4.bak")
     assert _dump(backup) == before and _version(backup) == 4
     fresh = tmp_path / "fresh.db"
@@ -173,7 +169,12 @@ def test_a_version_5_database_opens_upgraded_with_a_backup(tmp_path: Path) -> No
             (1, SearchStatus.COMPLETED), (2, SearchStatus.COMPLETED), (3, SearchStatus.RUNNING)]
         assert [len(store.candidates(s.id)) for s in searches] == [16, 2, 1]
         third = store.candidates(3)[0]
-        assert third.paired is not None and third.paired.fingerprint == store.candidates(1)[0].fingerprint
+        # Its root was timed beside a yardstick: it reads with the time it was stored with, and
+        # the pair stays in its column, unread.
+        assert third.status is Status.OK and third.timing is not None and third.timing.median > 0
+        with sqlite3.connect(path) as raw:
+            kept = raw.execute("SELECT json_extract(paired, '$.fingerprint') FROM candidates WHERE search_id = 3")
+            assert kept.fetchall() == [(store.candidates(1)[0].fingerprint,)]
         # No old search is leased: the one an older schedsearch left running can be resumed.
         assert [store.lease(s.id) for s in searches] == [None, None, None]
         owner = LeaseOwner.here()

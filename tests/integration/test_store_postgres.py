@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from sqlalchemy import make_url
 
-from schedsearch.core import LeaseOwner, LeaseState, Paired
+from schedsearch.core import LeaseOwner, LeaseState
 from schedsearch.errors import StoreError
 from schedsearch.store import SCHEMA_VERSION, SqlStore, open_store
 from tests.integration.test_store_concurrent_create import PROCESSES as RACERS
@@ -37,7 +37,6 @@ from schedsearch.testing.store_contract import (
     make_config,
     make_machine,
     make_measurement,
-    make_timing,
     make_workload,
 )
 
@@ -190,11 +189,9 @@ def test_a_version_4_database_is_upgraded(pg_url: str) -> None:
     try:
         # Where it was measured went with the version 7 columns.
         unplaced = [dataclasses.replace(r, machine=None, node="", built_node="") for r in before]
-        assert again.candidates(sid) == unplaced and before[0].paired is None
-        yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.5), seconds=0.25)
-        m = dataclasses.replace(make_measurement(root, 0.0625), paired=yardstick)
-        assert again.record_measurement(sid, m, None, None).paired == yardstick
-        assert again.get_candidate(before[0].id).paired == yardstick
+        assert again.candidates(sid) == unplaced
+        rec = again.record_measurement(sid, make_measurement(root, 0.0625), None, None)
+        assert rec.seconds == 0.0625 and again.get_candidate(before[0].id) == rec
     finally:
         again.close()
     assert _sql(pg_url, "SELECT version FROM schema_info") == [(SCHEMA_VERSION,)]

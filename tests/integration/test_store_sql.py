@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import os
 import sqlite3
@@ -11,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from schedsearch.core import Paired
 from schedsearch.errors import StoreError
 from schedsearch.store import DEFAULT_DB, SCHEMA_VERSION, InMemoryStore, SqlStore, open_store
 from schedsearch.testing.store_contract import (
@@ -20,7 +18,6 @@ from schedsearch.testing.store_contract import (
     make_config,
     make_machine,
     make_measurement,
-    make_timing,
     make_workload,
 )
 
@@ -91,19 +88,19 @@ def test_file_is_in_wal_mode_with_schema_version(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_lone_measurement_stores_sql_null_for_its_pair(tmp_path: Path) -> None:
+def test_a_pair_an_older_version_stored_is_kept_unread_until_the_row_is_measured_again(tmp_path: Path) -> None:
     path = tmp_path / "paired.db"
     store = open_store(str(path))
     sid = store.create_search(make_workload(), make_config(), make_machine())
     root = make_candidate("root")
     store.add_candidate(sid, root)
-    yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.5), seconds=0.25)
-    store.record_measurement(sid, dataclasses.replace(make_measurement(root, 0.125), paired=yardstick), None, None)
-    with sqlite3.connect(path) as raw:
-        assert raw.execute("SELECT json_extract(paired, '$.seconds') FROM candidates").fetchall() == [(0.25,)]
-    store.record_measurement(sid, make_measurement(root, 0.125), None, None)
+    first = store.record_measurement(sid, make_measurement(root, 0.125), None, None)
+    with sqlite3.connect(path) as raw:  # as an older version wrote a measurement timed beside a yardstick
+        raw.execute("""UPDATE candidates SET paired = '{"fingerprint": "y", "timing": null, "seconds": 0.25}'""")
+    assert store.get_candidate(first.id) == first  # read as ever: the time it was stored with
+    store.record_measurement(sid, make_measurement(root, 0.0625), None, None)
     store.close()
-    # SQL NULL, not the JSON text 'null': "paired IS NULL" is how a query finds lone measurements.
+    # The pair described the times a new measurement replaced: SQL NULL, not the JSON text 'null'.
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT paired IS NULL FROM candidates").fetchall() == [(1,)]
 

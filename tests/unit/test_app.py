@@ -155,7 +155,7 @@ def test_the_api_finds_names_in_the_callers_scope() -> None:
     ({"max_depth": 0}, "max_depth must be a whole number >= 1"),
     ({"early_stop": 0}, r"early_stop must be a whole number >= 1, True \(the default\) or False, not 0"),
     ({"early_stop": "never"}, "early_stop must be a whole number"),
-    ({"yardstick": "no"}, "yardstick must be True or False, not 'no'"),
+    ({"defer_costly": "no"}, "defer_costly must be True or False, not 'no'"),
     ({"budgte": 60}, "'budgte' is not a setting; the settings are budget, max_candidates"),
 ])
 def test_bad_arguments_are_refused_before_anything_runs(kwargs: dict, message: str) -> None:

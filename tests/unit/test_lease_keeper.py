@@ -88,7 +88,7 @@ def test_takeover_notes_say_why() -> None:
 
 
 def _config(**kw) -> SearchConfig:
-    return SearchConfig(max_seconds=None, confirm_best=False, **kw)
+    return SearchConfig(max_seconds=None, **kw)
 
 
 def test_run_search_with_a_lease_creates_the_search_leased() -> None:

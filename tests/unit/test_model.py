@@ -32,7 +32,7 @@ def _sample(moves: Sequence[str]) -> TrainingSample:
 def _recorded(max_candidates: int = 260) -> InMemoryStore:
     """A store holding one simulated search of TREE (the recorded data the model learns)."""
     store = InMemoryStore()
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=max_candidates, cost_model=CostModelMode.OFF)
+    cfg = SearchConfig(max_seconds=None, max_candidates=max_candidates, cost_model=CostModelMode.OFF)
     ex = FakeExecutor(TREE)
     run_search(fake_workload(), fake_root(TREE.moves), make_strategy(cfg), ex, store, cfg)
     return store
@@ -145,7 +145,7 @@ def test_training_never_blocks_the_search_loop() -> None:
     model = LearnedCostModel(history, min_samples=8, retrain_every=8, fit=fit)
     assert fit.started.wait(5)
     clock = FakeClock()
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK)
+    cfg = SearchConfig(max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK)
     with_model = FakeExecutor(TREE, clock=clock, eval_seconds=1.0)
     t0 = time.monotonic()
     outcome = run_search(fake_workload(), fake_root(TREE.moves), make_strategy(cfg), with_model, InMemoryStore(),
@@ -155,7 +155,7 @@ def test_training_never_blocks_the_search_loop() -> None:
     assert model.trainer.busy() and fit.calls == 1  # still fitting on the history
     assert outcome.elapsed == pytest.approx(40.0)  # only the simulated evaluations took time
     assert wall < 10
-    plain_cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=40, cost_model=CostModelMode.OFF)
+    plain_cfg = SearchConfig(max_seconds=None, max_candidates=40, cost_model=CostModelMode.OFF)
     plain = FakeExecutor(TREE)
     run_search(fake_workload(), fake_root(TREE.moves), make_strategy(plain_cfg), plain, InMemoryStore(), plain_cfg)
     assert with_model.evaluated[:7] == plain.evaluated[:7]  # the root and its children, proposal order

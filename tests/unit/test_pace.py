@@ -79,7 +79,7 @@ def _pipeline(at: float, *, max_seconds: float | None = 60.0, queued: int = 10, 
     """A pipeline ``at`` seconds into its search, two parents in its strategy's frontier,
     ``queued`` children waiting to be measured, and expansions so far as ``expansions`` says."""
     clock = FakeClock()
-    cfg = SearchConfig(confirm_best=False, max_seconds=max_seconds, expand_batch=2)
+    cfg = SearchConfig(max_seconds=max_seconds, expand_batch=2)
     strategy = make_strategy(cfg)
     store, events = InMemoryStore(), []
     ledger = Ledger(fake_workload(), fake_root(), strategy, store, events.append, clock, None, activity=lambda: "")

@@ -16,7 +16,6 @@ from schedsearch.testing.fake_tree import FakeTree, fake_inherited, fake_root, f
 def config(**kw) -> SearchConfig:
     kw.setdefault("max_seconds", None)
     kw.setdefault("max_candidates", 400)
-    kw.setdefault("confirm_best", False)  # noise-free fake times: a second measurement adds nothing
     return SearchConfig(**kw)
 
 

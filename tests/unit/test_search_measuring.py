@@ -100,17 +100,7 @@ def test_no_cutoff_before_a_best_and_then_a_multiple_of_it() -> None:
     rnd = _round(1)
     measuring.fill(rnd, None)
     job = ex.jobs[0]
-    assert job.cutoff == measuring.cutoff() and not job.quiet
-
-
-def test_a_confirmation_is_timed_quietly_and_the_round_waits_for_it() -> None:
-    measuring, ex, _ = _measuring(best=1.0)
-    rnd = _round(0)
-    child = fake_candidate("m9")
-    job_id = measuring.again(rnd, child)
-    job = ex.jobs[-1]
-    assert job.id == job_id and job.quiet and job.cutoff == measuring.cutoff()
-    assert rnd.measuring[job_id] is child
+    assert job.cutoff == measuring.cutoff()
 
 
 def test_a_gated_round_lets_only_its_likely_winners_go_and_none_once_shut() -> None:

@@ -23,7 +23,7 @@ TREE = FakeTree(moves=9, branching=6, failure_rate=0.0, features=True, seed=2)
 
 
 def _search(mode: CostModelMode, model=None, *, tree: FakeTree = TREE, seed: int = 0, clock=None, **kw):
-    cfg = SearchConfig(confirm_best=False, max_seconds=kw.pop("max_seconds", None), max_candidates=kw.pop("max_candidates", 40),
+    cfg = SearchConfig(max_seconds=kw.pop("max_seconds", None), max_candidates=kw.pop("max_candidates", 40),
                        cost_model=mode, seed=seed, **kw)
     ex = FakeExecutor(tree, clock=clock, eval_seconds=0.5 if clock else 0.0)
     store = InMemoryStore()
@@ -288,7 +288,7 @@ def test_spearman() -> None:
 
 
 def _ranked(shuffle_seed: int | None, **kw):
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=kw.pop("max_candidates", 60), cost_model=CostModelMode.RANK,
+    cfg = SearchConfig(max_seconds=None, max_candidates=kw.pop("max_candidates", 60), cost_model=CostModelMode.RANK,
                        seed=5, **kw)
     ex = FakeExecutor(TREE, shuffle_seed=shuffle_seed)
     store = InMemoryStore()
@@ -321,7 +321,7 @@ def test_a_round_in_proposal_order_whose_ask_finds_no_parent_asks_again_after_it
 def test_early_asks_keep_a_search_reproducible_whatever_the_completion_order(mode: CostModelMode) -> None:
     runs = []
     for shuffle in (1, 2):
-        cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=60, cost_model=mode, seed=5)
+        cfg = SearchConfig(max_seconds=None, max_candidates=60, cost_model=mode, seed=5)
         ex = FakeExecutor(TREE, shuffle_seed=shuffle)
         store = InMemoryStore()
         model = FakeCostModel(oracle(TREE)) if mode is CostModelMode.RANK else None
@@ -355,7 +355,7 @@ def _tree_with_also_rans() -> FakeTree:
 @pytest.mark.parametrize("shuffle", [None, 1, 2])
 def test_a_ranked_search_measures_a_likely_winners_children_before_the_also_rans_it_held_back(shuffle) -> None:
     tree = _tree_with_also_rans()
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK, seed=5, expand_batch=1)
+    cfg = SearchConfig(max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK, seed=5, expand_batch=1)
     ex = FakeExecutor(tree, shuffle_seed=shuffle)
     store = InMemoryStore()
     outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg,
@@ -378,7 +378,7 @@ def test_a_merging_search_is_reproducible_whatever_the_completion_order() -> Non
     tree = _tree_with_also_rans()
     runs = []
     for shuffle in (1, 2, 3):
-        cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=50, cost_model=CostModelMode.RANK, seed=5)
+        cfg = SearchConfig(max_seconds=None, max_candidates=50, cost_model=CostModelMode.RANK, seed=5)
         ex = FakeExecutor(tree, shuffle_seed=shuffle)
         store = InMemoryStore()
         outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg,
@@ -391,7 +391,7 @@ def test_a_merging_search_is_reproducible_whatever_the_completion_order() -> Non
 
 def test_in_proposal_order_a_round_is_measured_whole_before_the_next() -> None:
     tree = _tree_with_also_rans()
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=20, cost_model=CostModelMode.OFF, seed=5, expand_batch=1)
+    cfg = SearchConfig(max_seconds=None, max_candidates=20, cost_model=CostModelMode.OFF, seed=5, expand_batch=1)
     ex = FakeExecutor(tree)
     store = InMemoryStore()
     outcome = run_search(fake_workload(), fake_root(tree.moves), make_strategy(cfg), ex, store, cfg)
@@ -445,7 +445,7 @@ LEADS_TREE = FakeTree(moves=14, branching=12, failure_rate=0.0, features=True, s
 
 
 def _leading(leads: bool, shuffle: int | None = None):
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK,
+    cfg = SearchConfig(max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK,
                        seed=5, model_leads=leads)
     ex = FakeExecutor(LEADS_TREE, shuffle_seed=shuffle)
     store = InMemoryStore()
@@ -492,7 +492,7 @@ def _idle_fill(tree: FakeTree = LEADS_TREE) -> tuple[list[str], dict[str, Candid
     6 s): the fingerprints in measuring order, the rows by fingerprint, and the most
     evaluations submitted after an expansion still in flight that were in flight at once."""
     clock = FakeClock(100.0)
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK,
+    cfg = SearchConfig(max_seconds=None, max_candidates=40, cost_model=CostModelMode.RANK,
                        seed=5, model_leads=True)
     most = 0
 
@@ -545,7 +545,7 @@ def _asked_before_the_root_was_in(leads: bool, stream_leads: int = 0, shards: in
     from schedsearch.core import EventKind
 
     clock = FakeClock(100.0)
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=30, cost_model=CostModelMode.RANK,
+    cfg = SearchConfig(max_seconds=None, max_candidates=30, cost_model=CostModelMode.RANK,
                        seed=5, model_leads=leads)
     ex = FakeExecutor(LEADS_TREE, clock=clock, eval_seconds=0.1, expand_seconds=6.0, stream_shards=shards,
                       stream_leads=stream_leads)
@@ -586,7 +586,7 @@ def _third_ask_before_the_second_round_was_in(leads: bool, shards: int = 4) -> b
     from schedsearch.core import EventKind
 
     clock = FakeClock(100.0)
-    cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=60, cost_model=CostModelMode.RANK,
+    cfg = SearchConfig(max_seconds=None, max_candidates=60, cost_model=CostModelMode.RANK,
                        seed=5, model_leads=leads)
     sent = []
 
@@ -628,7 +628,7 @@ def test_only_a_leading_model_asks_for_every_heavy_rewrite_first() -> None:
 
     for leads in (True, False):
         seen.clear()
-        cfg = SearchConfig(confirm_best=False, max_seconds=None, max_candidates=30, cost_model=CostModelMode.RANK,
+        cfg = SearchConfig(max_seconds=None, max_candidates=30, cost_model=CostModelMode.RANK,
                            seed=5, model_leads=leads)
         run_search(fake_workload(), fake_root(LEADS_TREE.moves), make_strategy(cfg),
                    Recording(LEADS_TREE, stream_shards=4), InMemoryStore(), cfg,

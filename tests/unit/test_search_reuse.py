@@ -44,7 +44,7 @@ STATUSES = _root_children_statuses()
 def config(**kw) -> SearchConfig:
     kw.setdefault("max_seconds", None)
     kw.setdefault("max_candidates", 20)
-    return SearchConfig(confirm_best=False, **kw)
+    return SearchConfig(**kw)
 
 
 def tree(**kw) -> FakeTree:

@@ -36,8 +36,6 @@ OTHER: dict[str, tuple[Any, list[str]]] = {
     "remeasure": (True, ["--remeasure"]),
     "warm_start": (False, ["--no-warm-start"]),
     "defer_costly": (False, ["--no-defer-costly"]),
-    "yardstick": (False, ["--no-yardstick"]),
-    "confirm_best": (False, ["--no-confirm-best"]),
     "compiler_notes": (False, ["--no-compiler-notes"]),
 }
 

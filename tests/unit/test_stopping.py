@@ -44,7 +44,7 @@ def _search(cfg: SearchConfig):
 
 
 def test_a_search_ends_by_the_default_rule_soon_after_it_holds() -> None:
-    outcome, stored, events = _search(SearchConfig(max_seconds=3000.0, confirm_best=False))
+    outcome, stored, events = _search(SearchConfig(max_seconds=3000.0))
     c = stored.counters
     assert outcome.status is SearchStatus.COMPLETED and ending(stored) is Ending.STOPPED_IMPROVING
     assert outcome.elapsed < 1500.0  # far from the budget
@@ -61,13 +61,13 @@ def test_a_search_ends_by_the_default_rule_soon_after_it_holds() -> None:
 
 
 def test_without_the_rule_the_search_runs_to_its_budget() -> None:
-    outcome, stored, _ = _search(SearchConfig(max_seconds=300.0, confirm_best=False, auto_stop=False))
+    outcome, stored, _ = _search(SearchConfig(max_seconds=300.0, auto_stop=False))
     assert ending(stored) in (Ending.BUDGET, Ending.EXHAUSTED)
     assert outcome.elapsed >= 250.0 or ending(stored) is Ending.EXHAUSTED
 
 
 def test_n_candidates_in_a_row_replace_the_rule() -> None:
-    _, stored, _ = _search(SearchConfig(max_seconds=3000.0, confirm_best=False, early_stop=7))
+    _, stored, _ = _search(SearchConfig(max_seconds=3000.0, early_stop=7))
     assert ending(stored) is Ending.STOPPED_IMPROVING and stored.counters.since_best == 7
 
 
@@ -88,7 +88,7 @@ def _model_search(model, max_seconds: float = 3000.0):
     clock = FakeClock()
     store = InMemoryStore()
     tree = FakeTree(moves=9, features=True, failure_rate=0.0)
-    cfg = SearchConfig(max_seconds=max_seconds, confirm_best=False, cost_model=CostModelMode.RANK)
+    cfg = SearchConfig(max_seconds=max_seconds, cost_model=CostModelMode.RANK)
     ex = FakeExecutor(tree, clock=clock, eval_seconds=0.5, expand_seconds=0.25)
     outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), ex, store, cfg, clock=clock,
                          cost_model=model(tree))

@@ -26,7 +26,7 @@ def _search(expand_seconds: float, eval_seconds: float):
     clock = FakeClock()
     ex = FakeExecutor(FakeTree(failure_rate=0.0), clock=clock, eval_seconds=eval_seconds,
                       expand_seconds=expand_seconds, report_seconds=True)
-    cfg = SearchConfig(max_seconds=None, max_candidates=30, confirm_best=False)
+    cfg = SearchConfig(max_seconds=None, max_candidates=30)
     store = InMemoryStore()
     outcome = run_search(fake_workload(), fake_root(), make_strategy(cfg), ex, store, cfg, clock=clock)
     return outcome, ex, store

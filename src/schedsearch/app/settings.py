@@ -169,21 +169,6 @@ class SearchSettings:
         "the search picks the node again. --no-defer-costly tries every rewrite at once.",
         negatable=True,
     )
-    yardstick: bool = knob(
-        True,
-        "Time each candidate beside the fastest kernel so far (the yardstick), in one process with "
-        "interleaved rounds, and put its time on one scale by its ratio to the yardstick's: on a host "
-        "whose speed drifts (a shared cloud machine), candidates then compare by what they are, not "
-        "by when each was measured. --no-yardstick times each candidate alone.",
-        negatable=True,
-    )
-    confirm_best: bool = knob(
-        True,
-        "Measure a candidate twice, in two processes, when it would be the new best, and count "
-        "the slower time: the fastest of hundreds of near-equal kernels is mostly the luckiest "
-        "measurement. --no-confirm-best takes every first measurement as it is.",
-        negatable=True,
-    )
     compiler_notes: bool = knob(
         True,
         "Have the cost model read what gcc made of each candidate - which statements it "
@@ -226,8 +211,6 @@ class SearchSettings:
             remeasure=self.remeasure,
             warm_start=self.warm_start,
             defer_costly=self.defer_costly,
-            yardstick=self.yardstick,
-            confirm_best=self.confirm_best,
             # gcc's notes make the model rank a node's children right from the first round.
             model_leads=notes,
         )

@@ -76,26 +76,9 @@ def _record_json(r: CandidateRecord, parent: CandidateRecord | None, best: Decla
         "reused_from": None
         if r.reused_candidate_id is None
         else {"search_id": r.reused_search_id, "candidate_id": r.reused_candidate_id},
-        "paired": _paired_json(r),
         # the Ray nodes that timed and built its latest measurement (None: outside a cluster, or not known)
         "node": r.node or None,
         "built_node": r.built_node or None,
-    }
-
-
-def _paired_json(r: CandidateRecord) -> dict[str, Any] | None:
-    """The yardstick timed beside ``r`` and what ``r`` measured before it was put on the
-    search's scale (None: timed alone)."""
-    p = r.paired
-    if p is None:
-        return None
-    return {
-        "yardstick": p.fingerprint,
-        "yardstick_measured": p.timing.median if p.timing is not None else None,
-        "yardstick_seconds": p.seconds,
-        "spared": p.spared,  # true only for rows of older databases: the driver no longer spares one
-        "factor": p.factor,
-        "measured_seconds": r.seconds / p.factor if r.seconds is not None else None,
     }
 
 

@@ -31,7 +31,7 @@ from schedsearch.core.enums import (
 )
 from schedsearch.core.jobs import Job, JobResult
 from schedsearch.core.leases import LEASE_BEAT_SHARE, LEASE_TIMEOUT_SECONDS, Lease, LeaseGrant, LeaseOwner
-from schedsearch.core.measurements import MachineInfo, Measurement, Paired, Timing
+from schedsearch.core.measurements import MachineInfo, Measurement, Timing
 from schedsearch.core.protocols import CandidateCostModel, CostModel, Executor, SearchStrategy, Store
 from schedsearch.core.records import ArgSpec, ArgValue, Candidate, Expansion, FeatureVector, Rewrite, Schedule, Workload
 from schedsearch.core.search_records import (
@@ -83,7 +83,6 @@ __all__ = [
     "MachineInfo",
     "Measurement",
     "ModelAccuracy",
-    "Paired",
     "PastSchedule",
     "Phase",
     "ProgressPoint",

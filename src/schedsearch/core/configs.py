@@ -82,8 +82,6 @@ class SearchConfig(JsonRecord):
     remeasure: bool = False  # measure every candidate, even C measured the same way by an earlier search
     warm_start: bool = True  # a new search first evaluates the best schedules of earlier searches of its proc
     defer_costly: bool = True  # a large parent's costly rewrites wait for its second expansion (ExpansionPart)
-    yardstick: bool = True  # time each candidate beside the search's yardstick (``search.yardstick``)
-    confirm_best: bool = True  # a new best is measured twice, the slower time counts (``search.confirm``)
     # The cost model leads (set with gcc's notes, which make it rank a node's children right
     # from the first round): a round expands one parent, the next merges as soon as it is
     # ready (ahead of the likely winners still queued), and of children predicted

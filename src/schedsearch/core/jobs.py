@@ -33,8 +33,6 @@ class Job:
     all_heavy_first: bool = False
     part: ExpansionPart = ExpansionPart.ALL
     priority: float = 0.0
-    yardstick: Candidate | None = None  # evaluate: time the candidate beside this kernel (``Paired``)
-    quiet: bool = False  # evaluate: pause the node's other work for the timing whatever ``TimingMode.AUTO`` found
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""How a candidate was measured: its timing statistics, the yardstick timed beside it, the
-measuring setup, and the measurement as a whole (a failure is a status, never an exception).
+"""How a candidate was measured: its timing statistics, the measuring setup, and the
+measurement as a whole (a failure is a status, never an exception).
 
 Frozen, slotted dataclasses; each round-trips through JSON (``codec``). Standard library only."""
 
@@ -47,49 +47,6 @@ class Timing(JsonRecord):
 
 
 @dataclass(frozen=True, slots=True)
-class Paired(JsonRecord):
-    """The yardstick timed beside a candidate: the search's yardstick kernel, run in the
-    same driver process with interleaved rounds, so that both see the same state of the
-    machine. On a host whose speed drifts (a shared cloud machine), the candidate's time
-    relative to the yardstick's is what stays comparable from one measurement to the next.
-
-    ``seconds`` is the yardstick's time on the search's one scale; once it is set, the
-    measurement's own timing is on that scale too: its measured times multiplied by
-    ``factor``. That is ``scaled_by`` when the search kept it - the yardstick's scale times
-    the median over the rounds of the candidate's time over the yardstick's in the same
-    round, over the candidate's median (``search.yardstick``) - and for rows stored before
-    it was kept ``seconds / timing.median``.
-
-    Rows of older databases may hold a *spared* pairing: the driver once left the
-    yardstick out beside a candidate whose warm call was over 1.25 times the best so far,
-    so ``timing`` is None and ``scaled_by`` is the median factor of that yardstick's latest
-    pairings, borrowed when the row was placed. The driver no longer spares a yardstick;
-    such rows are still read as stored (schema and JSON unchanged), so ``timing`` stays
-    optional."""
-
-    fingerprint: str  # the yardstick's C
-    timing: Timing | None  # the yardstick's times in this run, as measured (None: spared, older rows only)
-    seconds: float | None = None
-    scaled_by: float | None = None
-
-    @property
-    def factor(self) -> float:
-        """What the candidate's measured times were multiplied by (1 until ``seconds`` is set)."""
-        if self.seconds is None:
-            return 1.0
-        if self.scaled_by is not None:
-            return self.scaled_by
-        if self.timing is None or self.timing.median <= 0:
-            return 1.0
-        return self.seconds / self.timing.median
-
-    @property
-    def spared(self) -> bool:
-        """The yardstick was not run beside the candidate (a row of an older database)."""
-        return self.timing is None
-
-
-@dataclass(frozen=True, slots=True)
 class MachineInfo(JsonRecord):
     """Where and how a measurement was taken."""
 
@@ -125,7 +82,6 @@ class Measurement(JsonRecord):
     # Set when this is an earlier search's measurement of the same C (``ReuseScope``), not a new one:
     reused_search_id: int | None = None
     reused_candidate_id: int | None = None
-    paired: Paired | None = None  # the yardstick timed beside it (``Paired``)
     # Whether the node's other work was paused while it was timed (``TimingMode``); None when
     # it was not timed past its first call. Counted in ``Counters.timed_beside``, not stored.
     quiet: bool | None = None

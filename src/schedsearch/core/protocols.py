@@ -34,11 +34,6 @@ class SearchStrategy(Protocol):
     def exhausted(self) -> bool:
         """True when nothing is left to expand."""
 
-    def heed_noise(self, share: float) -> None:
-        """Times within ``share`` of each other cannot be told apart: the search's repeated
-        measurements of one kernel differ by that much (``search.repeats``). A strategy
-        that never compares near-equal times may ignore it."""
-
 
 @runtime_checkable
 class CostModel(Protocol):

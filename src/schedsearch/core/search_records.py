@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from schedsearch.core.codec import JsonRecord
 from schedsearch.core.configs import SearchConfig
 from schedsearch.core.enums import EventKind, Phase, SearchStatus, Status
-from schedsearch.core.measurements import MachineInfo, Paired, Timing
+from schedsearch.core.measurements import MachineInfo, Timing
 from schedsearch.core.records import FeatureVector, Schedule, Workload
 
 
@@ -29,7 +29,7 @@ class TimeSpent(JsonRecord):
 
     expanding: float = 0.0  # expanders' own time (Exo; with gcc's notes, building every child too)
     building: float = 0.0  # compiling candidates for their measurement (0 for one an expansion built)
-    measuring: float = 0.0  # verifying and timing candidates (the yardstick beside included)
+    measuring: float = 0.0  # verifying and timing candidates
     idle: float = 0.0  # wall time with no candidate being measured (expansions only, or the driver)
     # wall time before the search's clock started, counted against its time budget: loading
     # the workload, starting the workers, training the model on history (each run's summed)
@@ -103,7 +103,6 @@ class CandidateRecord(JsonRecord):
     predicted: float | None = None  # the cost model's log(time / root time) before measuring
     reused_search_id: int | None = None  # the measurement is this search's ...
     reused_candidate_id: int | None = None  # ... measurement of this candidate (same C)
-    paired: Paired | None = None  # the yardstick timed beside it; ``timing`` is then on the search's scale
     # Where the latest measurement was taken (``Measurement.machine``, ``node``, ``built_node``);
     # None and "" for rows stored before schema version 7 and outside a Ray cluster.
     machine: MachineInfo | None = None

@@ -225,7 +225,6 @@ def run_argv(
     timeout: float | None = None,
     cutoff: float | None = None,
     gated: bool = False,
-    pair: bool = False,
 ) -> list[str]:
     """The driver's ``run`` command line (``run_kernels`` says what the arguments do);
     with ``driver`` a program linked with its kernel, run under an emulator, too."""
@@ -245,7 +244,6 @@ def run_argv(
         repr(float(cutoff or 0.0)),
         repr(float(config.settle)),
         "1" if gated else "0",
-        "1" if pair and len(kernels) == 2 else "0",
         *(str(k) for k in kernels),
     ]
 
@@ -261,7 +259,6 @@ def run_kernels(
     timeout: float | None = None,
     cutoff: float | None = None,
     gate: Callable[[], AbstractContextManager[object]] | None = None,
-    pair: bool = False,
 ) -> ChildResult:
     """Verify and time ``kernels`` in one driver process (interleaved rounds when several).
 
@@ -270,13 +267,9 @@ def run_kernels(
     ``cutoff``: a kernel whose verification call takes longer than this many seconds is
     timed by that one call (it cannot be among the fastest; timing it fully would cost
     ``samples`` more calls). ``gate``: the timing proper (from the first warm-up on) runs
-    inside ``gate()``; loading, verification and one-call timings run before it. ``pair``
-    (two kernels): the second is a yardstick timed beside the first (``core.Paired``); the
-    first alone is held to the budget and ``cutoff``."""
+    inside ``gate()``; loading, verification and one-call timings run before it."""
     timeout = config.run_timeout if timeout is None else timeout
-    argv = run_argv(
-        driver, reference_file, kernels, config, pin, scale, rounds, timeout, cutoff, gate is not None, pair
-    )
+    argv = run_argv(driver, reference_file, kernels, config, pin, scale, rounds, timeout, cutoff, gate is not None)
     # A pinned run is one thread's; an unpinned one holds a kernel with parallel loops.
     return run_child(argv, timeout=timeout, gate=gate, env=None if pin else openmp_env(config.threads))
 

@@ -51,8 +51,7 @@ checked); the fastest warm-up call's decides ``inner`` (calls per sample, so a s
 at least ``min_sample_seconds``) and fewer samples so the run fits its time budget. The
 fastest, not the last: one warm-up call preempted by the host (milliseconds on a KVM guest)
 once gave a 182 ns i8 kernel 2 calls a sample instead of ~27000; its samples, each taken
-right after thousands of calls of another kernel, ran cold at 315-641 ns, and as the
-yardstick they made the candidate beside it look 2.6 times faster than it was.
+right after thousands of calls of another kernel, ran cold at 315-641 ns.
 
 ``dump`` mode (``run_once``) draws the first input set with the kernel it is given and
 writes every argument before and the outputs after one call. The driver prints one line
@@ -69,7 +68,7 @@ from schedsearch.evaluate.driver_sets import SETS
 
 #: Bumped whenever the driver's behaviour or output format changes: it is part of every
 #: build-cache and reference-output key.
-HARNESS_VERSION = "12"
+HARNESS_VERSION = "13"
 #: Input sets every kernel is verified on (each drawn from its own seed).
 INPUT_SETS = 2
 #: Bytes of the guard zone on either side of every argument: a multiple of 64, so that the
@@ -178,14 +177,10 @@ static double timed_call(kernel_fn k) {
   return now() - t0;
 }
 
-/* run <reference-file> <cpu> <rtol> <scale> <rounds> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <settle> <gate> <pair> <so>...
+/* run <reference-file> <cpu> <rtol> <scale> <rounds> <warmup-s> <min-sample-s> <samples> <budget-s> <cutoff-s> <settle> <gate> <so>...
    Verify every kernel (verify: each input set of the reference file `rounds` times, with
    the tolerances `rtol` and `scale` give), then time the good ones in interleaved
    rounds.
-   pair = 1 (two kernels): the second is a yardstick timed beside the first, the subject.
-   The subject alone decides what the budget allows (the yardstick is the search's fast
-   kernel) and, like a lone kernel, may be timed with fewer samples (settle: then on its
-   ratio to the yardstick); when the subject is not timed, neither is the yardstick.
    gate = 1: before the first warm-up, print "ready" and wait for a line on stdin (the
    caller pauses the node's other work for the timing only; verification and kernels
    timed by one call do not need it).
@@ -195,7 +190,7 @@ static double timed_call(kernel_fn k) {
    that relative spread ((max - min) / min) of each other. */
 #define MIN_SAMPLES 3
 static int do_run(int argc, char **argv) {
-  if (argc < 16) { fprintf(stderr, "usage: run ref cpu rtol scale rounds warmup min_sample samples budget cutoff settle gate pair so...\n"); return 2; }
+  if (argc < 15) { fprintf(stderr, "usage: run ref cpu rtol scale rounds warmup min_sample samples budget cutoff settle gate so...\n"); return 2; }
   double start = now();
   const char *ref_path = argv[2];
   int cpu = atoi(argv[3]);
@@ -206,9 +201,7 @@ static int do_run(int argc, char **argv) {
   double budget = atof(argv[10]);
   double cutoff = atof(argv[11]), settle = atof(argv[12]);
   int gate = atoi(argv[13]);
-  int n = argc - 15;
-  int pair = atoi(argv[14]) && n == 2;
-  int alone = n == 1 || pair; /* one subject: settle applies to it */
+  int n = argc - 14;
   if (cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -226,15 +219,13 @@ static int do_run(int argc, char **argv) {
   int live = 0;
   double per_round = 0.0;
   for (int c = 0; c < n; c++) {
-    if (pair && c == 1 && !good[0]) continue; /* no subject timed: no yardstick either */
-    k[c] = load(argv[15 + c]);
-    double slow = (!pair || c == 0) ? budget / (pair ? 1 : n) / 2.0 : 0.0;
-    good[c] = verify(c, k[c], rounds < 1 ? 1 : rounds, slow, &first[c]);
-    if (good[c] && (!pair || c == 0) && first[c] * 2.0 > budget / (pair ? 1 : n)) {
+    k[c] = load(argv[14 + c]);
+    good[c] = verify(c, k[c], rounds < 1 ? 1 : rounds, budget / n / 2.0, &first[c]);
+    if (good[c] && first[c] * 2.0 > budget / n) {
       printf("slow %d %.9g\n", c, first[c]);
       good[c] = 0;
     }
-    if (good[c] && (!pair || c == 0) && cutoff > 0.0 && first[c] > cutoff) {
+    if (good[c] && cutoff > 0.0 && first[c] > cutoff) {
       printf("cut %d %.9g\n", c, first[c]);
       printf("sample %d %.9g\n", c, first[c]);
       good[c] = 0;
@@ -277,13 +268,10 @@ static int do_run(int argc, char **argv) {
       acc[(size_t)c * samples + s] = total / inner[c];
     }
     taken = s + 1;
-    if (settle > 0.0 && alone && taken >= MIN_SAMPLES) {
-      /* The subject's own times, or (paired, both timed) its times over the yardstick's. */
-      int ratio = pair && good[1];
+    if (settle > 0.0 && n == 1 && taken >= MIN_SAMPLES) {
       double lo = 0.0, hi = 0.0;
       for (int i = taken - MIN_SAMPLES; i < taken; i++) {
         double x = acc[i];
-        if (ratio) x = acc[(size_t)samples + i] > 0.0 ? x / acc[(size_t)samples + i] : 0.0;
         if (i == taken - MIN_SAMPLES || x < lo) lo = x;
         if (i == taken - MIN_SAMPLES || x > hi) hi = x;
       }

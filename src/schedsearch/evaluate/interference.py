@@ -3,25 +3,21 @@
 Quiet timing (``evaluate.quiet``) pauses a node's builds and expansions for every timing. On
 a 2-vCPU guest that leaves one vCPU idle for about a third of a search, and whether the pause
 buys anything depends on the host: on one AMD EPYC Zen 4 guest a Python loop on the other
-vCPU made a kernel 1.47x slower; on a later guest of the same type 1.03-1.09x, and the
-ratio of a candidate to its yardstick (the two timed round by round in one process) did not
-move. Nothing in the guest's topology tells the two apart, so ``TimingMode.AUTO`` asks the
-node's own timings.
+vCPU made a kernel 1.47x slower; on a later guest of the same type 1.03-1.09x. Nothing in
+the guest's topology tells the two apart, so ``TimingMode.AUTO`` asks the node's own
+timings.
 
-The evidence of one timing (``Evidence``) is its *noise*: the interquartile range over the
-median of the candidate's time over the yardstick's, round by round (of the candidate's own
-samples when it was timed alone). Work beside the kernels comes and goes within a timing,
-hits some rounds and not others, and widens that spread; a kind's typical noise is the
-geometric mean of its timings'. A paired timing also gives the yardstick's time a call,
-which work beside slows. Each node keeps the latest ``WINDOW``
-timings of each kind, quiet and shared. It starts quiet and alternates until it holds
-``MIN_EVIDENCE`` of each; from then on its timings are shared while the shared ones are at
-most ``NOISE_FACTOR`` times as noisy as the quiet ones and their yardstick at most
-``SLOWDOWN_LIMIT`` slower, and quiet otherwise. Every ``PROBE_EVERY``-th timing is of the
-other kind, so that the verdict follows the host when its neighbours change.
+The evidence of one timing (``Evidence``) is its *noise*: the interquartile range of its
+samples over their median. Work beside the kernels comes and goes within a timing, hits
+some rounds and not others, and widens that spread; a kind's typical noise is the
+geometric mean of its timings'. Each node keeps the latest ``WINDOW`` timings of each kind,
+quiet and shared. It starts quiet and alternates until it holds ``MIN_EVIDENCE`` of each;
+from then on its timings are shared while the shared ones are at most ``NOISE_FACTOR``
+times as noisy as the quiet ones, and quiet otherwise. Every ``PROBE_EVERY``-th timing is of
+the other kind, so that the verdict follows the host when its neighbours change.
 
-The timings that decide where a search goes are quiet whatever the evidence says: a new
-best's second measurement (``Job.quiet``) and the finalists side by side.
+Under auto timing the finalists, whose side-by-side timing decides what a search reports,
+are timed quietly whatever the evidence says; so is a kernel with parallel loops.
 """
 
 from __future__ import annotations
@@ -49,10 +45,6 @@ PROBE_EVERY = 6
 #: 1.9%); on the guest of the same type where it mattered, the same C timed in two searches
 #: was a median 90% apart beside other work and 3% apart quietly.
 NOISE_FACTOR = 5.0
-#: The yardstick timed beside other work may be at most this much slower than quietly: a
-#: candidate's ratio to it holds only while the work beside slows both alike, which a
-#: slowdown this large no longer lets one trust.
-SLOWDOWN_LIMIT = 1.2
 #: Fewer rounds than this say nothing about a timing's spread.
 MIN_ROUNDS = 3
 #: A spread below this counts as this (``_typical``).
@@ -61,39 +53,28 @@ NOISE_FLOOR = 1e-3
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """What one timing says about the node: its noise and, when paired, the yardstick's
-    time a call."""
+    """What one timing says about the node: how widely its samples spread."""
 
     quiet: bool
     noise: float
-    yardstick: str = ""  # the yardstick's fingerprint ("" when timed alone)
-    yardstick_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """A node's judgement: how much noisier and slower its shared timings are than its
-    quiet ones (None until it has evidence), and whether it times quietly for that."""
+    """A node's judgement: how much noisier its shared timings are than its quiet ones
+    (None until it has evidence), and whether it times quietly for that."""
 
     noise_factor: float | None
-    slowdown: float | None
     disturbs: bool | None  # None: not judged yet
 
 
-def evidence_of(
-    samples: Sequence[float], yardstick_samples: Sequence[float] = (), yardstick: str = "", quiet: bool = True
-) -> Evidence | None:
-    """The evidence of one timing from its samples (seconds a call, one per round) and the
-    yardstick's timed beside it in the same rounds; None when it has too few rounds."""
-    paired = len(yardstick_samples) == len(samples) and all(y > 0 for y in yardstick_samples)
-    xs = [c / y for c, y in zip(samples, yardstick_samples, strict=True)] if paired else list(samples)
-    if len(xs) < MIN_ROUNDS or min(xs) <= 0:
+def evidence_of(samples: Sequence[float], quiet: bool = True) -> Evidence | None:
+    """The evidence of one timing from its samples (seconds a call, one per round); None
+    when it has too few rounds."""
+    if len(samples) < MIN_ROUNDS or min(samples) <= 0:
         return None
-    q1, median, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-    noise = (q3 - q1) / median
-    if not paired:
-        return Evidence(quiet, noise)
-    return Evidence(quiet, noise, yardstick, statistics.median(yardstick_samples))
+    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return Evidence(quiet, (q3 - q1) / median)
 
 
 class Interference:
@@ -130,21 +111,9 @@ class Interference:
 
     def _verdict(self) -> Verdict:
         if len(self._quiet) < MIN_EVIDENCE or len(self._shared) < MIN_EVIDENCE:
-            return Verdict(None, None, None)
+            return Verdict(None, None)
         factor = _typical(e.noise for e in self._shared) / _typical(e.noise for e in self._quiet)
-        slowdown = self._slowdown()
-        disturbs = factor > NOISE_FACTOR or (slowdown is not None and slowdown > SLOWDOWN_LIMIT)
-        return Verdict(factor, slowdown, disturbs)
-
-    def _slowdown(self) -> float | None:
-        """The latest yardstick's time a call beside other work over its time quietly, when
-        both kinds timed it ``MIN_EVIDENCE`` times or more."""
-        latest = next((e.yardstick for e in reversed(self._shared) if e.yardstick), "")
-        quiet = [e.yardstick_seconds for e in self._quiet if e.yardstick == latest and e.yardstick_seconds]
-        shared = [e.yardstick_seconds for e in self._shared if e.yardstick == latest and e.yardstick_seconds]
-        if not latest or len(quiet) < MIN_EVIDENCE or len(shared) < MIN_EVIDENCE:
-            return None
-        return statistics.median(shared) / statistics.median(quiet)
+        return Verdict(factor, factor > NOISE_FACTOR)
 
 
 def _typical(noises: Iterable[float]) -> float:

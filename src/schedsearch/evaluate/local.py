@@ -113,8 +113,6 @@ def _run_job(
                         bench,
                         cache_dir,
                         job.cutoff,
-                        job.yardstick,
-                        job.quiet,
                     ),
                 ),
             )

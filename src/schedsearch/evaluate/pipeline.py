@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from schedsearch.core import BenchConfig, Candidate, Measurement, Paired, Status, Workload
+from schedsearch.core import BenchConfig, Candidate, Measurement, Status, Workload
 from schedsearch.errors import InfrastructureError, SearchError
 from schedsearch.evaluate.bench import bench_lock, parse_report, run_kernels, timing_from_samples
 from schedsearch.evaluate.build import (
@@ -87,8 +87,6 @@ class Built:
     driver: Path
     kernel: BuildResult
     reference: BuildResult
-    yardstick: BuildResult | None = None  # the kernel to time it beside (``core.Paired``)
-    yardstick_fingerprint: str = ""
 
 
 def evaluate_candidate(
@@ -98,14 +96,9 @@ def evaluate_candidate(
     config: BenchConfig,
     cache_dir: Path,
     cutoff: float | None = None,
-    yardstick: Candidate | None = None,
-    quiet: bool = False,
 ) -> Measurement:
     """Build ``candidate``, then (holding the node's benchmark lock) verify it against
-    ``reference`` and time it: ``build_candidate`` followed by ``run_candidate``. With a
-    ``yardstick``, the candidate is timed beside it in one process and the measurement
-    carries the yardstick's times (``Measurement.paired``); with ``quiet``, the node's other
-    work is paused for the timing whatever auto timing found (``Job.quiet``).
+    ``reference`` and time it: ``build_candidate`` followed by ``run_candidate``.
 
     Never raises for anything the candidate does: the result's status is ``ok``,
     ``build_error`` (with the tail of the compiler's message), ``run_error`` (with the signal
@@ -116,10 +109,10 @@ def evaluate_candidate(
     itself cannot be built or run (when ``candidate`` is the reference, that is reported as
     its status instead).
     """
-    built = build_candidate(workload, reference, candidate, config, cache_dir, yardstick)
+    built = build_candidate(workload, reference, candidate, config, cache_dir)
     if isinstance(built, Measurement):
         return built
-    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff, quiet)
+    return run_candidate(workload, reference, candidate, built, config, cache_dir, cutoff)
 
 
 def prepare_node(config: BenchConfig, cache_dir: Path, header: str | None) -> bool:
@@ -136,13 +129,11 @@ def build_candidate(
     candidate: Candidate,
     config: BenchConfig,
     cache_dir: Path,
-    yardstick: Candidate | None = None,
 ) -> Built | Measurement:
-    """Compile ``candidate`` (and the reference, the driver and the ``yardstick``, usually
-    cache hits): a ``Built`` for the benchmark runner, or the ``build_error`` Measurement.
-    Runs no kernel, so any number of builds may run beside a benchmark. A yardstick that
-    does not build is left out (the candidate is timed alone). Raises as
-    ``evaluate_candidate`` does."""
+    """Compile ``candidate`` (and the reference and the driver, usually cache hits): a
+    ``Built`` for the benchmark runner, or the ``build_error`` Measurement. Runs no kernel,
+    so any number of builds may run beside a benchmark. Raises as ``evaluate_candidate``
+    does."""
     with infrastructure_errors(cache_dir), working(cache_dir):
         driver, cand, ref = _build_both(workload, reference, candidate, config, Path(cache_dir))
         if not cand.ok:
@@ -155,19 +146,7 @@ def build_candidate(
             )
         if not ref.ok:
             raise SearchError(f"The unscheduled proc {workload.label} does not compile: {ref.error}")
-        yard = None
-        if yardstick is not None and yardstick.fingerprint != candidate.fingerprint:
-            yard = build_settled(yardstick, reference, config, Path(cache_dir))
-            if not yard.ok or yardstick.uses_openmp != candidate.uses_openmp:
-                yard = None  # a yardstick is only worth its time run the same way as the candidate
-        return Built(
-            candidate.fingerprint,
-            driver,
-            cand,
-            ref,
-            yard,
-            yardstick.fingerprint if yard and yardstick is not None else "",
-        )
+        return Built(candidate.fingerprint, driver, cand, ref)
 
 
 def run_candidate(
@@ -178,15 +157,13 @@ def run_candidate(
     config: BenchConfig,
     cache_dir: Path,
     cutoff: float | None = None,
-    quiet: bool = False,
 ) -> Measurement:
     """Verify a built candidate against the reference and time it, holding the node's
     benchmark lock (one timing at a time per node); one whose verification call takes more
-    than ``cutoff`` seconds is timed by that call alone; beside ``built.yardstick`` when it
-    has one; ``quiet``: with the node's other work paused whatever auto timing found.
-    Raises as ``evaluate_candidate`` does."""
+    than ``cutoff`` seconds is timed by that call alone. Raises as ``evaluate_candidate``
+    does."""
     with infrastructure_errors(cache_dir):
-        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff, quiet)
+        return _run(workload, reference, candidate, built, config, Path(cache_dir), cutoff)
 
 
 def _run(
@@ -197,7 +174,6 @@ def _run(
     config: BenchConfig,
     cache_dir: Path,
     cutoff: float | None,
-    quiet: bool = False,
 ) -> Measurement:
     machine = machine_info(config)
     cand, ref = built.kernel, built.reference
@@ -241,30 +217,22 @@ def _run(
                 )
             raise SearchError(f"The unscheduled proc {workload.label} cannot be run: {failure[1]}")
         assert ref_file is not None
-        kernels = [cand.path] + ([built.yardstick.path] if built.yardstick and built.yardstick.path else [])
         # A kernel on several threads is timed with nothing of the node's beside it: the
         # builds would take its cores.
-        gate = Gate(config, cache_dir, required=quiet or candidate.uses_openmp)
+        gate = Gate(config, cache_dir, required=candidate.uses_openmp)
         res = run_kernels(
             built.driver,
             ref_file,
-            kernels,
+            [cand.path],
             config,
             pin=not candidate.uses_openmp,
             scale=atol_scale(workload),
             rounds=verification_rounds(candidate.uses_openmp),
             cutoff=cutoff,
             gate=gate,
-            pair=len(kernels) == 2,
         )
-    m = measurement_from_report(workload, candidate, 0, res, len(kernels), config, cand.seconds, machine)
+    m = measurement_from_report(workload, candidate, 0, res, 1, config, cand.seconds, machine)
     if m.status is Status.OK:
         m = dataclasses.replace(m, quiet=gate.quiet)
-    reports = parse_report(res.stdout, len(kernels))
-    gate.record(reports[0], reports[1] if len(kernels) == 2 else None, built.yardstick_fingerprint)
-    if len(kernels) == 2 and m.status is Status.OK:
-        yard = reports[1]
-        if yard.samples:
-            timing = timing_from_samples(yard.samples, yard.inner)
-            m = dataclasses.replace(m, paired=Paired(built.yardstick_fingerprint, timing))
+    gate.record(parse_report(res.stdout, 1)[0])
     return m

@@ -210,8 +210,9 @@ class RayExecutor(BlockingCalls):
 
     def _start(self, job: Job, wref: Any, rref: Any) -> None:
         """Start an evaluation (its build, on any node) or a remeasurement."""
+        ref: Any  # the two tasks' results differ; ``_flight``'s stage says which it is
         if job.kind is JobKind.EVALUATE:
-            ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir, job.yardstick)
+            ref = self._build_fn.remote(wref, rref, job.candidates[0], self._bench, self._cache_dir)
             self._flight[ref] = (job, "build", (wref, rref))
         else:
             ref = self._remeasure_fn.remote(wref, rref, list(job.candidates), self._bench, self._cache_dir)
@@ -350,9 +351,7 @@ class RayExecutor(BlockingCalls):
                     None if self._requeue(job, stage, detail, "node lost") else worker_failure(job, "its node was lost")
                 )
             runner = self._runner(node)
-            ref = runner.run.remote(
-                wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff, job.quiet
-            )
+            ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff)
             self._flight[ref] = (job, "run", (runner, node, wref, rref))
             return None
         if isinstance(value, SchedsearchError):

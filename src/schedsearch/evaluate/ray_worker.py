@@ -34,11 +34,9 @@ def _build_task(
     candidate: Candidate,
     bench: BenchConfig,
     cache_dir: Path | None,
-    yardstick: Candidate | None = None,
 ) -> tuple[Any, str]:
     """Runs in a Ray worker: a ``Built`` (or the build_error Measurement, or the
-    infrastructure error) and the id of the node whose cache holds the kernel (and the
-    yardstick it is to be timed beside, built on the same node)."""
+    infrastructure error) and the id of the node whose cache holds the kernel."""
     import ray
 
     from schedsearch.evaluate import default_cache_dir
@@ -46,7 +44,7 @@ def _build_task(
 
     node = ray.get_runtime_context().get_node_id()
     try:
-        built = build_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir(), yardstick)
+        built = build_candidate(workload, reference, candidate, bench, cache_dir or default_cache_dir())
     except SchedsearchError as e:
         return e, node
     if isinstance(built, Measurement):  # a build error: built here, never timed
@@ -73,14 +71,13 @@ class _Runner:
         bench: BenchConfig,
         cache_dir: Path | None,
         cutoff: float | None = None,
-        quiet: bool = False,
     ) -> Measurement | SchedsearchError:
         from schedsearch.evaluate import default_cache_dir
         from schedsearch.evaluate.pipeline import run_candidate
 
         try:
             measured = run_candidate(
-                workload, reference, candidate, built, bench, cache_dir or default_cache_dir(), cutoff, quiet
+                workload, reference, candidate, built, bench, cache_dir or default_cache_dir(), cutoff
             )
         except SchedsearchError as e:
             return e

@@ -88,9 +88,8 @@ class Gate:
             self.quiet = True
         return quiet(self.cache_dir) if self.quiet else contextlib.nullcontext()
 
-    def record(self, report: KernelReport, yardstick: KernelReport | None, fingerprint: str) -> None:
+    def record(self, report: KernelReport) -> None:
         """Tell the node what this timing showed (auto timing only)."""
         if self.config.timing is not TimingMode.AUTO or self.quiet is None:
             return
-        paired = yardstick.samples if yardstick is not None else ()
-        of_node(self.cache_dir).record(evidence_of(report.samples, paired, fingerprint if paired else "", self.quiet))
+        of_node(self.cache_dir).record(evidence_of(report.samples, self.quiet))

@@ -67,6 +67,3 @@ class Beam:
     def exhausted(self) -> bool:
         """True when the current beam is done and the next level has no members."""
         return not self._ready()
-
-    def heed_noise(self, share: float) -> None:
-        """Ignored: a beam keeps a level's fastest, ties and all."""

@@ -13,12 +13,7 @@ model's errors (tens of percent, against about 2% of timing noise) choose the li
 the 16x16 i8 matmul (Zen 5) the searches with the model followed nodes it wrongly favoured,
 and none of 9 cold runs (90 s to 2 minutes) reached 100 ns, where 5 of 9 without the model did.
 
-How close counts as tied is the search's own timing noise (``heed_noise``: the median gap
-between the two measurements of each confirmed new best, ``search.repeats``), never less
-than ``TIE_SHARE``. A fixed 2% fitted quiet machines; on a shared 2-vCPU host (Zen 3) a
-search's repeats came 2-8% apart, and in a search of the i8 matmul the stage of C the
-model predicted fastest, 2.2% slower than the best, was never weighed against it: the
-search followed the best's near-equal lineage for three minutes and never reached 95%.
+Two times are tied when they are at most ``TIE_SHARE`` apart or their ranges overlap.
 """
 
 from __future__ import annotations
@@ -26,12 +21,11 @@ from __future__ import annotations
 from schedsearch.core import CandidateRecord
 from schedsearch.numbers import within_noise
 from schedsearch.search.frontier import FrontierStrategy, RankKey, rank_key
-from schedsearch.search.repeats import FLOOR
 
-#: Times within this share of each other count as tied, whatever their spreads say, until
-#: the search's repeats say more (``heed_noise``): two searches' medians of the same C differ
-#: by about 2% on a quiet machine, and within one search a kernel's spread understates that.
-TIE_SHARE = FLOOR
+#: Times within this share of each other count as tied, whatever their spreads say: two
+#: searches' medians of the same C differ by about that much on a quiet machine, and within
+#: one search a kernel's spread understates it.
+TIE_SHARE = 0.02
 #: How many of the frontier's first nodes a pick looks at for ties.
 TIE_WINDOW = 16
 
@@ -73,8 +67,7 @@ class BestFirst(FrontierStrategy):
         """The frontier's first node or, with ``predictions``, of the nodes tied with it the
         one predicted fastest (the first in frontier order among equal predictions)."""
         head = self._frontier.peek(TIE_WINDOW if self._predictions else 1)
-        share = max(TIE_SHARE, self._noise) if self._noise is not None else TIE_SHARE
-        ties = [r for r in head if r is head[0] or tied(head[0], r, share)]
+        ties = [r for r in head if r is head[0] or tied(head[0], r)]
         pick = min(ties, key=self._predicted)
         removed = self._frontier.remove(pick.id)
         assert removed is not None

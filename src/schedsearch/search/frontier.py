@@ -95,7 +95,6 @@ class FrontierStrategy:
         self._max_depth = max_depth
         self._rng = random.Random(seed)
         self._frontier = Frontier(key)
-        self._noise: float | None = None  # the search's timing noise once it says (``heed_noise``)
 
     def tell(self, record: CandidateRecord) -> None:
         """Learn a measured candidate; ``ok`` ones below max depth join the frontier."""
@@ -107,7 +106,3 @@ class FrontierStrategy:
     def exhausted(self) -> bool:
         """True when no expandable record is left."""
         return not self._frontier
-
-    def heed_noise(self, share: float) -> None:
-        """Times within ``share`` of each other cannot be told apart (``core.SearchStrategy``)."""
-        self._noise = share

@@ -6,8 +6,8 @@ A database is data, and anyone who can write the file can write any row. A row's
 earlier run that the run will build is rebuilt first by replaying its stored *schedule* on
 the workload (``replay``: Exo, from the workload source the user vouched for):
 
-- the fastest ``ok`` rows, until ``config.finalists`` of them rebuild (the yardstick and the
-  finalists come from them), and their ancestors (which join the finalists when they ran
+- the fastest ``ok`` rows, until ``config.finalists`` of them rebuild (the finalists come
+  from them), and their ancestors (which join the finalists when they ran
   near the fastest);
 - the ``pending`` rows, in the order the run measures them, as many as it can measure:
   its ``max_candidates`` left, within ``REPLAY_SHARE`` of its time budget left. Replaying

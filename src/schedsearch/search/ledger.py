@@ -1,10 +1,8 @@
 """``Ledger``: the books of one run of a search, and the one place it records and reports.
 
 The driver (``loop``) is the store's only writer, and this is where it writes a
-measurement: put on the search's scale by the yardstick timed beside it (``yardstick``), to
-the store (with its GFLOP/s and speedup over the baseline), the counters, the strategy, the
-cost model and the list of the fastest candidates (``top``), whose best may become the
-next yardstick. The ledger
+measurement: to the store (with its GFLOP/s and speedup over the baseline), the counters,
+the strategy, the cost model and the list of the fastest candidates (``top``). The ledger
 also keeps the run's clock (``elapsed`` counts the earlier runs of a resumed search too;
 ``budget_spent`` is what the time budget counts of it)
 and its phase, and sends the observer its events, each with the ``top`` list and a few
@@ -39,7 +37,6 @@ from schedsearch.search.frontier import rank_key
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.inherited import Inherited
 from schedsearch.search.reuse import origin_text
-from schedsearch.search.yardstick import Yardsticks
 
 
 class ObserverError(Exception):
@@ -74,8 +71,6 @@ class Ledger:
         guide: Guidance | None,
         *,
         activity: Callable[[], str],
-        yardstick: bool = False,
-        short_call: float = 0.0,
         head_start: float = 0.0,
     ) -> None:
         self.workload, self.root, self.strategy, self.store = workload, root, strategy, store
@@ -99,9 +94,6 @@ class Ledger:
         self.baseline: float | None = None
         self.top: list[CandidateRecord] = []  # fastest ok records, best first
         self.streak_from: Timing | None = None  # the best a run without progress counts from (``_streak``)
-        # With ``yardstick``, candidates are timed beside one and put on its scale; a first
-        # one whose call is at most ``short_call`` (a sample's length) is taken at once.
-        self.yardsticks = Yardsticks(root.fingerprint, short_call) if yardstick else None
         self.phase = Phase.STARTING
         self.last_event = clock()
 
@@ -155,10 +147,6 @@ class Ledger:
         if self.clock() - self.last_event >= TICK_SECONDS:
             self.emit(EventKind.TICK)
 
-    def place(self, m: Measurement) -> Measurement:
-        """``m`` on the search's scale (``Yardsticks.place``; as it is without a yardstick)."""
-        return self.yardsticks.place(m) if self.yardsticks is not None else m
-
     def spend(
         self,
         *,
@@ -170,8 +158,8 @@ class Ledger:
     ) -> None:
         """Count time spent (``Counters.spent``): an expansion's seconds, wall seconds with
         nothing being measured, a run's start, and the build and run seconds of ``measurements`` as they
-        come back from the executor (every one: a confirmation's second measurement and
-        the finalists' re-measurement cost time too, though neither is recorded alone)."""
+        come back from the executor (every one: the finalists' re-measurement costs time too,
+        though it is not recorded alone)."""
         building = sum(m.build_seconds for m in measurements if m.reused_candidate_id is None)
         measuring = sum(m.run_seconds for m in measurements if m.reused_candidate_id is None)
         spent = self.counters.spent.plus(
@@ -184,12 +172,12 @@ class Ledger:
         )
         self.counters = dataclasses.replace(self.counters, spent=spent)
 
-    def record(self, m: Measurement, *, announce: bool, tell: bool = True, note: str = "") -> CandidateRecord:
+    def record(self, m: Measurement, *, announce: bool, tell: bool = True) -> CandidateRecord:
         """Record one measurement: in the store, the counters, the strategy (``tell``), the
-        cost model and the top list; ``announce``: with an ``evaluated`` event (``note``
-        added to its message) and a ``new_best`` one when it is the new best."""
+        cost model and the top list; ``announce``: with an ``evaluated`` event and a
+        ``new_best`` one when it is the new best."""
         assert self.sid is not None
-        m = self.place(dataclasses.replace(m, measured_at=self.elapsed()))
+        m = dataclasses.replace(m, measured_at=self.elapsed())
         seconds = m.seconds if m.status is Status.OK else None
         gflops = speedup = None
         if seconds is not None and seconds > 0:
@@ -215,7 +203,7 @@ class Ledger:
         self._streak(record, improved, measured_here=not reused)
         self.store.update_search(self.sid, counters=self.counters, elapsed_seconds=self.elapsed())
         if announce:
-            self.emit(EventKind.EVALUATED, record, message="; ".join(t for t in (origin_text(record), note) if t))
+            self.emit(EventKind.EVALUATED, record, message=origin_text(record))
             if improved:
                 self.emit(EventKind.NEW_BEST, record, message=f"candidate {record.id}, depth {record.depth}")
         return record
@@ -249,18 +237,12 @@ class Ledger:
         return self.elapsed() - self.counters.spent.baseline_wait
 
     def offer(self, record: CandidateRecord) -> bool:
-        """Keep ``record`` in the top list if it is ok and fast; True when it is the new best
-        (which then becomes the yardstick if it is enough faster than the last one)."""
+        """Keep ``record`` in the top list if it is ok and fast; True when it is the new best."""
         if record.status is not Status.OK or record.seconds is None:
             return False
         previous = self.top[0].id if self.top else None
         self.top = sorted([r for r in self.top if r.id != record.id] + [record], key=rank_key)[:TOP_N]
-        improved = self.top[0].id == record.id and previous != record.id
-        if improved and self.yardsticks is not None:
-            candidate = self.candidate(record)
-            if candidate is not None:
-                self.yardsticks.consider(record, candidate, self.baseline)
-        return improved
+        return self.top[0].id == record.id and previous != record.id
 
     def record_accuracy(self) -> None:
         """Store how well the cost model's latest predictions ranked their measurements."""

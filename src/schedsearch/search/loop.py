@@ -25,8 +25,8 @@ evaluated right after the baseline, before anything is expanded (``_seed``). Reu
 measurements do not count against ``max_candidates``, which counts what this search
 measures (``Counters.measured``).
 
-The pieces: ``pipeline`` runs the rounds (with ``asking``, ``parts``, ``intake``,
-``measuring`` and ``confirm``), ``rounds`` holds a round's record and what one round alone
+The pieces: ``pipeline`` runs the rounds (with ``asking``, ``parts``, ``intake``
+and ``measuring``), ``rounds`` holds a round's record and what one round alone
 decides (which child is next, the gate of likely winners), ``budget`` what is spent and
 left, ``ledger`` the run's books (every store write of a measurement, every event),
 ``finalists`` the end; this module opens and closes a run around them.
@@ -212,8 +212,6 @@ class Run:
             clock,
             guide,
             activity=self._activity,
-            yardstick=config.yardstick,
-            short_call=config.bench.min_sample_seconds,
             head_start=head_start,
         )
         self.pipeline = Pipeline(

@@ -19,8 +19,7 @@ Guarantees:
   (``runner_idle``) - only the benchmark runner's otherwise idle time is spent. How many are
   measured then depends on how long the expansion takes.
 - Every evaluation carries the ``cutoff`` of the best so far, beyond which it is timed by its
-  verification call alone; there is none before a best. A confirmation (``again``) is also
-  timed quietly (``Job.quiet``).
+  verification call alone; there is none before a best.
 - Only new children are ever pruned; a pruned child leaves ``seen`` again, so another parent
   may propose it later.
 """
@@ -102,18 +101,9 @@ class Measuring:
             return None
         return max(CUTOFF_FACTOR * self.ledger.top[0].seconds, CUTOFF_FLOOR_SECONDS)
 
-    def evaluation(self, child: Candidate, quiet: bool = False) -> Job:
-        """A job measuring ``child`` beside the current yardstick, with the cutoff of the
-        best so far (``quiet``, see ``Job.quiet``)."""
-        yardsticks = self.ledger.yardsticks
-        return Job(
-            next(self.job_ids),
-            JobKind.EVALUATE,
-            (child,),
-            cutoff=self.cutoff(),
-            yardstick=yardsticks.current if yardsticks is not None else None,
-            quiet=quiet,
-        )
+    def evaluation(self, child: Candidate) -> Job:
+        """A job measuring ``child``, with the cutoff of the best so far."""
+        return Job(next(self.job_ids), JobKind.EVALUATE, (child,), cutoff=self.cutoff())
 
     def fill(self, rnd: Round | None, nxt: Round | None) -> None:
         """Submit ``rnd``'s next children (the round being measured; ``nxt``: the one being
@@ -138,16 +128,6 @@ class Measuring:
             jobs.append(job)
         if jobs:
             self.executor.submit(self.workload, self.root, jobs)
-
-    def again(self, rnd: Round, child: Candidate) -> int:
-        """Measure ``child`` of ``rnd`` again (a confirmation, ``search.confirm``); the round
-        waits for it as for any child being measured. Returns the job's id."""
-        # Timed quietly: it is measured as a new best, and what it measures decides where the
-        # search goes.
-        job = self.evaluation(child, quiet=True)
-        rnd.measuring[job.id] = child
-        self.executor.submit(self.workload, self.root, [job])
-        return job.id
 
     def order(
         self, fresh: list[Candidate], queued: Sequence[Candidate], seen: set[str]

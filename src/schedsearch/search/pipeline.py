@@ -6,8 +6,7 @@ are stored as ``pending`` and measured (``measuring``), the likely winners first
 k is measured, round k+1's parents are already being expanded, so the workers that build and
 benchmark never wait for Exo. The parts: ``budget`` (what is spent and left), ``asking`` (the
 next round, and whether one is started), ``parts`` (a large parent's two parts), ``measuring``
-(the queue and its cutoff), ``confirm`` (a new best measured twice), ``reuse`` (earlier
-searches' measurements), ``rounds`` (one round's record and what it alone decides). This
+(the queue and its cutoff), ``reuse`` (earlier searches' measurements), ``rounds`` (one round's record and what it alone decides). This
 module drives the rounds for the driver; what is decided between rounds is
 ``pipeline_planning``'s, how results are taken in ``pipeline_results``'s.
 
@@ -60,7 +59,6 @@ from schedsearch.core import (
 )
 from schedsearch.search.asking import Asker
 from schedsearch.search.budget import Budget
-from schedsearch.search.confirm import Confirmations, confirmed
 from schedsearch.search.guidance import Guidance
 from schedsearch.search.intake import Intake
 from schedsearch.search.ledger import Ledger
@@ -74,7 +72,7 @@ from schedsearch.stopping import stopped_improving
 #: The longest the loop waits for results before it looks at ``stop`` and the budget again.
 POLL_SECONDS = 0.25
 
-# Names that lived here before the measuring queue and confirmations had modules of their own.
+# Names that lived here before the measuring queue had a module of its own.
 __all__ = [
     "CUTOFF_FACTOR",
     "CUTOFF_FLOOR_SECONDS",
@@ -82,7 +80,6 @@ __all__ = [
     "POLL_SECONDS",
     "Pipeline",
     "Stopped",
-    "confirmed",
 ]
 
 
@@ -133,7 +130,6 @@ class Pipeline(RoundResults):
             workers=self.measuring.workers,
             in_flight_cap=self.measuring.in_flight_cap,
         )
-        self.confirms = Confirmations(config.confirm_best, ledger, strategy)
         self.intake = Intake(
             store, ledger, self.measuring, self.asker.parts, EarlierSearches(config, store, executor, root, ledger)
         )
@@ -162,7 +158,6 @@ class Pipeline(RoundResults):
             with contextlib.suppress(Exception):  # already failing or finishing: best effort
                 self.executor.cancel()
         self.current = self.next = None
-        self.confirms.clear()
 
     def keep_expanded(self) -> None:
         """Record the children of the expansions that came in for a round that never got
@@ -248,11 +243,7 @@ class Pipeline(RoundResults):
         """Whether ``config.early_stop`` candidates in a row brought no new best
         (``Counters.since_best``), or, without it, ``config.auto_stop``'s rule says the
         stretch since the last real gain is long enough and the cost model predicts no
-        untried child faster than the best (``schedsearch.stopping``, ``search.untried``). A new
-        best still being confirmed is waited for: it may end the run of measurements without
-        progress."""
-        if self.confirms.pending():
-            return False
+        untried child faster than the best (``schedsearch.stopping``, ``search.untried``)."""
         c = self.ledger.counters
         if self.config.early_stop is not None:
             return c.since_best >= self.config.early_stop

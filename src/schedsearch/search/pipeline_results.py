@@ -1,6 +1,5 @@
 """The part of ``Pipeline`` that takes results in: finished jobs of either round, shards of
-expansions, measurements (confirmed twice when a new best wants it), and what earlier
-searches measured of the new children.
+expansions, measurements, and what earlier searches measured of the new children.
 
 Private to ``search.pipeline`` (``Pipeline`` is made of ``RoundPlanning`` and
 ``RoundResults``). Guarantees: the time a job took is counted whether or not its result is
@@ -11,7 +10,6 @@ expanded only once all its new children of its last part are measured.
 from __future__ import annotations
 
 from schedsearch.core import JobResult, Measurement, Store
-from schedsearch.search.confirm import Confirmations
 from schedsearch.search.intake import Intake
 from schedsearch.search.pace import Pace
 from schedsearch.search.pipeline_planning import RoundPlanning
@@ -24,7 +22,6 @@ class RoundResults(RoundPlanning):
 
     store: Store
     seen: set[str]
-    confirms: Confirmations
     intake: Intake
 
     @property
@@ -53,17 +50,9 @@ class RoundResults(RoundPlanning):
             return  # a job abandoned earlier
         if cur is None or job.id not in cur.measuring:
             return  # a job abandoned earlier
-        child = cur.measuring.pop(job.id)
-        first = self.confirms.take(job.id)
+        del cur.measuring[job.id]
         for m in result.measurements:
-            m = self.ledger.place(m)
-            if first is not None:
-                m, note = self.confirms.settle(first, m)
-                self._measured(cur, m, note)
-            elif self.confirms.wanted(m):
-                self.confirms.started(self.measuring.again(cur, child), m)
-            else:
-                self._measured(cur, m)
+            self._measured(cur, m)
 
     def _shard_in(self, rnd: Round, job_id: int, result: JobResult) -> None:
         """Keep one shard of a parent's expansion. In the round being measured, its children
@@ -91,15 +80,14 @@ class RoundResults(RoundPlanning):
             if rnd.expanded():
                 self._plan_next(rnd)
 
-    def _measured(self, rnd: Round, m: Measurement, note: str = "") -> None:
-        """Record one child's measurement (``note``: said with it); its parent is expanded
-        once all its children are. While an early ask is pending, the strategy hears of it
+    def _measured(self, rnd: Round, m: Measurement) -> None:
+        """Record one child's measurement; its parent is expanded once all its children are. While an early ask is pending, the strategy hears of it
         only after the ask."""
         rnd.done += 1
         self.pace.measured(self.ledger.elapsed())
         place = rnd.place.get(m.fingerprint)
         hold = bool(rnd.ask_after) and place is not None
-        record = self.ledger.record(m, announce=True, tell=not hold, note=note)
+        record = self.ledger.record(m, announce=True, tell=not hold)
         if place is not None:
             rnd.measured_places.add(place)
         if hold:

@@ -49,7 +49,6 @@ def reused_measurement(source: CandidateRecord) -> Measurement:
         max_error=source.max_error,
         reused_search_id=source.search_id,
         reused_candidate_id=source.id,
-        paired=source.paired,  # its times stay on that search's scale: ``Yardsticks.place`` leaves them
         machine=source.machine,  # where it was taken, as the source row says
         node=source.node,
         built_node=source.built_node,

@@ -14,7 +14,6 @@ from schedsearch.core import (
     MachineInfo,
     Measurement,
     ModelAccuracy,
-    Paired,
     Rewrite,
     RewriteKind,
     Schedule,
@@ -110,11 +109,6 @@ def timing_columns(timing: Timing | None) -> dict[str, Any]:
         "time_samples": list(timing.samples),
         "time_inner": timing.inner,
     }
-
-
-def paired_column(paired: Paired | None) -> dict[str, Any] | None:
-    """The ``paired`` column's value: the yardstick as JSON, or NULL for a lone measurement."""
-    return paired.to_json() if paired is not None else None
 
 
 def place_columns(measurement: Measurement) -> dict[str, Any]:
@@ -232,7 +226,6 @@ def _candidate_record(row: CandidateRow, schedules: Callable[[str], Schedule]) -
         predicted=row.predicted,
         reused_search_id=row.reused_search_id,
         reused_candidate_id=row.reused_candidate_id,
-        paired=Paired.from_json(row.paired) if row.paired is not None else None,
         machine=MachineInfo.from_json(row.machine) if row.machine is not None else None,
         node=row.node or "",
         built_node=row.built_node or "",

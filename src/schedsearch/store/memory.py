@@ -162,7 +162,6 @@ class InMemoryStore:
             measured_unix=time.time(),
             reused_search_id=measurement.reused_search_id,
             reused_candidate_id=measurement.reused_candidate_id,
-            paired=measurement.paired,
             machine=measurement.machine,
             node=measurement.node,
             built_node=measurement.built_node,

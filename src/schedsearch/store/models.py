@@ -2,7 +2,7 @@
 
 Times are unix seconds in double precision columns (they round-trip exactly through both
 SQLite and PostgreSQL). Records with a nested shape that queries never filter on (sizes,
-argument specs, configs, machines, counters, timing samples, paired yardsticks) are JSON
+argument specs, configs, machines, counters, timing samples) are JSON
 columns; everything the CLI sorts or filters by is a plain column with an index.
 """
 
@@ -145,9 +145,9 @@ class CandidateRow(Base):
     # No foreign keys: plain integers are all a column added by ALTER TABLE can portably be.
     reused_search_id: Mapped[int | None]
     reused_candidate_id: Mapped[int | None]
-    # Schema version 5: the yardstick timed beside the candidate (Paired.to_json()); NULL when
-    # it was measured alone, as every older row was. ``none_as_null``: a later lone measurement
-    # writes SQL NULL over a pair, not the JSON text 'null', so "IS NULL" means "alone".
+    # Schema version 5: the yardstick a candidate was once timed beside, as JSON. No longer
+    # read: kept so that older databases open unchanged. A new measurement of the row writes
+    # SQL NULL over it (``none_as_null``), since the pair described the times it replaces.
     paired: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
     # Schema version 7: where the latest measurement was taken - the timing node's machine
     # (MachineInfo.to_json(), NULL: the search's own) and Ray node ids of the nodes that timed

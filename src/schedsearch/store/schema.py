@@ -27,7 +27,8 @@ revision machinery; a step that rebuilds tables would be the time to bring Alemb
 - 4 -> 5: candidates get ``paired``, the yardstick kernel timed beside the candidate in
   the same run (``core.Paired`` as JSON: its fingerprint, its timing as measured and its
   time on the search's one scale); when set, the row's own timing is on that scale. Older
-  rows get NULL: measured alone.
+  rows get NULL: measured alone. No longer read or written: every candidate is now timed
+  alone, and the column stays so that databases of either kind open unchanged.
 - 5 -> 6: searches get the ``lease_*`` columns: which driver (host, pid, random token) runs
   the search, since when, its last heartbeat and its timeout (``core.Lease``). Older rows
   get NULL: free, so a search an older schedsearch left ``running`` can be resumed.

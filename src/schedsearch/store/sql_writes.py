@@ -179,7 +179,7 @@ class WriteMethods(sql_leases.LeaseMethods):
             row.measured_at = measurement.measured_at
             row.reused_search_id = measurement.reused_search_id
             row.reused_candidate_id = measurement.reused_candidate_id
-            row.paired = convert.paired_column(measurement.paired)
+            row.paired = None  # an older row's yardstick went with the times it scaled (``models``)
             for name, value in convert.place_columns(measurement).items():
                 setattr(row, name, value)
             s.flush()

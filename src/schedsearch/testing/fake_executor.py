@@ -24,7 +24,6 @@ from schedsearch.core import (
     JobResult,
     MachineInfo,
     Measurement,
-    Paired,
     Workload,
 )
 from schedsearch.testing.fake_tree import FakeTree
@@ -67,9 +66,7 @@ class FakeExecutor:
     with ``stream_leads``, a job that asks for every heavy rewrite first
     (``Job.all_heavy_first``) has its first that many shards hold one child alone each, the
     first ones in the tree's order (``Expansion.leading``, as a real one's register tiles).
-    With ``drift``, the machine's speed changes: the n-th evaluation's times are the tree's
-    times multiplied by ``drift(n)``, and so are those of the yardstick it is timed beside
-    (``Job.yardstick``; ``yardsticks`` records which, per candidate). ``root_seconds``: an
+    ``root_seconds``: an
     evaluation job of the root takes that long instead of ``eval_seconds``.
     """
 
@@ -86,7 +83,6 @@ class FakeExecutor:
         remeasure_seconds: float = 0.0,
         stream_shards: int = 1,
         stream_leads: int = 0,
-        drift: Callable[[int], float] | None = None,
         report_seconds: bool = False,
         root_seconds: float | None = None,
     ) -> None:
@@ -102,8 +98,6 @@ class FakeExecutor:
         self.on_evaluate = on_evaluate
         self.fail_remeasure = fail_remeasure
         self.remeasure_seconds = remeasure_seconds
-        self.drift = drift
-        self.yardsticks: dict[str, str | None] = {}  # fingerprint -> the yardstick its evaluation job named
         self.asked_after: list[int] = []  # per expand_calls entry: evaluations finished before it
         self._rng = random.Random(shuffle_seed) if shuffle_seed is not None else None
         self._machine = MachineInfo(cpu_model="fake cpu", cores=2, hostname="fake", compiler="fakecc")
@@ -194,24 +188,11 @@ class FakeExecutor:
             candidate = job.candidates[0]
             self.evaluated.append(candidate.fingerprint)
             self.cutoffs[candidate.fingerprint] = job.cutoff
-            self.yardsticks[candidate.fingerprint] = job.yardstick.fingerprint if job.yardstick else None
             if self.on_evaluate is not None:
                 self.on_evaluate(candidate)
-            m = self._drifted(candidate, job.yardstick)
+            m = self.tree.measure(candidate, machine=self._machine)
             return [JobResult(job, measurements=(self._reported(m, job),))]
         return [JobResult(job, measurements=tuple(self._remeasure(job.candidates)))]
-
-    def _drifted(self, candidate: Candidate, yardstick: Candidate | None) -> Measurement:
-        """The tree's measurement at this moment's speed (``drift``), beside ``yardstick``."""
-        m = self.tree.measure(candidate, machine=self._machine)
-        if self.drift is None or m.timing is None:
-            return m
-        factor = self.drift(len(self.evaluated))
-        m = dataclasses.replace(m, timing=m.timing.scaled(factor))
-        if yardstick is None:
-            return m
-        y = self.tree.measure(yardstick, machine=self._machine).timing
-        return m if y is None else dataclasses.replace(m, paired=Paired(yardstick.fingerprint, y.scaled(factor)))
 
     def _expansion_result(self, job: Job) -> JobResult:
         """The whole expansion, or its next shard (the job stays in flight until the last)."""
@@ -282,18 +263,3 @@ class FakeExecutor:
 
     def close(self) -> None:
         self.closed = True
-
-
-class LuckyFirstTime(FakeExecutor):
-    """A ``FakeExecutor`` whose every candidate's first measurement comes out ``lucky`` times
-    its true time (a lucky moment: 0.8 is 20% fast); later measurements are true."""
-
-    def __init__(self, tree: FakeTree, lucky: float = 0.8) -> None:
-        super().__init__(tree)
-        self.lucky = lucky
-
-    def _drifted(self, candidate: Candidate, yardstick: Candidate | None) -> Measurement:
-        m = super()._drifted(candidate, yardstick)
-        if m.timing is None or self.evaluated.count(candidate.fingerprint) > 1:
-            return m
-        return dataclasses.replace(m, timing=m.timing.scaled(self.lucky))

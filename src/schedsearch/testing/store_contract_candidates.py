@@ -1,5 +1,5 @@
 """The store contract's part on candidates and their measurements: adding them (parents
-resolved, a fingerprint stored once per search), recording measurements (ok, failed, paired,
+resolved, a fingerprint stored once per search), recording measurements (ok, failed,
 re-measured), reading them back whole or as an outline, and marking them expanded.
 ``StoreContract`` includes these tests; they use the same ``store`` fixture.
 """
@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from schedsearch.core import Candidate, Paired, Rewrite, RewriteKind, Status
+from schedsearch.core import Candidate, Rewrite, RewriteKind, Status
 from schedsearch.errors import NotFoundError, StoreError
 from schedsearch.testing.builders import (
     make_candidate,
     make_config,
     make_machine,
     make_measurement,
-    make_timing,
     make_workload,
     stored_tree,
 )
@@ -90,39 +89,6 @@ class CandidateContract:
         assert rec.measured_at == 12.75  # the search's elapsed seconds, as the driver gave them
         assert rec.created_at == recs["root"].created_at
         assert store.get_candidate(rec.id) == rec
-
-    def test_paired_measurement_round_trips(self, store: Any) -> None:
-        sid, _ = stored_tree(store)
-        yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.002), seconds=0.0025)
-        m = dataclasses.replace(make_measurement(make_candidate("root"), 0.005), paired=yardstick)
-        rec = store.record_measurement(sid, m, None, None)
-        assert rec.paired == yardstick and rec.paired.factor == pytest.approx(1.25)
-        assert rec.timing == m.timing  # stored as given: the driver already put it on the search's scale
-        assert store.get_candidate(rec.id) == rec
-        assert store.candidate_by_fingerprint(sid, rec.fingerprint) == rec
-        assert store.top_candidates(sid) == [rec]
-        # Placed round by round, and an also-ran whose yardstick was spared (such rows come
-        # only from older databases, and must still load): the factor is kept.
-        a, b = make_candidate("a", make_candidate("root")), make_candidate("b", make_candidate("root"))
-        rounds = dataclasses.replace(yardstick, scaled_by=1.1)
-        rec = store.record_measurement(sid, dataclasses.replace(make_measurement(a, 0.05), paired=rounds), None, None)
-        assert rec.paired == rounds and rec.paired.factor == 1.1 and store.get_candidate(rec.id) == rec
-        spared = Paired(yardstick.fingerprint, None, seconds=0.0025, scaled_by=0.9)
-        rec = store.record_measurement(sid, dataclasses.replace(make_measurement(b, 0.05), paired=spared), None, None)
-        assert rec.paired == spared and rec.paired.spared and rec.paired.factor == 0.9
-        assert store.get_candidate(rec.id) == rec
-
-    def test_lone_measurement_is_unpaired(self, store: Any) -> None:
-        sid, recs = stored_tree(store)
-        rec = store.record_measurement(sid, make_measurement(make_candidate("root"), 0.005), None, None)
-        assert rec.paired is None and store.get_candidate(rec.id).paired is None
-        assert all(r.paired is None for r in store.candidates(sid))  # pending ones too
-        # Measured again alone after a paired run: the pair goes with the times it scaled.
-        a = make_candidate("a", make_candidate("root"))
-        yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.002))
-        store.record_measurement(sid, dataclasses.replace(make_measurement(a, 0.5), paired=yardstick), None, None)
-        again = store.record_measurement(sid, make_measurement(a, 0.25), None, None)
-        assert again.paired is None and store.get_candidate(recs["a"].id) == again
 
     @pytest.mark.parametrize(
         "status", [Status.BUILD_ERROR, Status.WRONG_RESULT, Status.TIMEOUT, Status.ILLEGAL, Status.TAMPERED]

@@ -16,7 +16,6 @@ from schedsearch.core import (
     BenchConfig,
     ExpandOptions,
     MachineInfo,
-    Paired,
     ReuseScope,
     SearchConfig,
     Status,
@@ -26,7 +25,6 @@ from schedsearch.testing.builders import (
     make_config,
     make_machine,
     make_measurement,
-    make_timing,
     make_workload,
 )
 
@@ -111,16 +109,6 @@ class ReuseContract:
         assert by_tag["b"].status is Status.WRONG_RESULT and by_tag["b"].error.startswith("wrong_result")
         assert by_tag["d"].status is Status.BUILD_ERROR
         assert store.reusable_measurements([], _scope(asking)) == {}
-
-    def test_a_reusable_measurement_keeps_its_yardstick(self, store: Any) -> None:
-        sid = _search(store, {})
-        a = make_candidate("a", make_candidate("root"))
-        store.add_candidate(sid, a)
-        yardstick = Paired(make_candidate("yardstick").fingerprint, make_timing(0.002), seconds=0.001)
-        store.record_measurement(sid, dataclasses.replace(make_measurement(a, 0.25), paired=yardstick), None, None)
-        # A later search that reuses it needs the pair to know the time is on that search's scale.
-        found = store.reusable_measurements([a.fingerprint], _scope())
-        assert found[a.fingerprint].paired == yardstick
 
     def test_the_root_is_in_scope_too_and_any_size_whose_c_is_the_same(self, store: Any) -> None:
         earlier = _search(store, {}, n=128)  # another workload key, the same (fake) C
