@@ -1,6 +1,6 @@
 """The search loop's heuristics on the kernel-class suite, each turned off in turn.
 
-Run:    python benchmarks/ablation.py [--budget 60] [--configs all-on confirm ...] [--out DIR]
+Run:    python benchmarks/ablation.py [--budget 60] [--configs all-on apart ...] [--out DIR]
 Report: python benchmarks/ablation.py --report DIR
 
 Each configuration searches every case of the kernel-class suite (``kernel_classes.CASES``)
@@ -18,22 +18,20 @@ the search loop applied in the searching process, a child of this script
 
 The report gives, per case and configuration, the best kernel's GFLOP/s by the search's own
 times and the search's seconds (the wait for the baseline not counted) until it first measured
-a kernel within 5% of the best any run found for that case (any run that confirms its new
-bests); then, per configuration, the
+a kernel within 5% of the best any run found for that case; then, per configuration, the
 geometric means over the cases of its GFLOP/s against the ``all-on`` runs' - by the search's
-own times, and as the best was re-measured beside the other finalists (what a user is given;
-a search that confirms no new best can only look better by its own times) - and the median of
-those seconds. Each run appends a JSON line to ``DIR/results.jsonl``; a run of the script resumes
-after the runs already there. Every search's database is kept in ``DIR``.
+own times, and as the best was re-measured beside the other finalists (what a user is given) -
+and the median of those seconds. Each run appends a JSON line to ``DIR/results.jsonl``; a run
+of the script resumes after the runs already there. Every search's database is kept in ``DIR``.
 
 With ``--load SHARE`` a neighbour keeps the timing core busy that share of the time, in bursts
-of 0.05-1 s, while the searches run: the noisy machine the yardstick and the confirmation of new
-bests are for. A search's own times then flatter a lucky measurement, so the best each run
-chose is judged afterwards on the quiet machine: every run's best of a case re-measured side
-by side (``side_by_side``, its rounds each in a fresh driver process), written to
-``DIR/quiet.json`` and reported against the ``all-on`` runs' bests; with the range, over the
-cases, of the best's GFLOP/s by the search's own times and as finally given (re-measured beside
-the other finalists) over its quiet GFLOP/s: how far the numbers a user sees are off.
+of 0.05-1 s, while the searches run: a noisy machine. A search's own times then flatter a lucky
+measurement, so the best each run chose is judged afterwards on the quiet machine: every run's
+best of a case re-measured side by side (``side_by_side``, its rounds each in a fresh driver
+process), written to ``DIR/quiet.json`` and reported against the ``all-on`` runs' bests; with
+the range, over the cases, of the best's GFLOP/s by the search's own times and as finally given
+(re-measured beside the other finalists) over its quiet GFLOP/s: how far the numbers a user
+sees are off.
 """
 
 from __future__ import annotations
@@ -100,36 +98,22 @@ def _whole_pick_off() -> None:
     Asker.__init__ = patched  # type: ignore[method-assign]
 
 
-def _repeats_off() -> None:
-    """Best-first's ties use the fixed floor share, not the search's own repeats (``RepeatNoise``)."""
-    from schedsearch.search.repeats import RepeatNoise
-
-    RepeatNoise.share = lambda self: self.floor  # type: ignore[method-assign]
-
-
 #: Configuration -> the patch its searching process applies (None: none).
 PATCHES: dict[str, Callable[[], None] | None] = {
     "all-on": None,
-    "confirm": None,
-    "yardstick": None,
     "apart": _apart_off,
     "runner-idle": _runner_idle_off,
     "late-rounds": _late_rounds_off,
     "leading-share": _leading_share_off,
     "whole-pick": _whole_pick_off,
-    "repeats": _repeats_off,
     "no-notes": None,
 }
 #: Configuration -> the ``schedsearch run`` options that turn its heuristic off.
 #: ``no-notes``: without gcc's notes the cost model does not lead the search (``model_leads``).
 OPTIONS: dict[str, list[str]] = {
-    "confirm": ["--no-confirm-best"],
-    "yardstick": ["--no-yardstick"],
     "no-notes": ["--no-compiler-notes"],
 }
-#: Configurations whose searches measure a new best once only: their own times may flatter them.
-UNCONFIRMED = {"confirm"}
-DEFAULT = ["all-on", "confirm", "yardstick", "apart", "runner-idle", "late-rounds", "all-on"]
+DEFAULT = ["all-on", "apart", "runner-idle", "late-rounds", "all-on"]
 
 
 def child(name: str, args: list[str]) -> None:
@@ -225,9 +209,7 @@ def report(out: Path) -> None:
     configs = list(dict.fromkeys(f"{r['config']}#{r['round']}" for r in runs))
     cases = list(dict.fromkeys(r["case"] for r in runs))
     by = {(f"{r['config']}#{r['round']}", r["case"]): r for r in runs}
-    # A search that confirms no new best may keep a lucky time as its best: not a bar for the others.
-    confirmed = [r for r in runs if r["config"] not in UNCONFIRMED] or runs
-    top = {c: max((r["gflops"] for r in confirmed if r["case"] == c), default=0.0) for c in cases}
+    top = {c: max((r["gflops"] for r in runs if r["case"] == c), default=0.0) for c in cases}
 
     def reached(r: dict) -> float | None:
         for at, seconds in r["bests"]:

@@ -1,4 +1,4 @@
-"""Where a shared machine's drift comes from, and how much timing beside a yardstick takes out.
+"""Where a shared machine's drift comes from, and how much of it two kernels timed side by side share.
 
 Two kernels of a kept search (by default its fastest and the fastest of its first step) are
 timed side by side in one driver process (``schedsearch.evaluate.remeasure``, interleaved
@@ -14,7 +14,8 @@ Reported for each kernel, their ratio, and each probe: the median, the largest o
 smallest and the coefficient of variation over the processes; and how closely the first
 kernel's time follows each probe (Pearson's r). A kernel whose time swings while the clock
 probe holds still is slowed by its memory traffic; a ratio that varies less than either
-time is what a search gains by timing candidates beside a yardstick.
+time is drift the two kernels share, which timing them side by side in one process (as the
+finalists are) takes out.
 
 Run::
 

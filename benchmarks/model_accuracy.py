@@ -13,7 +13,7 @@ the search actually has to separate), how many of the held-out fastest 10 the mo
 its own top 10, and how far apart the held-out times are (90th over 10th percentile: near
 1, only measurement noise separates them).
 
-Two yardsticks for those numbers, also per search:
+Two references for those numbers, also per search:
 
 - ``recorded``: the rank correlation of the predictions the search itself made for the
   held-out candidates (``candidates.predicted``, made before each was measured, by the model

@@ -7,8 +7,6 @@ wall-time budget, every run with an empty build cache and its own database:
 
 - ``off``: children measured in proposal order;
 - ``rank``: the model learns from this search only (a cold start);
-- ``off-lone``, ``rank-lone`` (with ``--lone``): the same with every candidate timed alone
-  (``--no-yardstick``) instead of beside the search's yardstick;
 - ``rank-warm`` (with ``--warm``): the database first holds searches of *other* workloads
   and sizes (SGEMM 256, conv1d_mc with N=512, the int8 matmul ``imatmul`` at 32x32x32)
   made on this machine, so the model can help from the first round - or, with
@@ -21,10 +19,8 @@ wall-time budget, every run with an empty build cache and its own database:
   (``oracle_search.py``): what a perfect model would do in the same search and pipeline,
   the ceiling for any cost model on this machine.
 
-Each search's times are on the scale of its first yardstick (``search.yardstick``), so two
-searches' times may differ by one factor; before anything is pooled, each run's times are
-divided by its scale over the run that measured the most kernels (the median ratio over the
-kernels both measured, ``scale_offsets``), printed per run.
+Each search's times are its own medians, so the runs' times are pooled as measured, within the
+machine's drift (below).
 
 Reported per kernel: the fastest kernel any run found, and per setting the time (seconds of
 the search's own elapsed time, from ``tree --json``'s ``measured_at``) and the number of
@@ -75,7 +71,6 @@ import sys
 import tempfile
 import threading
 import time
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,8 +207,6 @@ def search(kernel_args: tuple[str, ...], setting: str, seed: int, budget: float,
     can be read afterwards round by round."""
     env = dict(os.environ, SCHEDSEARCH_CACHE_DIR=tempfile.mkdtemp(prefix="sched-eff-cache-"))
     mode = "off" if setting.startswith("off") else "rank"
-    if setting.endswith("-lone"):
-        extra = (*extra, "--no-yardstick")
     # The notes are schedsearch run's default: every other setting turns them off.
     extra = (*extra, "--compiler-notes" if setting.endswith("-notes") else "--no-compiler-notes")
     try:
@@ -280,38 +273,6 @@ def to_run(kernel: str, setting: str, seed: int, out: dict, db: Path | None = No
                len({n["parent_id"] for n in out["tree"] if n["parent_id"] is not None}),
                str(db) if db is not None else "", spent=dict(out.get("time_spent") or {}),
                cpu_busy=out.get("cpu_busy"), settled_repeat=model.get("settled_repeat"))
-
-
-#: Kernels two runs must share for one's scale to be set against the other's (``on_one_scale``).
-SHARED_FOR_SCALE = 20
-
-
-def scale_offsets(runs: list[Run]) -> dict[tuple[str, int], float]:
-    """(setting, seed) -> the run's scale over the reference run's: the median, over the
-    kernels both measured, of its time over the reference's. Each search puts its times on
-    the scale of its first yardstick, measured once (``search.yardstick``); a yardstick
-    measured while the host ran slow puts every later time of that search as much above
-    the others' (conv1d_mc on Zen 4: one search 17.6% above the rest), which would count
-    as that search never reaching a line a few percent from the best. The reference is the
-    run that measured the most kernels; a run sharing fewer than ``SHARED_FOR_SCALE`` with
-    it keeps its own scale (1)."""
-    if not runs:
-        return {}
-    own = [{fp: sec for _, sec, fp in r.measured if sec} for r in runs]
-    ref = max(range(len(runs)), key=lambda i: len(own[i]))
-    out: dict[tuple[str, int], float] = {}
-    for run, times in zip(runs, own, strict=True):
-        shared = set(times) & set(own[ref])
-        out[(run.setting, run.seed)] = (statistics.median(times[fp] / own[ref][fp] for fp in shared)
-                                        if len(shared) >= SHARED_FOR_SCALE else 1.0)
-    return out
-
-
-def on_one_scale(runs: list[Run], offsets: dict[tuple[str, int], float]) -> list[Run]:
-    """``runs`` with each one's times divided by its scale offset (``scale_offsets``)."""
-    return [dataclasses.replace(r, measured=tuple((at, sec / offsets[(r.setting, r.seed)] if sec else sec, fp)
-                                                  for at, sec, fp in r.measured))
-            for r in runs]
 
 
 def pooled_speeds(runs: list[Run]) -> dict[str, float]:
@@ -518,8 +479,7 @@ def median_spent(runs: list[Run]) -> dict[str, float]:
 def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
     summary: dict = {}
     for kernel in dict.fromkeys(r.kernel for r in runs):
-        offsets = scale_offsets([r for r in runs if r.kernel == kernel])
-        mine = on_one_scale([r for r in runs if r.kernel == kernel], offsets)
+        mine = [r for r in runs if r.kernel == kernel]
         pooled = pooled_speeds(mine)
         speeds, sbs = judged(mine, pooled, side_rounds)
         best = min(speeds.values(), default=None)
@@ -566,7 +526,6 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         summary[kernel] = {"best_seconds": best, "settings": rows, "retest_spearman": agreement, "retest_spread": apart,
                            "first_child_seconds": first_child, "ceiling": most,
                            "kernels": len(speeds), "kernels_within_95": near, "by_search_times": own,
-                           "scale_offsets": {f"{k[0]}-{k[1]}": v for k, v in offsets.items()},
                            "side_by_side": None if sbs is None else {
                                "kernels": sbs.kernels, "rounds": sbs.rounds, "ratio_spread": sbs.ratio_spread}}
         how = ("median of its measurements over all runs" if sbs is None else
@@ -576,8 +535,6 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         print(f"\n{kernel}: fastest kernel {duration(best)} ({how}); "
               f"95% of its speed = {duration(target)}; {near} of the {len(speeds)} distinct kernels measured "
               f"({near / len(speeds):.0%}) are within it")
-        print("  each run's scale over the reference run's (its times were divided by it): " + ", ".join(
-            f"{k[0]}-{k[1]} {v:.3f}" for k, v in offsets.items()))
         if sbs is not None:
             varied = f"{sbs.ratio_spread:.1%}" if sbs.ratio_spread is not None else "-"
             print(f"  side by side, a kernel's ratio to the anchor varied by a median {varied} between processes; by the "
@@ -621,8 +578,7 @@ def report(runs: list[Run], budget: float, side_rounds: int = 0) -> dict:
         if most is not None:
             print(f"  the first child of the root was measured {first_child:.1f} s in (median of the runs): no order of "
                   f"measuring gets to 95% sooner, so a model can make it about {most:.2f}x sooner than off at most")
-        for base, model in (("off", "rank"), ("off", "rank-notes"), ("off", "rank-warm"), ("off", "rank-oracle"),
-                            ("off-lone", "rank-lone"), ("off-lone", "off"), ("rank-lone", "rank")):
+        for base, model in (("off", "rank"), ("off", "rank-notes"), ("off", "rank-warm"), ("off", "rank-oracle")):
             if base in rows and model in rows and rows[model]["median_seconds_to_95"] > 0:
                 ratios = ", ".join(
                     f"{float(k):.0%} {rows[base]['levels'][k]['median_seconds'] / v['median_seconds']:.2f}x"
@@ -643,8 +599,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--history", type=Path, metavar="DB",
                    help="with --warm: this database of earlier searches on this machine is the history, "
                         "instead of the warm-up searches")
-    p.add_argument("--lone", action="store_true",
-                   help="also run off-lone and rank-lone: every candidate timed alone (--no-yardstick)")
     p.add_argument("--oracle", type=Path, metavar="DIR",
                    help="also run rank-oracle: a perfect model's times from an earlier run's --keep DIR")
     p.add_argument("--throughput-budget", type=float, default=60.0)
@@ -680,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"search_efficiency: --oracle {args.oracle} holds no database of an earlier run (--keep DIR)",
               file=sys.stderr)
         return 2
-    settings = (["off", "rank"] + (["off-lone", "rank-lone"] if args.lone else []) + (["rank-notes"] if args.notes else [])
+    settings = (["off", "rank"] + (["rank-notes"] if args.notes else [])
                 + (["rank-warm"] if args.warm else [])
                 + (["rank-oracle"] if args.oracle else []))
     if args.settings is not None:
@@ -688,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [s for s in wanted if s not in settings]
         if not wanted or unknown:
             print(f"search_efficiency: --settings {args.settings}: choose among {', '.join(settings)} "
-                  "(--notes, --warm, --lone and --oracle add theirs)", file=sys.stderr)
+                  "(--notes, --warm and --oracle add theirs)", file=sys.stderr)
             return 2
         settings = wanted
     runs: list[Run] = []
