@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from schedsearch.core import BenchConfig, Status, Timing, Workload
+from schedsearch.core import BenchConfig, Measurement, Status, Timing, Workload
 from schedsearch.evaluate.process import ChildResult, run_child
 
 #: Share of ``run_timeout`` the driver may spend timing; the rest covers process start-up,
@@ -295,6 +295,12 @@ def stderr_tail(text: str) -> str:
     return text.strip()[-_STDERR_TAIL:]
 
 
+#: What a benchmark killed by SIGKILL reads as. Nothing of ours sends it one (a run past its
+#: timeout reads as a timeout), and a kernel does not: it came from outside - the node going
+#: down, the OOM killer, an operator (``killed_from_outside``).
+_KILLED = "the benchmark was killed by SIGKILL"
+
+
 def child_failure(res: ChildResult, what: str, timeout: float) -> tuple[Status, str] | None:
     """Status and message when the child did not finish normally, else None."""
     if res.timed_out:
@@ -306,3 +312,9 @@ def child_failure(res: ChildResult, what: str, timeout: float) -> tuple[Status, 
         msg = f"{what} exited with status {res.returncode}"
         return Status.RUN_ERROR, msg + (f": {stderr_tail(res.stderr)}" if res.stderr.strip() else "")
     return None
+
+
+def killed_from_outside(m: Measurement) -> bool:
+    """Whether ``m`` says its benchmark was killed by SIGKILL (``_KILLED``): a machine's fault
+    until its node shows it is still up."""
+    return m.status is Status.RUN_ERROR and m.error.startswith(_KILLED)

@@ -2,8 +2,9 @@
 
 The front door of the Ray backend, the only modules that import ray (``ray_*``), and only
 when a ``RayExecutor`` is made (importing them stays cheap): ``ray_executor`` (the
-executor), ``ray_worker`` (the bodies of its tasks and actors), ``ray_cluster`` (joining a
-cluster or starting a private one) and the ``watchdog`` program. Tasks receive plain
+executor), ``ray_worker`` (the bodies of its tasks and actors), ``ray_runners`` (each node's
+benchmark runner), ``ray_cluster`` (joining a cluster or starting a private one) and the
+``watchdog`` program. Tasks receive plain
 records (``Workload``, ``Candidate``, options) and rebuild what they need: Exo procs do not
 pickle.
 
@@ -30,7 +31,9 @@ pickle.
 - Lost work: a job whose Ray worker or node died (any Ray error: the tasks return their
   own failures as data) goes back to the queue and is built, timed or expanded again on
   a live node (``ray_losses``); only a job lost three times becomes a ``run_error``
-  measurement or a failed expansion.
+  measurement or a failed expansion. A benchmark killed by SIGKILL, which nothing of ours
+  sends it, counts as the candidate's only once its runner answers again: a node going
+  down kills its benchmarks before its runner (``ray_runners``).
 - ``cancel`` force-cancels build tasks and kills busy runners and expanders (Ray starts
   them again); their kernels and compilers die with them.
 

@@ -30,9 +30,11 @@ from schedsearch.core import (
     Workload,
 )
 from schedsearch.errors import SchedsearchError
+from schedsearch.evaluate.bench import killed_from_outside
 from schedsearch.evaluate.jobs import BlockingCalls, worker_failure
 from schedsearch.evaluate.ray_cluster import RayCluster
 from schedsearch.evaluate.ray_losses import LostWork, first_line
+from schedsearch.evaluate.ray_runners import Runners
 
 # Private names: they are the Ray workers' process titles (``ray_worker``).
 from schedsearch.evaluate.ray_worker import (
@@ -89,13 +91,14 @@ class RayExecutor(BlockingCalls):
         self._homes = Homes()
         # In flight: ref -> (job, stage, detail). Stages: "expand" (detail: actor, its index,
         # shards, its arguments), "build" and "remeasure" (detail: the workload's and the
-        # reference's refs), "run" (detail: the runner, the node that built the kernel, the refs).
+        # reference's refs), "run" (detail: the runner, the node that built the kernel, the refs)
+        # and "vouch" (the same: the runner asked whether it is up, ``ray_runners``).
         self._flight: dict[Any, tuple[Job, str, Any]] = {}
         self._shards: dict[int, int] = {}  # job id -> shards of its expansion back so far
         # Expansion shards not started yet, per actor index: (job, args, shards).
         self._waiting: dict[int, ShardQueue[tuple[Job, tuple[Any, ...], int]]] = {}
         self._submissions = itertools.count()  # one line for all actors' queues (``shard_queue.source``)
-        self._runners: dict[str, Any] = {}
+        self._runners = Runners(None)  # its actor class is made once Ray is connected
         self._lost = LostWork()
         try:
             self._cluster.connect(address, connect_timeout, workers, stop)
@@ -112,7 +115,7 @@ class RayExecutor(BlockingCalls):
             self._build_fn = ray.remote(num_cpus=1, max_retries=1, scheduling_strategy="SPREAD")(_build_task)
             self._remeasure_fn = ray.remote(num_cpus=1, max_retries=1)(_remeasure_task)
             self._machine_fn = ray.remote(num_cpus=0, max_retries=0)(_machine_task)
-            self._runner_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
+            self._runners.actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(_Runner)
             # Spread too: left to Ray, every expander starts on the driver's node, and on a
             # cluster the other nodes' cores would never run Exo.
             self._actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, scheduling_strategy="SPREAD")(
@@ -151,20 +154,6 @@ class RayExecutor(BlockingCalls):
         if ref is None:
             ref = self._workload_refs[workload.key] = ray.put(workload)
         return ref
-
-    def _runner(self, node: str) -> Any:
-        """The benchmark runner of ``node`` (started on first use, pinned to that node)."""
-        runner = self._runners.get(node)
-        if runner is None:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-            # Ray starts its workers at niceness 15; the runner's kernels run at the normal
-            # priority instead, above the node's compilers and expanders (niceness 19).
-            runner = self._runners[node] = self._runner_cls.options(
-                scheduling_strategy=strategy, runtime_env={"env_vars": {"RAY_worker_niceness": "0"}}
-            ).remote()
-        return runner
 
     def submit(self, workload: Workload, reference: Candidate, jobs: Sequence[Job]) -> None:
         """Start the jobs and return. With fewer expansions than expander actors, each
@@ -301,15 +290,12 @@ class RayExecutor(BlockingCalls):
         """Send work whose worker or node was lost back to the queue, to be done on a live
         node (a machine fault blames no candidate); False when ``job`` was lost too often
         (``LostWork``): then the failure is reported as the job's."""
-        import ray
 
+        self._runners.drop_held(job.id)
         if not self._lost.take(job.id, why):
             return False
-        if stage == "run":  # its node may be gone: a call queued for a pinned actor never returns
-            runner = detail[0]
-            self._runners = {node: r for node, r in self._runners.items() if r is not runner}
-            with contextlib.suppress(Exception):
-                ray.kill(runner, no_restart=True)
+        if stage in ("run", "vouch"):  # its node may be gone: a call queued for a pinned actor never returns
+            self._runners.kill(detail[0])
         if stage == "expand":
             _, index, shards, args = detail
             # The actor restarts on a live node (``max_restarts``); the shard goes ahead of its queue.
@@ -350,14 +336,20 @@ class RayExecutor(BlockingCalls):
                 return (
                     None if self._requeue(job, stage, detail, "node lost") else worker_failure(job, "its node was lost")
                 )
-            runner = self._runner(node)
+            runner = self._runners.of(node)
             ref = runner.run.remote(wref, rref, job.candidates[0], built, self._bench, self._cache_dir, job.cutoff)
             self._flight[ref] = (job, "run", (runner, node, wref, rref))
             return None
         if isinstance(value, SchedsearchError):
             raise value
         if stage == "run":  # the runner said where it timed it; the build task, where it built it
-            return JobResult(job, measurements=(dataclasses.replace(value, built_node=detail[1]),))
+            measured = dataclasses.replace(value, built_node=detail[1])
+            if killed_from_outside(measured):  # believed once its runner answers again (``ray_runners``)
+                self._flight[self._runners.hold(job.id, measured, detail[0])] = (job, "vouch", detail)
+                return None
+            return JobResult(job, measurements=(measured,))
+        if stage == "vouch":
+            return JobResult(job, measurements=(self._runners.release(job.id),))
         return JobResult(job, measurements=tuple(value))
 
     def cancel(self) -> None:
@@ -373,12 +365,11 @@ class RayExecutor(BlockingCalls):
             else:
                 busy.append(detail[0])
         for actor in {id(a): a for a in busy}.values():
-            with contextlib.suppress(Exception):
-                ray.kill(actor, no_restart=True)
-            self._runners = {node: r for node, r in self._runners.items() if r is not actor}
+            self._runners.kill(actor)  # a runner or an expander
             # Replaced when next needed (``_actor``), not now: see there.
             self._actors = [None if a is actor else a for a in self._actors]
         self._flight.clear()
+        self._runners.drop_held()
         self._shards.clear()
         self._waiting.clear()
         self._resume_orphans()
@@ -405,13 +396,13 @@ class RayExecutor(BlockingCalls):
         self._closed = True
         import ray
 
-        for actor in [*getattr(self, "_actors", ()), *getattr(self, "_runners", {}).values()]:
+        for actor in getattr(self, "_actors", ()):
             if actor is None:
                 continue
             with contextlib.suppress(Exception):  # the cluster may already be gone
                 ray.kill(actor)
         self._actors = []
-        self._runners = {}
+        self._runners.close()
         self._flight = {}
         self._waiting = {}
         self._workload_refs.clear()
