@@ -265,10 +265,10 @@ def test_a_crashing_expansion_worker_is_an_error_expansion(ray_executor, sgemm, 
     assert again.children
 
 
-def _runner_class(flag: Path, dies: bool):
-    """A benchmark runner whose first timing reports its benchmark killed by SIGKILL; asked
-    afterwards whether it is alive, it dies (``dies``: its node going down) or answers (the
-    kill was something else's, an OOM killer's). Once ``flag`` exists it times for real."""
+def _runner_class(flag: Path, every_time: bool):
+    """A benchmark runner that reports its benchmark killed by SIGKILL: the first time only
+    (a node going down, as its runner still reports), or ``every_time`` (an OOM killer's
+    doing). Otherwise it times for real."""
     import ray
 
     from schedsearch.core import Measurement
@@ -276,22 +276,17 @@ def _runner_class(flag: Path, dies: bool):
 
     class Runner(_Runner):  # defined here so Ray ships it by value
         def run(self, workload, reference, candidate, built, bench, cache_dir, cutoff=None):
-            if flag.exists():
+            if flag.exists() and not every_time:
                 return _Runner.run(self, workload, reference, candidate, built, bench, cache_dir, cutoff)
+            flag.touch()
             return Measurement(candidate.fingerprint, Status.RUN_ERROR, error="the benchmark was killed by SIGKILL")
-
-        def alive(self) -> str:
-            if dies and not flag.exists():
-                flag.touch()
-                os._exit(9)
-            return _Runner.alive(self)
 
     return ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(Runner)
 
 
-@pytest.mark.parametrize("dies", [True, False])
-def test_a_benchmark_killed_from_outside_is_blamed_only_while_its_node_stays_up(
-        ray_executor, sgemm, tmp_path, dies: bool) -> None:
+@pytest.mark.parametrize("every_time", [False, True])
+def test_a_benchmark_killed_from_outside_is_measured_again_before_it_is_blamed(
+        ray_executor, sgemm, tmp_path, every_time: bool) -> None:
     from schedsearch.evaluate.ray_backend import RayExecutor
     from schedsearch.transforms import Expander
     from tests.integration.conftest import FAST_BENCH
@@ -299,12 +294,13 @@ def test_a_benchmark_killed_from_outside_is_blamed_only_while_its_node_stays_up(
     workload, root = sgemm
     executor = RayExecutor(Expander, ExpandOptions(), FAST_BENCH, workers=1, cache_dir=tmp_path / "cache")
     try:
-        executor._runners.actor_cls = _runner_class(tmp_path / "flag", dies)
+        executor._runners.actor_cls = _runner_class(tmp_path / "flag", every_time)
         (m,) = list(executor.evaluate(workload, root, [root]))
-        if dies:  # the node went down with it: done again, and timed
-            assert m.status is Status.OK and executor.requeued == 1, m.error
+        assert executor.requeued == 1  # measured twice, never more
+        if every_time:  # killed again: the candidate's after all
+            assert m.status is Status.RUN_ERROR and "killed by SIGKILL" in m.error
         else:
-            assert m.status is Status.RUN_ERROR and "killed by SIGKILL" in m.error and executor.requeued == 0
+            assert m.status is Status.OK, m.error
     finally:
         executor.close()  # does not shut down the shared session cluster
 

@@ -32,8 +32,8 @@ pickle.
   own failures as data) goes back to the queue and is built, timed or expanded again on
   a live node (``ray_losses``); only a job lost three times becomes a ``run_error``
   measurement or a failed expansion. A benchmark killed by SIGKILL, which nothing of ours
-  sends it, counts as the candidate's only once its runner answers again: a node going
-  down kills its benchmarks before its runner (``ray_runners``).
+  sends it, is measured again before it counts as the candidate's: a node going down kills
+  its benchmarks, and its runner may still report it.
 - ``cancel`` force-cancels build tasks and kills busy runners and expanders (Ray starts
   them again); their kernels and compilers die with them.
 

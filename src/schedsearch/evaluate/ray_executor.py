@@ -91,14 +91,14 @@ class RayExecutor(BlockingCalls):
         self._homes = Homes()
         # In flight: ref -> (job, stage, detail). Stages: "expand" (detail: actor, its index,
         # shards, its arguments), "build" and "remeasure" (detail: the workload's and the
-        # reference's refs), "run" (detail: the runner, the node that built the kernel, the refs)
-        # and "vouch" (the same: the runner asked whether it is up, ``ray_runners``).
+        # reference's refs), "run" (detail: the runner, the node that built the kernel, the refs).
         self._flight: dict[Any, tuple[Job, str, Any]] = {}
         self._shards: dict[int, int] = {}  # job id -> shards of its expansion back so far
         # Expansion shards not started yet, per actor index: (job, args, shards).
         self._waiting: dict[int, ShardQueue[tuple[Job, tuple[Any, ...], int]]] = {}
         self._submissions = itertools.count()  # one line for all actors' queues (``shard_queue.source``)
         self._runners = Runners(None)  # its actor class is made once Ray is connected
+        self._killed: set[int] = set()  # jobs whose benchmark was killed from outside once
         self._lost = LostWork()
         try:
             self._cluster.connect(address, connect_timeout, workers, stop)
@@ -283,6 +283,7 @@ class RayExecutor(BlockingCalls):
         for result in results:
             if result.final:
                 self._lost.forget(result.job.id)
+                self._killed.discard(result.job.id)
         self._dispatch()
         return results
 
@@ -291,10 +292,9 @@ class RayExecutor(BlockingCalls):
         node (a machine fault blames no candidate); False when ``job`` was lost too often
         (``LostWork``): then the failure is reported as the job's."""
 
-        self._runners.drop_held(job.id)
         if not self._lost.take(job.id, why):
             return False
-        if stage in ("run", "vouch"):  # its node may be gone: a call queued for a pinned actor never returns
+        if stage == "run":  # its node may be gone: a call queued for a pinned actor never returns
             self._runners.kill(detail[0])
         if stage == "expand":
             _, index, shards, args = detail
@@ -344,12 +344,14 @@ class RayExecutor(BlockingCalls):
             raise value
         if stage == "run":  # the runner said where it timed it; the build task, where it built it
             measured = dataclasses.replace(value, built_node=detail[1])
-            if killed_from_outside(measured):  # believed once its runner answers again (``ray_runners``)
-                self._flight[self._runners.hold(job.id, measured, detail[0])] = (job, "vouch", detail)
-                return None
+            if killed_from_outside(measured) and job.id not in self._killed:
+                # A node going down kills its benchmarks, and its runner may still report it:
+                # the job is done again (elsewhere, if the node is gone); a second kill stands.
+                self._killed.add(job.id)
+                if self._lost.take(job.id, "its benchmark was killed by SIGKILL"):
+                    self._start(job, *detail[-2:])
+                    return None
             return JobResult(job, measurements=(measured,))
-        if stage == "vouch":
-            return JobResult(job, measurements=(self._runners.release(job.id),))
         return JobResult(job, measurements=tuple(value))
 
     def cancel(self) -> None:
@@ -369,7 +371,7 @@ class RayExecutor(BlockingCalls):
             # Replaced when next needed (``_actor``), not now: see there.
             self._actors = [None if a is actor else a for a in self._actors]
         self._flight.clear()
-        self._runners.drop_held()
+        self._killed.clear()
         self._shards.clear()
         self._waiting.clear()
         self._resume_orphans()

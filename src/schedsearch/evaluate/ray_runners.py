@@ -1,13 +1,7 @@
-"""``Runners``: the benchmark runner of each node of a Ray cluster, and the measurements that
-wait for their runner to answer again.
+"""``Runners``: the benchmark runner of each node of a Ray cluster.
 
 A node times one kernel at a time, in one runner actor pinned to it (``ray_worker._Runner``),
-started on first use. A measurement that says its benchmark was killed from outside
-(``bench.killed_from_outside``) is held (``hold``) until the runner that took it answers
-again: a node going down kills its benchmarks before its runner, and such a measurement then
-blames the candidate for the machine's fault. If the runner answers, the measurement stands
-(``release``); if it is lost, the executor does the job again elsewhere and the measurement
-is dropped (``drop_held``).
+started on first use and killed for good when the executor gives up on it.
 """
 
 from __future__ import annotations
@@ -15,17 +9,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from schedsearch.core import Measurement
-
 
 class Runners:
     """The runners by node id, made from ``actor_cls`` (a Ray actor class of
-    ``ray_worker._Runner``), and the held measurements by job id."""
+    ``ray_worker._Runner``)."""
 
     def __init__(self, actor_cls: Any) -> None:
         self.actor_cls = actor_cls
         self._by_node: dict[str, Any] = {}
-        self._held: dict[int, Measurement] = {}
 
     def of(self, node: str) -> Any:
         """The runner of ``node`` (started on first use, pinned to that node)."""
@@ -50,22 +41,6 @@ class Runners:
         with contextlib.suppress(Exception):  # its node may be gone already
             ray.kill(actor, no_restart=True)
 
-    def hold(self, job_id: int, measured: Measurement, runner: Any) -> Any:
-        """Hold job ``job_id``'s ``measured`` until ``runner`` answers: the ref of its answer."""
-        self._held[job_id] = measured
-        return runner.alive.remote()
-
-    def release(self, job_id: int) -> Measurement:
-        """The measurement held for ``job_id``, now that its runner answered."""
-        return self._held.pop(job_id)
-
-    def drop_held(self, job_id: int | None = None) -> None:
-        """Forget the measurement held for ``job_id`` (every one when None)."""
-        if job_id is None:
-            self._held.clear()
-        else:
-            self._held.pop(job_id, None)
-
     def close(self) -> None:
         """Kill every runner (best effort: the cluster may already be gone)."""
         import ray
@@ -74,4 +49,3 @@ class Runners:
             with contextlib.suppress(Exception):
                 ray.kill(runner)
         self._by_node = {}
-        self._held.clear()

@@ -85,10 +85,6 @@ class _Runner:
         # node built it, from the build task's own report).
         return dataclasses.replace(measured, node=_here())
 
-    def alive(self) -> str:
-        """Answers while this runner's node is up: its node id."""
-        return _here()
-
 
 def _remeasure_task(
     workload: Workload,
