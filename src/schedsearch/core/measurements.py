@@ -34,17 +34,6 @@ class Timing(JsonRecord):
         """IQR relative to the median."""
         return self.iqr / self.median if self.median > 0 else 0.0
 
-    def scaled(self, factor: float) -> Timing:
-        """These statistics with every time multiplied by ``factor``."""
-        return Timing(
-            median=self.median * factor,
-            min=self.min * factor,
-            q1=self.q1 * factor,
-            q3=self.q3 * factor,
-            samples=tuple(x * factor for x in self.samples),
-            inner=self.inner,
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class MachineInfo(JsonRecord):
