@@ -315,6 +315,6 @@ def child_failure(res: ChildResult, what: str, timeout: float) -> tuple[Status, 
 
 
 def killed_from_outside(m: Measurement) -> bool:
-    """Whether ``m`` says its benchmark was killed by SIGKILL (``_KILLED``): a machine's fault
-    until its node shows it is still up."""
+    """Whether ``m`` says its benchmark was killed by SIGKILL (``_KILLED``): maybe the
+    machine's fault, so a Ray executor measures it again before blaming the candidate."""
     return m.status is Status.RUN_ERROR and m.error.startswith(_KILLED)
